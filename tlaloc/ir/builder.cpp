@@ -1,0 +1,174 @@
+#include "tlaloc/ir/builder.h"
+
+#include <algorithm>
+
+namespace tlaloc::ir {
+
+Builder::Builder(std::string name) { f_.name = std::move(name); }
+Builder::Builder(Function f) : f_(std::move(f)) {}
+
+ValueId Builder::add(Node n) {
+  std::vector<TensorType> ops;
+  ops.reserve(n.operands.size());
+  for (ValueId o : n.operands) {
+    if (o < 0 || size_t(o) >= f_.nodes.size())
+      fail("{}: operand %{} is not a value of function {}", op_name(n.op), o, f_.name);
+    ops.push_back(f_.nodes[size_t(o)].type);
+  }
+  n.type = infer_type(n.op, ops, n.attrs, n.type);
+  f_.nodes.push_back(std::move(n));
+  return ValueId(f_.nodes.size() - 1);
+}
+
+ValueId Builder::parameter(TensorType t, std::string name) {
+  Node n{Op::parameter, std::move(t), {}, {}};
+  ValueId v = add(std::move(n));
+  f_.inputs.push_back(v);
+  if (!name.empty() || !f_.input_names.empty()) {
+    f_.input_names.resize(f_.inputs.size() - 1);
+    f_.input_names.push_back(std::move(name));
+  }
+  return v;
+}
+
+ValueId Builder::constant(Array value) {
+  Node n{Op::constant, {}, {}, {}};
+  n.attrs.value = std::make_shared<const Array>(std::move(value));
+  return add(std::move(n));
+}
+
+ValueId Builder::scalar(DType dtype, double value) {
+  return constant(Array::filled(dtype, Shape{}, value));
+}
+
+ValueId Builder::iota(TensorType t, int64_t dimension) {
+  Node n{Op::iota, std::move(t), {}, {}};
+  n.attrs.dimension = dimension;
+  return add(std::move(n));
+}
+
+ValueId Builder::convert(ValueId x, DType to) {
+  return add(Node{Op::convert, {to, {}}, {x}, {}});
+}
+
+ValueId Builder::broadcast_in_dim(ValueId x, Shape shape, std::vector<int64_t> dims) {
+  Node n{Op::broadcast_in_dim, {DType::f32, std::move(shape)}, {x}, {}};
+  n.attrs.broadcast_dimensions = std::move(dims);
+  return add(std::move(n));
+}
+
+ValueId Builder::reshape(ValueId x, Shape shape) {
+  return add(Node{Op::reshape, {DType::f32, std::move(shape)}, {x}, {}});
+}
+
+ValueId Builder::transpose(ValueId x, std::vector<int64_t> permutation) {
+  Node n{Op::transpose, {}, {x}, {}};
+  n.attrs.permutation = std::move(permutation);
+  return add(std::move(n));
+}
+
+ValueId Builder::slice(ValueId x, std::vector<int64_t> start, std::vector<int64_t> limit,
+                       std::vector<int64_t> strides) {
+  if (strides.empty()) strides.assign(start.size(), 1);
+  Node n{Op::slice, {}, {x}, {}};
+  n.attrs.start_indices = std::move(start);
+  n.attrs.limit_indices = std::move(limit);
+  n.attrs.strides = std::move(strides);
+  return add(std::move(n));
+}
+
+ValueId Builder::concatenate(std::vector<ValueId> xs, int64_t dimension) {
+  Node n{Op::concatenate, {}, std::move(xs), {}};
+  n.attrs.dimension = dimension;
+  return add(std::move(n));
+}
+
+ValueId Builder::pad(ValueId x, ValueId padding_value, std::vector<int64_t> low,
+                     std::vector<int64_t> high, std::vector<int64_t> interior) {
+  if (interior.empty()) interior.assign(low.size(), 0);
+  Node n{Op::pad, {}, {x, padding_value}, {}};
+  n.attrs.edge_padding_low = std::move(low);
+  n.attrs.edge_padding_high = std::move(high);
+  n.attrs.interior_padding = std::move(interior);
+  return add(std::move(n));
+}
+
+ValueId Builder::dynamic_slice(ValueId x, std::vector<ValueId> start_indices,
+                               std::vector<int64_t> slice_sizes) {
+  Node n{Op::dynamic_slice, {}, {x}, {}};
+  n.operands.insert(n.operands.end(), start_indices.begin(), start_indices.end());
+  n.attrs.slice_sizes = std::move(slice_sizes);
+  return add(std::move(n));
+}
+
+ValueId Builder::dynamic_update_slice(ValueId x, ValueId update,
+                                      std::vector<ValueId> start_indices) {
+  Node n{Op::dynamic_update_slice, {}, {x, update}, {}};
+  n.operands.insert(n.operands.end(), start_indices.begin(), start_indices.end());
+  return add(std::move(n));
+}
+
+ValueId Builder::gather(ValueId x, ValueId indices) {
+  return add(Node{Op::gather, {}, {x, indices}, {}});
+}
+
+ValueId Builder::scatter(ValueId x, ValueId indices, ValueId updates) {
+  return add(Node{Op::scatter, {}, {x, indices, updates}, {}});
+}
+
+ValueId Builder::dot_general(ValueId lhs, ValueId rhs, DotDims d) {
+  Node n{Op::dot_general, {}, {lhs, rhs}, {}};
+  n.attrs.lhs_batching_dimensions = std::move(d.lhs_batch);
+  n.attrs.rhs_batching_dimensions = std::move(d.rhs_batch);
+  n.attrs.lhs_contracting_dimensions = std::move(d.lhs_contract);
+  n.attrs.rhs_contracting_dimensions = std::move(d.rhs_contract);
+  return add(std::move(n));
+}
+
+ValueId Builder::reduce(ValueId x, ReduceKind kind, std::vector<int64_t> dimensions) {
+  std::sort(dimensions.begin(), dimensions.end());
+  Node n{Op::reduce, {}, {x}, {}};
+  n.attrs.reduce_kind = kind;
+  n.attrs.dimensions = std::move(dimensions);
+  return add(std::move(n));
+}
+
+ValueId Builder::unary(Op op, ValueId x) {
+  if (op_kind(op) != OpKind::Unary || op == Op::convert)
+    fail("Builder::unary: {} is not a unary elementwise op", op_name(op));
+  return add(Node{op, {}, {x}, {}});
+}
+
+ValueId Builder::binary(Op op, ValueId a, ValueId b) {
+  if (op_kind(op) != OpKind::Binary || op == Op::compare)
+    fail("Builder::binary: {} is not a binary elementwise op", op_name(op));
+  return add(Node{op, {}, {a, b}, {}});
+}
+
+ValueId Builder::compare(ValueId a, ValueId b, Comparison direction) {
+  Node n{Op::compare, {}, {a, b}, {}};
+  n.attrs.comparison_direction = direction;
+  return add(std::move(n));
+}
+
+ValueId Builder::select(ValueId pred, ValueId on_true, ValueId on_false) {
+  return add(Node{Op::select, {}, {pred, on_true, on_false}, {}});
+}
+
+ValueId Builder::clamp(ValueId min, ValueId x, ValueId max) {
+  return add(Node{Op::clamp, {}, {min, x, max}, {}});
+}
+
+Function Builder::build(std::vector<ValueId> results, std::vector<std::string> output_names) {
+  for (ValueId r : results)
+    if (r < 0 || size_t(r) >= f_.nodes.size())
+      fail("Builder::build: result %{} is not a value of function {}", r, f_.name);
+  if (!output_names.empty() && output_names.size() != results.size())
+    fail("Builder::build: {} output names for {} results", output_names.size(), results.size());
+  f_.results = std::move(results);
+  f_.output_names = std::move(output_names);
+  if (!f_.input_names.empty()) f_.input_names.resize(f_.inputs.size());
+  return f_;
+}
+
+}  // namespace tlaloc::ir

@@ -1,0 +1,86 @@
+// Builder: appends verified nodes to a Function. Every method infers the result type with the
+// verifier and throws tlaloc::Error naming the op and the shapes/dtypes that disagree.
+// Semantics are StableHLO's (https://openxla.org/stablehlo/spec); narrowings are noted.
+#pragma once
+
+#include <span>
+
+#include "tlaloc/ir/ir.h"
+
+namespace tlaloc::ir {
+
+struct DotDims {
+  std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;
+};
+
+class Builder {
+ public:
+  explicit Builder(std::string name = "main");
+  // Continue building on an existing function (its inputs and nodes are kept; results cleared
+  // by build()).
+  explicit Builder(Function f);
+
+  // A new input; inputs are numbered in the order they are added.
+  ValueId parameter(TensorType t, std::string name = "");
+  ValueId constant(Array value);
+  // Scalar (shape []) constant of `dtype`, value rounded as convert would.
+  ValueId scalar(DType dtype, double value);
+  // Result element i = index along `dimension` (s32, u32 or float).
+  ValueId iota(TensorType t, int64_t dimension);
+  ValueId convert(ValueId x, DType to);
+  // Result dim broadcast_dimensions[i] takes operand dim i (size equal, or operand size 1).
+  ValueId broadcast_in_dim(ValueId x, Shape shape, std::vector<int64_t> broadcast_dimensions);
+  ValueId reshape(ValueId x, Shape shape);
+  // Result dim i = operand dim permutation[i].
+  ValueId transpose(ValueId x, std::vector<int64_t> permutation);
+  ValueId slice(ValueId x, std::vector<int64_t> start, std::vector<int64_t> limit,
+                std::vector<int64_t> strides = {});
+  ValueId concatenate(std::vector<ValueId> xs, int64_t dimension);
+  // Narrowing: low / high / interior padding must be >= 0.
+  ValueId pad(ValueId x, ValueId padding_value, std::vector<int64_t> low,
+              std::vector<int64_t> high, std::vector<int64_t> interior = {});
+  // start_indices: one s32 scalar per dimension, clamped to [0, dim - size] (StableHLO).
+  ValueId dynamic_slice(ValueId x, std::vector<ValueId> start_indices,
+                        std::vector<int64_t> slice_sizes);
+  ValueId dynamic_update_slice(ValueId x, ValueId update, std::vector<ValueId> start_indices);
+  // Row gather (narrowed StableHLO gather): x [N, d...], indices s32 [i...] -> [i..., d...].
+  // Indices are clamped to [0, N-1] as StableHLO clamps gather start indices.
+  ValueId gather(ValueId x, ValueId indices);
+  // Row scatter-add: x [N, d...], indices s32 [i...], updates [i..., d...] -> x with
+  // updates added to rows; out-of-range rows are skipped (StableHLO scatter semantics).
+  ValueId scatter(ValueId x, ValueId indices, ValueId updates);
+  // Result dims: batch dims, lhs free dims, rhs free dims (StableHLO order). Float dtypes.
+  ValueId dot_general(ValueId lhs, ValueId rhs, DotDims dims);
+  // Removes `dimensions`; sum starts at 0, max at -inf, min at +inf (integer: type limits).
+  ValueId reduce(ValueId x, ReduceKind kind, std::vector<int64_t> dimensions);
+  ValueId unary(Op op, ValueId x);
+  ValueId binary(Op op, ValueId a, ValueId b);
+  ValueId compare(ValueId a, ValueId b, Comparison direction);
+  // pred is i1 of the operands' shape or a scalar.
+  ValueId select(ValueId pred, ValueId on_true, ValueId on_false);
+  // min / max are scalars or of the operand's shape.
+  ValueId clamp(ValueId min, ValueId x, ValueId max);
+
+  // Generic append: verifies and fills n.type where inferable; returns the new value.
+  ValueId add(Node n);
+
+  const TensorType& type(ValueId v) const { return f_.type(v); }
+  const Function& function() const { return f_; }
+  // Finishes the function with these results.
+  Function build(std::vector<ValueId> results, std::vector<std::string> output_names = {});
+
+ private:
+  Function f_;
+};
+
+// Infers the result type of `op` from operand types and attrs; `declared` supplies what cannot
+// be inferred (iota: all; convert: dtype; reshape and broadcast_in_dim: shape; constant: from
+// attrs.value). Throws tlaloc::Error naming the op and the disagreeing shapes/dtypes.
+TensorType infer_type(Op op, std::span<const TensorType> operands, const Attrs& attrs,
+                      const TensorType& declared);
+
+// Checks a whole function: operands defined before use, every node's type equals its
+// inferred type, inputs are parameter nodes, results and aliases in range, aliased types equal.
+void verify(const Function& f);
+
+}  // namespace tlaloc::ir

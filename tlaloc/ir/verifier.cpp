@@ -1,0 +1,332 @@
+// Shape and dtype inference for every op, and whole-function verification.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <set>
+
+#include "tlaloc/ir/builder.h"
+
+namespace tlaloc::ir {
+namespace {
+
+using Dims = std::vector<int64_t>;
+
+std::string types_str(std::span<const TensorType> ts) {
+  std::vector<std::string> v;
+  for (auto& t : ts) v.push_back(to_string(t));
+  return fmt::format("({})", fmt::join(v, ", "));
+}
+
+struct Ctx {
+  Op op;
+  std::span<const TensorType> in;
+  template <typename... A>
+  [[noreturn]] void error(fmt::format_string<A...> f, A&&... a) const {
+    fail("{}: {} (operands {})", op_name(op), fmt::format(f, std::forward<A>(a)...),
+         types_str(in));
+  }
+  void arity(size_t n) const {
+    if (in.size() != n) error("expects {} operands, got {}", n, in.size());
+  }
+  // Every entry of `dims` a distinct axis in [0, rank).
+  void axes(const Dims& dims, int64_t rank, const char* what) const {
+    std::set<int64_t> seen;
+    for (int64_t d : dims) {
+      if (d < 0 || d >= rank) error("{} {} out of range for rank {}", what, d, rank);
+      if (!seen.insert(d).second) error("{} repeats axis {}", what, d);
+    }
+  }
+};
+
+bool numeric(DType t) { return t != DType::i1; }
+
+void check_unary_dtype(const Ctx& c, Op op, DType t) {
+  switch (op) {
+    case Op::negate:
+    case Op::abs:
+    case Op::sign:
+      if (!numeric(t) || t == DType::u32) c.error("needs a signed numeric dtype, got {}", name(t));
+      break;
+    case Op::convert: break;
+    default:
+      if (!is_floating(t)) c.error("needs a floating dtype, got {}", name(t));
+  }
+}
+
+void check_binary_dtype(const Ctx& c, Op op, DType t) {
+  switch (op) {
+    case Op::and_:
+    case Op::or_:
+    case Op::xor_:
+      if (is_floating(t)) c.error("needs an integer or i1 dtype, got {}", name(t));
+      break;
+    case Op::shift_left:
+    case Op::shift_right_logical:
+      if (!is_integer(t)) c.error("needs an integer dtype, got {}", name(t));
+      break;
+    case Op::power:
+      if (!is_floating(t)) c.error("needs a floating dtype, got {}", name(t));
+      break;
+    case Op::compare: break;
+    default:
+      if (!numeric(t)) c.error("needs a numeric dtype, got {}", name(t));
+  }
+}
+
+TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& declared) {
+  auto& in = c.in;
+  switch (c.op) {
+    case Op::broadcast_in_dim: {
+      c.arity(1);
+      const Shape& s = declared.shape;
+      auto& bd = a.broadcast_dimensions;
+      if (int64_t(bd.size()) != in[0].shape.rank())
+        c.error("broadcast_dimensions {} has {} entries for an operand of rank {}", bd, bd.size(),
+                in[0].shape.rank());
+      c.axes(bd, s.rank(), "broadcast_dimensions");
+      for (size_t i = 0; i < bd.size(); ++i) {
+        int64_t od = in[0].shape[int64_t(i)], rd = s[bd[i]];
+        if (od != 1 && od != rd)
+          c.error("operand dim {} (size {}) cannot broadcast to result dim {} (size {}) of {}", i,
+                  od, bd[i], rd, to_string(s));
+      }
+      return {in[0].dtype, s};
+    }
+    case Op::reshape:
+      c.arity(1);
+      if (declared.shape.numel() != in[0].shape.numel())
+        c.error("cannot reshape to {}: {} vs {} elements", to_string(declared.shape),
+                declared.shape.numel(), in[0].shape.numel());
+      return {in[0].dtype, declared.shape};
+    case Op::transpose: {
+      c.arity(1);
+      int64_t r = in[0].shape.rank();
+      if (int64_t(a.permutation.size()) != r) c.error("permutation {} for rank {}", a.permutation, r);
+      c.axes(a.permutation, r, "permutation");
+      Shape s;
+      for (int64_t p : a.permutation) s.dims.push_back(in[0].shape[p]);
+      return {in[0].dtype, s};
+    }
+    case Op::slice: {
+      c.arity(1);
+      int64_t r = in[0].shape.rank();
+      auto& st = a.start_indices;
+      auto& li = a.limit_indices;
+      auto& sd = a.strides;
+      if (int64_t(st.size()) != r || int64_t(li.size()) != r || int64_t(sd.size()) != r)
+        c.error("start {} limit {} strides {} must each have rank {} entries", st, li, sd, r);
+      Shape s;
+      for (int64_t i = 0; i < r; ++i) {
+        if (st[i] < 0 || st[i] > li[i] || li[i] > in[0].shape[i] || sd[i] < 1)
+          c.error("bad bounds on dim {}: start {} limit {} stride {} for size {}", i, st[i], li[i],
+                  sd[i], in[0].shape[i]);
+        s.dims.push_back((li[i] - st[i] + sd[i] - 1) / sd[i]);
+      }
+      return {in[0].dtype, s};
+    }
+    case Op::concatenate: {
+      if (in.empty()) c.error("needs at least one operand");
+      int64_t r = in[0].shape.rank(), d = a.dimension;
+      if (d < 0 || d >= r) c.error("dimension {} out of range for rank {}", d, r);
+      Shape s = in[0].shape;
+      for (size_t k = 1; k < in.size(); ++k) {
+        if (in[k].dtype != in[0].dtype || in[k].shape.rank() != r) c.error("operand {} differs", k);
+        for (int64_t i = 0; i < r; ++i)
+          if (i != d && in[k].shape[i] != s[i]) c.error("operand {} differs on dim {}", k, i);
+        s[d] += in[k].shape[d];
+      }
+      return {in[0].dtype, s};
+    }
+    case Op::pad: {
+      c.arity(2);
+      int64_t r = in[0].shape.rank();
+      if (in[1].shape.rank() != 0 || in[1].dtype != in[0].dtype)
+        c.error("padding value must be a scalar of the operand's dtype");
+      auto& lo = a.edge_padding_low;
+      auto& hi = a.edge_padding_high;
+      auto& it = a.interior_padding;
+      if (int64_t(lo.size()) != r || int64_t(hi.size()) != r || int64_t(it.size()) != r)
+        c.error("low {} high {} interior {} must each have rank {} entries", lo, hi, it, r);
+      Shape s;
+      for (int64_t i = 0; i < r; ++i) {
+        if (lo[i] < 0 || hi[i] < 0 || it[i] < 0)
+          c.error("negative padding on dim {} (low {} high {} interior {})", i, lo[i], hi[i], it[i]);
+        int64_t n = in[0].shape[i];
+        s.dims.push_back(lo[i] + hi[i] + n + std::max<int64_t>(n - 1, 0) * it[i]);
+      }
+      return {in[0].dtype, s};
+    }
+    case Op::dynamic_slice: {
+      int64_t r = in.empty() ? 0 : in[0].shape.rank();
+      c.arity(size_t(r) + 1);
+      if (int64_t(a.slice_sizes.size()) != r) c.error("slice_sizes {} for rank {}", a.slice_sizes, r);
+      for (int64_t i = 0; i < r; ++i) {
+        if (in[size_t(i) + 1].shape.rank() != 0 || !is_integer(in[size_t(i) + 1].dtype))
+          c.error("start index {} must be an integer scalar", i);
+        if (a.slice_sizes[size_t(i)] < 0 || a.slice_sizes[size_t(i)] > in[0].shape[i])
+          c.error("slice size {} on dim {} of size {}", a.slice_sizes[size_t(i)], i, in[0].shape[i]);
+      }
+      return {in[0].dtype, Shape(a.slice_sizes)};
+    }
+    case Op::dynamic_update_slice: {
+      int64_t r = in.empty() ? 0 : in[0].shape.rank();
+      c.arity(size_t(r) + 2);
+      if (in[1].dtype != in[0].dtype || in[1].shape.rank() != r)
+        c.error("update must have the operand's dtype and rank");
+      for (int64_t i = 0; i < r; ++i) {
+        if (in[size_t(i) + 2].shape.rank() != 0 || !is_integer(in[size_t(i) + 2].dtype))
+          c.error("start index {} must be an integer scalar", i);
+        if (in[1].shape[i] > in[0].shape[i]) c.error("update larger than operand on dim {}", i);
+      }
+      return in[0];
+    }
+    case Op::gather: {
+      c.arity(2);
+      if (in[0].shape.rank() < 1) c.error("operand must have rank >= 1");
+      if (!is_integer(in[1].dtype)) c.error("indices must be s32 or u32");
+      Shape s = in[1].shape;
+      for (int64_t i = 1; i < in[0].shape.rank(); ++i) s.dims.push_back(in[0].shape[i]);
+      return {in[0].dtype, s};
+    }
+    case Op::scatter: {
+      c.arity(3);
+      if (in[0].shape.rank() < 1) c.error("operand must have rank >= 1");
+      if (!is_integer(in[1].dtype)) c.error("indices must be s32 or u32");
+      if (!numeric(in[0].dtype)) c.error("needs a numeric dtype");
+      Shape s = in[1].shape;
+      for (int64_t i = 1; i < in[0].shape.rank(); ++i) s.dims.push_back(in[0].shape[i]);
+      if (in[2].dtype != in[0].dtype || in[2].shape != s)
+        c.error("updates must be {}{}", name(in[0].dtype), to_string(s));
+      return in[0];
+    }
+    case Op::dot_general: {
+      c.arity(2);
+      auto &l = in[0], &r = in[1];
+      if (l.dtype != r.dtype || !is_floating(l.dtype)) c.error("needs equal floating dtypes");
+      auto &lb = a.lhs_batching_dimensions, &rb = a.rhs_batching_dimensions;
+      auto &lc = a.lhs_contracting_dimensions, &rc = a.rhs_contracting_dimensions;
+      if (lb.size() != rb.size() || lc.size() != rc.size())
+        c.error("batching {} vs {} or contracting {} vs {} differ in length", lb, rb, lc, rc);
+      Dims la = lb, ra = rb;
+      la.insert(la.end(), lc.begin(), lc.end());
+      ra.insert(ra.end(), rc.begin(), rc.end());
+      c.axes(la, l.shape.rank(), "lhs batching+contracting dimensions");
+      c.axes(ra, r.shape.rank(), "rhs batching+contracting dimensions");
+      for (size_t i = 0; i < lb.size(); ++i)
+        if (l.shape[lb[i]] != r.shape[rb[i]])
+          c.error("batch dim lhs {} (size {}) vs rhs {} (size {})", lb[i], l.shape[lb[i]], rb[i],
+                  r.shape[rb[i]]);
+      for (size_t i = 0; i < lc.size(); ++i)
+        if (l.shape[lc[i]] != r.shape[rc[i]])
+          c.error("contracting dim lhs {} (size {}) vs rhs {} (size {})", lc[i], l.shape[lc[i]],
+                  rc[i], r.shape[rc[i]]);
+      Shape s;
+      for (int64_t d : lb) s.dims.push_back(l.shape[d]);
+      for (int64_t i = 0; i < l.shape.rank(); ++i)
+        if (std::find(la.begin(), la.end(), i) == la.end()) s.dims.push_back(l.shape[i]);
+      for (int64_t i = 0; i < r.shape.rank(); ++i)
+        if (std::find(ra.begin(), ra.end(), i) == ra.end()) s.dims.push_back(r.shape[i]);
+      return {l.dtype, s};
+    }
+    case Op::reduce: {
+      c.arity(1);
+      if (!numeric(in[0].dtype)) c.error("needs a numeric dtype");
+      c.axes(a.dimensions, in[0].shape.rank(), "dimensions");
+      Shape s;
+      for (int64_t i = 0; i < in[0].shape.rank(); ++i)
+        if (std::find(a.dimensions.begin(), a.dimensions.end(), i) == a.dimensions.end())
+          s.dims.push_back(in[0].shape[i]);
+      return {in[0].dtype, s};
+    }
+    default: c.error("is not a structural op");
+  }
+}
+
+}  // namespace
+
+TensorType infer_type(Op op, std::span<const TensorType> in, const Attrs& a,
+                      const TensorType& declared) {
+  Ctx c{op, in};
+  switch (op_kind(op)) {
+    case OpKind::Parameter: c.arity(0); return declared;
+    case OpKind::Nullary:
+      c.arity(0);
+      if (op == Op::constant) {
+        if (!a.value) c.error("has no value");
+        return {a.value->dtype(), a.value->shape()};
+      }
+      if (declared.shape.rank() == 0 || a.dimension < 0 || a.dimension >= declared.shape.rank())
+        c.error("iota_dimension {} out of range for {}", a.dimension, to_string(declared));
+      if (declared.dtype == DType::i1) c.error("cannot produce i1");
+      return declared;
+    case OpKind::Unary:
+      c.arity(1);
+      check_unary_dtype(c, op, in[0].dtype);
+      return {op == Op::convert ? declared.dtype : in[0].dtype, in[0].shape};
+    case OpKind::Binary:
+      c.arity(2);
+      if (in[0] != in[1]) c.error("operand types differ");
+      check_binary_dtype(c, op, in[0].dtype);
+      return {op == Op::compare ? DType::i1 : in[0].dtype, in[0].shape};
+    case OpKind::Ternary: {
+      c.arity(3);
+      if (op == Op::select) {
+        if (in[0].dtype != DType::i1) c.error("pred must be i1");
+        if (in[1] != in[2]) c.error("on_true and on_false types differ");
+        if (in[0].shape.rank() != 0 && in[0].shape != in[1].shape)
+          c.error("pred must be a scalar or of the operands' shape");
+        return in[1];
+      }
+      for (int k : {0, 2})
+        if (in[size_t(k)].dtype != in[1].dtype ||
+            (in[size_t(k)].shape.rank() != 0 && in[size_t(k)].shape != in[1].shape))
+          c.error("min and max must be scalars or of the operand's type");
+      if (!numeric(in[1].dtype)) c.error("needs a numeric dtype");
+      return in[1];
+    }
+    case OpKind::Structural: return infer_structural(c, a, declared);
+  }
+  c.error("unknown op");
+}
+
+void verify(const Function& f) {
+  std::vector<TensorType> ops;
+  std::vector<int> is_input(f.nodes.size(), 0);
+  for (ValueId v : f.inputs) {
+    if (v < 0 || size_t(v) >= f.nodes.size() || f.nodes[size_t(v)].op != Op::parameter)
+      fail("function {}: input {} is not a parameter node", f.name, v);
+    if (is_input[size_t(v)]++) fail("function {}: parameter %{} listed twice", f.name, v);
+  }
+  for (size_t i = 0; i < f.nodes.size(); ++i) {
+    const Node& n = f.nodes[i];
+    if (n.op == Op::parameter && !is_input[i])
+      fail("function {}: parameter %{} is not among the inputs", f.name, i);
+    ops.clear();
+    for (ValueId o : n.operands) {
+      if (o < 0 || size_t(o) >= i)
+        fail("function {}: %{} = {} uses %{} before it is defined", f.name, i, op_name(n.op), o);
+      ops.push_back(f.nodes[size_t(o)].type);
+    }
+    TensorType t;
+    try {
+      t = infer_type(n.op, ops, n.attrs, n.type);
+    } catch (const Error& e) {
+      fail("function {}: %{}: {}", f.name, i, e.what());
+    }
+    if (t != n.type)
+      fail("function {}: %{} = {} is declared {} but infers {}", f.name, i, op_name(n.op),
+           to_string(n.type), to_string(t));
+  }
+  for (ValueId r : f.results)
+    if (r < 0 || size_t(r) >= f.nodes.size()) fail("function {}: result %{} undefined", f.name, r);
+  for (const Alias& al : f.aliases) {
+    if (al.output < 0 || al.output >= f.num_outputs() || al.input < 0 || al.input >= f.num_inputs())
+      fail("function {}: alias output {} -> input {} out of range", f.name, al.output, al.input);
+    if (f.output_type(al.output) != f.input_type(al.input))
+      fail("function {}: alias output {} {} vs input {} {}", f.name, al.output,
+           to_string(f.output_type(al.output)), al.input, to_string(f.input_type(al.input)));
+  }
+}
+
+}  // namespace tlaloc::ir
