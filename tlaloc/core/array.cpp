@@ -35,13 +35,27 @@ Array& Array::operator=(const Array& o) {
 
 static void store(void* p, DType t, int64_t i, double v) {
   switch (t) {
-    case DType::f32: static_cast<float*>(p)[i] = float(v); break;
-    case DType::f64: static_cast<double*>(p)[i] = v; break;
-    case DType::bf16: static_cast<uint16_t*>(p)[i] = f32_to_bf16(float(v)); break;
-    case DType::f16: static_cast<uint16_t*>(p)[i] = f32_to_f16(float(v)); break;
-    case DType::s32: static_cast<int32_t*>(p)[i] = int32_t(v); break;
-    case DType::u32: static_cast<uint32_t*>(p)[i] = uint32_t(int64_t(v)); break;
-    case DType::i1: static_cast<uint8_t*>(p)[i] = v != 0.0 ? 1 : 0; break;
+    case DType::f32:
+      static_cast<float*>(p)[i] = float(v);
+      break;
+    case DType::f64:
+      static_cast<double*>(p)[i] = v;
+      break;
+    case DType::bf16:
+      static_cast<uint16_t*>(p)[i] = f32_to_bf16(float(v));
+      break;
+    case DType::f16:
+      static_cast<uint16_t*>(p)[i] = f32_to_f16(float(v));
+      break;
+    case DType::s32:
+      static_cast<int32_t*>(p)[i] = int32_t(v);
+      break;
+    case DType::u32:
+      static_cast<uint32_t*>(p)[i] = uint32_t(int64_t(v));
+      break;
+    case DType::i1:
+      static_cast<uint8_t*>(p)[i] = v != 0.0 ? 1 : 0;
+      break;
   }
 }
 
@@ -64,13 +78,20 @@ double Array::at(int64_t i) const {
   if (i < 0 || i >= numel_) fail("Array index {} out of range for {}", i, describe(*this));
   const void* p = data_.get();
   switch (dtype_) {
-    case DType::f32: return static_cast<const float*>(p)[i];
-    case DType::f64: return static_cast<const double*>(p)[i];
-    case DType::bf16: return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::f16: return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
-    case DType::s32: return static_cast<const int32_t*>(p)[i];
-    case DType::u32: return static_cast<const uint32_t*>(p)[i];
-    case DType::i1: return static_cast<const uint8_t*>(p)[i];
+    case DType::f32:
+      return static_cast<const float*>(p)[i];
+    case DType::f64:
+      return static_cast<const double*>(p)[i];
+    case DType::bf16:
+      return bf16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::f16:
+      return f16_to_f32(static_cast<const uint16_t*>(p)[i]);
+    case DType::s32:
+      return static_cast<const int32_t*>(p)[i];
+    case DType::u32:
+      return static_cast<const uint32_t*>(p)[i];
+    case DType::i1:
+      return static_cast<const uint8_t*>(p)[i];
   }
   return 0;
 }
@@ -103,6 +124,8 @@ bool Array::bitwise_equal(const Array& o) const {
          (nbytes() == 0 || std::memcmp(raw(), o.raw(), nbytes()) == 0);
 }
 
-std::string describe(const Array& a) { return fmt::format("{}{}", name(a.dtype()), to_string(a.shape())); }
+std::string describe(const Array& a) {
+  return fmt::format("{}{}", name(a.dtype()), to_string(a.shape()));
+}
 
 }  // namespace tlaloc

@@ -8,26 +8,37 @@ namespace tlaloc {
 
 size_t size_of(DType t) {
   switch (t) {
-    case DType::f64: return 8;
+    case DType::f64:
+      return 8;
     case DType::f32:
     case DType::s32:
-    case DType::u32: return 4;
+    case DType::u32:
+      return 4;
     case DType::bf16:
-    case DType::f16: return 2;
-    case DType::i1: return 1;
+    case DType::f16:
+      return 2;
+    case DType::i1:
+      return 1;
   }
   return 0;
 }
 
 std::string_view name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::bf16: return "bf16";
-    case DType::f16: return "f16";
-    case DType::s32: return "s32";
-    case DType::u32: return "u32";
-    case DType::i1: return "i1";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
+    case DType::s32:
+      return "s32";
+    case DType::u32:
+      return "u32";
+    case DType::i1:
+      return "i1";
   }
   return "?";
 }
@@ -82,7 +93,7 @@ uint16_t f32_to_f16(float f) {
   uint32_t u = bits_of(f);
   uint16_t sign = uint16_t((u >> 16) & 0x8000u);
   uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
   if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
   if (a < 0x38800000u) {
     // subnormal or zero in f16: round a / 2^-24 to nearest even.

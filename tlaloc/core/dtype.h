@@ -33,20 +33,56 @@ uint16_t f32_to_f16(float f);
 // C++ type for a dtype, for kernels and typed accessors.
 template <DType T>
 struct CType;
-template <> struct CType<DType::f32> { using type = float; };
-template <> struct CType<DType::f64> { using type = double; };
-template <> struct CType<DType::bf16> { using type = uint16_t; };
-template <> struct CType<DType::f16> { using type = uint16_t; };
-template <> struct CType<DType::s32> { using type = int32_t; };
-template <> struct CType<DType::u32> { using type = uint32_t; };
-template <> struct CType<DType::i1> { using type = uint8_t; };
+template <>
+struct CType<DType::f32> {
+  using type = float;
+};
+template <>
+struct CType<DType::f64> {
+  using type = double;
+};
+template <>
+struct CType<DType::bf16> {
+  using type = uint16_t;
+};
+template <>
+struct CType<DType::f16> {
+  using type = uint16_t;
+};
+template <>
+struct CType<DType::s32> {
+  using type = int32_t;
+};
+template <>
+struct CType<DType::u32> {
+  using type = uint32_t;
+};
+template <>
+struct CType<DType::i1> {
+  using type = uint8_t;
+};
 
 template <typename T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::s32; }
-template <> constexpr DType dtype_of<uint32_t>() { return DType::u32; }
-template <> constexpr DType dtype_of<bool>() { return DType::i1; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::s32;
+}
+template <>
+constexpr DType dtype_of<uint32_t>() {
+  return DType::u32;
+}
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::i1;
+}
 
 }  // namespace tlaloc

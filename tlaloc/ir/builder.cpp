@@ -47,9 +47,7 @@ ValueId Builder::iota(TensorType t, int64_t dimension) {
   return add(std::move(n));
 }
 
-ValueId Builder::convert(ValueId x, DType to) {
-  return add(Node{Op::convert, {to, {}}, {x}, {}});
-}
+ValueId Builder::convert(ValueId x, DType to) { return add(Node{Op::convert, {to, {}}, {x}, {}}); }
 
 ValueId Builder::broadcast_in_dim(ValueId x, Shape shape, std::vector<int64_t> dims) {
   Node n{Op::broadcast_in_dim, {DType::f32, std::move(shape)}, {x}, {}};

@@ -37,8 +37,8 @@ class Builder {
                 std::vector<int64_t> strides = {});
   ValueId concatenate(std::vector<ValueId> xs, int64_t dimension);
   // Narrowing: low / high / interior padding must be >= 0.
-  ValueId pad(ValueId x, ValueId padding_value, std::vector<int64_t> low,
-              std::vector<int64_t> high, std::vector<int64_t> interior = {});
+  ValueId pad(ValueId x, ValueId padding_value, std::vector<int64_t> low, std::vector<int64_t> high,
+              std::vector<int64_t> interior = {});
   // start_indices: one s32 scalar per dimension, clamped to [0, dim - size] (StableHLO).
   ValueId dynamic_slice(ValueId x, std::vector<ValueId> start_indices,
                         std::vector<int64_t> slice_sizes);

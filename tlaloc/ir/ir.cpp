@@ -8,7 +8,8 @@ namespace tlaloc::ir {
 std::string_view op_name(Op op) {
   switch (op) {
 #define TLALOC_OP(id, str, kind) \
-  case Op::id: return str;
+  case Op::id:                   \
+    return str;
 #include "tlaloc/ir/ops.def"
 #undef TLALOC_OP
   }
@@ -18,7 +19,8 @@ std::string_view op_name(Op op) {
 OpKind op_kind(Op op) {
   switch (op) {
 #define TLALOC_OP(id, str, kind) \
-  case Op::id: return OpKind::kind;
+  case Op::id:                   \
+    return OpKind::kind;
 #include "tlaloc/ir/ops.def"
 #undef TLALOC_OP
   }
@@ -42,21 +44,30 @@ std::string to_string(const TensorType& t) {
 
 std::string_view name(ReduceKind k) {
   switch (k) {
-    case ReduceKind::sum: return "sum";
-    case ReduceKind::max: return "max";
-    case ReduceKind::min: return "min";
+    case ReduceKind::sum:
+      return "sum";
+    case ReduceKind::max:
+      return "max";
+    case ReduceKind::min:
+      return "min";
   }
   return "?";
 }
 
 std::string_view name(Comparison c) {
   switch (c) {
-    case Comparison::EQ: return "EQ";
-    case Comparison::NE: return "NE";
-    case Comparison::LT: return "LT";
-    case Comparison::LE: return "LE";
-    case Comparison::GT: return "GT";
-    case Comparison::GE: return "GE";
+    case Comparison::EQ:
+      return "EQ";
+    case Comparison::NE:
+      return "NE";
+    case Comparison::LT:
+      return "LT";
+    case Comparison::LE:
+      return "LE";
+    case Comparison::GT:
+      return "GT";
+    case Comparison::GE:
+      return "GE";
   }
   return "?";
 }
@@ -64,12 +75,11 @@ std::string_view name(Comparison c) {
 bool Attrs::operator==(const Attrs& o) const {
   bool same_value = value == o.value || (value && o.value && value->bitwise_equal(*o.value));
   return same_value && broadcast_dimensions == o.broadcast_dimensions &&
-         permutation == o.permutation && dimensions == o.dimensions &&
-         dimension == o.dimension && start_indices == o.start_indices &&
-         limit_indices == o.limit_indices && strides == o.strides &&
-         edge_padding_low == o.edge_padding_low && edge_padding_high == o.edge_padding_high &&
-         interior_padding == o.interior_padding && slice_sizes == o.slice_sizes &&
-         lhs_batching_dimensions == o.lhs_batching_dimensions &&
+         permutation == o.permutation && dimensions == o.dimensions && dimension == o.dimension &&
+         start_indices == o.start_indices && limit_indices == o.limit_indices &&
+         strides == o.strides && edge_padding_low == o.edge_padding_low &&
+         edge_padding_high == o.edge_padding_high && interior_padding == o.interior_padding &&
+         slice_sizes == o.slice_sizes && lhs_batching_dimensions == o.lhs_batching_dimensions &&
          rhs_batching_dimensions == o.rhs_batching_dimensions &&
          lhs_contracting_dimensions == o.lhs_contracting_dimensions &&
          rhs_contracting_dimensions == o.rhs_contracting_dimensions &&
@@ -86,24 +96,32 @@ std::string attrs_text(const Node& n) {
       if (v.numel() <= 8) return fmt::format(" {{value={}}}", v.to_doubles());
       return fmt::format(" {{value=<{} elements>}}", v.numel());
     }
-    case Op::iota: return fmt::format(" {{iota_dimension={}}}", a.dimension);
-    case Op::concatenate: return fmt::format(" {{dimension={}}}", a.dimension);
-    case Op::broadcast_in_dim: return fmt::format(" {{dims={}}}", a.broadcast_dimensions);
-    case Op::transpose: return fmt::format(" {{permutation={}}}", a.permutation);
-    case Op::reduce: return fmt::format(" {{{} over {}}}", name(a.reduce_kind), a.dimensions);
-    case Op::compare: return fmt::format(" {{{}}}", name(a.comparison_direction));
+    case Op::iota:
+      return fmt::format(" {{iota_dimension={}}}", a.dimension);
+    case Op::concatenate:
+      return fmt::format(" {{dimension={}}}", a.dimension);
+    case Op::broadcast_in_dim:
+      return fmt::format(" {{dims={}}}", a.broadcast_dimensions);
+    case Op::transpose:
+      return fmt::format(" {{permutation={}}}", a.permutation);
+    case Op::reduce:
+      return fmt::format(" {{{} over {}}}", name(a.reduce_kind), a.dimensions);
+    case Op::compare:
+      return fmt::format(" {{{}}}", name(a.comparison_direction));
     case Op::slice:
       return fmt::format(" {{start={} limit={} strides={}}}", a.start_indices, a.limit_indices,
                          a.strides);
     case Op::pad:
-      return fmt::format(" {{low={} high={} interior={}}}", a.edge_padding_low,
-                         a.edge_padding_high, a.interior_padding);
-    case Op::dynamic_slice: return fmt::format(" {{slice_sizes={}}}", a.slice_sizes);
+      return fmt::format(" {{low={} high={} interior={}}}", a.edge_padding_low, a.edge_padding_high,
+                         a.interior_padding);
+    case Op::dynamic_slice:
+      return fmt::format(" {{slice_sizes={}}}", a.slice_sizes);
     case Op::dot_general:
       return fmt::format(" {{batch={}x{} contract={}x{}}}", a.lhs_batching_dimensions,
                          a.rhs_batching_dimensions, a.lhs_contracting_dimensions,
                          a.rhs_contracting_dimensions);
-    default: return "";
+    default:
+      return "";
   }
 }
 
@@ -129,7 +147,8 @@ std::string print(const Function& f) {
   std::vector<std::string> rs;
   for (ValueId r : f.results) rs.push_back(fmt::format("%{}", r));
   out += fmt::format("  return {}\n}}\n", fmt::join(rs, ", "));
-  for (const Alias& a : f.aliases) out += fmt::format("// output {} aliases input {}\n", a.output, a.input);
+  for (const Alias& a : f.aliases)
+    out += fmt::format("// output {} aliases input {}\n", a.output, a.input);
   return out;
 }
 

@@ -49,18 +49,18 @@ std::string_view name(Comparison c);
 
 // Attributes, named as in StableHLO. Each op reads only its own fields (see builder.h).
 struct Attrs {
-  std::vector<int64_t> broadcast_dimensions;  // broadcast_in_dim
-  std::vector<int64_t> permutation;           // transpose
-  std::vector<int64_t> dimensions;            // reduce
-  int64_t dimension = 0;                      // iota (iota_dimension), concatenate
-  std::vector<int64_t> start_indices, limit_indices, strides;                  // slice
+  std::vector<int64_t> broadcast_dimensions;                   // broadcast_in_dim
+  std::vector<int64_t> permutation;                            // transpose
+  std::vector<int64_t> dimensions;                             // reduce
+  int64_t dimension = 0;                                       // iota (iota_dimension), concatenate
+  std::vector<int64_t> start_indices, limit_indices, strides;  // slice
   std::vector<int64_t> edge_padding_low, edge_padding_high, interior_padding;  // pad
   std::vector<int64_t> slice_sizes;                                            // dynamic_slice
   std::vector<int64_t> lhs_batching_dimensions, rhs_batching_dimensions;       // dot_general
   std::vector<int64_t> lhs_contracting_dimensions, rhs_contracting_dimensions;
-  ReduceKind reduce_kind = ReduceKind::sum;           // reduce
-  Comparison comparison_direction = Comparison::EQ;   // compare
-  std::shared_ptr<const Array> value;                 // constant
+  ReduceKind reduce_kind = ReduceKind::sum;          // reduce
+  Comparison comparison_direction = Comparison::EQ;  // compare
+  std::shared_ptr<const Array> value;                // constant
 
   // Field-wise equality; constants compare by contents (for CSE).
   bool operator==(const Attrs& o) const;

@@ -23,8 +23,7 @@ struct Ctx {
   std::span<const TensorType> in;
   template <typename... A>
   [[noreturn]] void error(fmt::format_string<A...> f, A&&... a) const {
-    fail("{}: {} (operands {})", op_name(op), fmt::format(f, std::forward<A>(a)...),
-         types_str(in));
+    fail("{}: {} (operands {})", op_name(op), fmt::format(f, std::forward<A>(a)...), types_str(in));
   }
   void arity(size_t n) const {
     if (in.size() != n) error("expects {} operands, got {}", n, in.size());
@@ -48,7 +47,8 @@ void check_unary_dtype(const Ctx& c, Op op, DType t) {
     case Op::sign:
       if (!numeric(t) || t == DType::u32) c.error("needs a signed numeric dtype, got {}", name(t));
       break;
-    case Op::convert: break;
+    case Op::convert:
+      break;
     default:
       if (!is_floating(t)) c.error("needs a floating dtype, got {}", name(t));
   }
@@ -68,7 +68,8 @@ void check_binary_dtype(const Ctx& c, Op op, DType t) {
     case Op::power:
       if (!is_floating(t)) c.error("needs a floating dtype, got {}", name(t));
       break;
-    case Op::compare: break;
+    case Op::compare:
+      break;
     default:
       if (!numeric(t)) c.error("needs a numeric dtype, got {}", name(t));
   }
@@ -102,7 +103,8 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
     case Op::transpose: {
       c.arity(1);
       int64_t r = in[0].shape.rank();
-      if (int64_t(a.permutation.size()) != r) c.error("permutation {} for rank {}", a.permutation, r);
+      if (int64_t(a.permutation.size()) != r)
+        c.error("permutation {} for rank {}", a.permutation, r);
       c.axes(a.permutation, r, "permutation");
       Shape s;
       for (int64_t p : a.permutation) s.dims.push_back(in[0].shape[p]);
@@ -151,7 +153,8 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
       Shape s;
       for (int64_t i = 0; i < r; ++i) {
         if (lo[i] < 0 || hi[i] < 0 || it[i] < 0)
-          c.error("negative padding on dim {} (low {} high {} interior {})", i, lo[i], hi[i], it[i]);
+          c.error("negative padding on dim {} (low {} high {} interior {})", i, lo[i], hi[i],
+                  it[i]);
         int64_t n = in[0].shape[i];
         s.dims.push_back(lo[i] + hi[i] + n + std::max<int64_t>(n - 1, 0) * it[i]);
       }
@@ -160,12 +163,14 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
     case Op::dynamic_slice: {
       int64_t r = in.empty() ? 0 : in[0].shape.rank();
       c.arity(size_t(r) + 1);
-      if (int64_t(a.slice_sizes.size()) != r) c.error("slice_sizes {} for rank {}", a.slice_sizes, r);
+      if (int64_t(a.slice_sizes.size()) != r)
+        c.error("slice_sizes {} for rank {}", a.slice_sizes, r);
       for (int64_t i = 0; i < r; ++i) {
         if (in[size_t(i) + 1].shape.rank() != 0 || !is_integer(in[size_t(i) + 1].dtype))
           c.error("start index {} must be an integer scalar", i);
         if (a.slice_sizes[size_t(i)] < 0 || a.slice_sizes[size_t(i)] > in[0].shape[i])
-          c.error("slice size {} on dim {} of size {}", a.slice_sizes[size_t(i)], i, in[0].shape[i]);
+          c.error("slice size {} on dim {} of size {}", a.slice_sizes[size_t(i)], i,
+                  in[0].shape[i]);
       }
       return {in[0].dtype, Shape(a.slice_sizes)};
     }
@@ -239,7 +244,8 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
           s.dims.push_back(in[0].shape[i]);
       return {in[0].dtype, s};
     }
-    default: c.error("is not a structural op");
+    default:
+      c.error("is not a structural op");
   }
 }
 
@@ -249,7 +255,9 @@ TensorType infer_type(Op op, std::span<const TensorType> in, const Attrs& a,
                       const TensorType& declared) {
   Ctx c{op, in};
   switch (op_kind(op)) {
-    case OpKind::Parameter: c.arity(0); return declared;
+    case OpKind::Parameter:
+      c.arity(0);
+      return declared;
     case OpKind::Nullary:
       c.arity(0);
       if (op == Op::constant) {
@@ -285,7 +293,8 @@ TensorType infer_type(Op op, std::span<const TensorType> in, const Attrs& a,
       if (!numeric(in[1].dtype)) c.error("needs a numeric dtype");
       return in[1];
     }
-    case OpKind::Structural: return infer_structural(c, a, declared);
+    case OpKind::Structural:
+      return infer_structural(c, a, declared);
   }
   c.error("unknown op");
 }
