@@ -186,7 +186,10 @@ Tensor abs(const Tensor& x) { return unary(Op::abs, x); }
 Tensor sign(const Tensor& x) { return unary(Op::sign, x); }
 Tensor floor(const Tensor& x) { return unary(Op::floor, x); }
 Tensor square(const Tensor& x) { return x * x; }
-Tensor relu(const Tensor& x) { return maximum(x, zeros_like(x)); }
+Tensor relu(const Tensor& x) {
+  Tensor zero = zeros_like(x);
+  return where(x > zero, x, zero);
+}
 Tensor gelu(const Tensor& x) {
   const double c = std::sqrt(2.0 / std::numbers::pi);
   return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));

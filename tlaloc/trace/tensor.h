@@ -112,7 +112,7 @@ Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);
 Tensor floor(const Tensor& x);
 Tensor square(const Tensor& x);
-// relu(x) = max(x, 0); its derivative at 0 is 0 (PyTorch's and JAX's convention).
+// relu(x) = x > 0 ? x : 0, so its derivative at 0 is 0 (PyTorch's and JAX's convention).
 Tensor relu(const Tensor& x);
 // GELU, tanh approximation: 0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³))) (Hendrycks & Gimpel 2016;
 // torch.nn.GELU(approximate="tanh")).
