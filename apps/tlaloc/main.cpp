@@ -1,2 +1,21 @@
+// The `tlaloc` command: train, evaluate, inspect and export models. See README.md.
 #include <cstdio>
-int main() { return 0; }
+
+#include "apps/tlaloc/commands.h"
+#include "tlaloc/core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"tlaloc: compiled training steps in C++ (host CPU lane; StableHLO/PJRT lane)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", TLALOC_VERSION);
+  tlaloc::app::register_train(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const tlaloc::Error& e) {
+    std::fprintf(stderr, "tlaloc: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
