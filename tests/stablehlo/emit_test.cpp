@@ -1,0 +1,356 @@
+// Golden-text tests for StableHLO emission: one hand-written expected text per op.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+
+#include "tlaloc/ir/builder.h"
+#include "tlaloc/stablehlo/emit.h"
+
+using namespace tlaloc;
+using namespace tlaloc::ir;
+namespace shlo = tlaloc::stablehlo;
+
+namespace {
+
+// The lines between the func.func header and func.return, without indentation.
+std::string body(const std::string& text) {
+  std::string out;
+  size_t start = text.find('\n', text.find("func.func")) + 1;
+  for (size_t p = start; p < text.size();) {
+    size_t nl = text.find('\n', p);
+    size_t b = text.find_first_not_of(' ', p);
+    if (text.compare(b, 13, "\"func.return\"") == 0) break;
+    out += text.substr(b, nl + 1 - b);
+    p = nl + 1;
+  }
+  return out;
+}
+
+struct Golden {
+  std::function<Function()> build;
+  std::string body;  // expected body lines
+};
+
+TensorType f32(Shape s) { return {DType::f32, std::move(s)}; }
+
+Function unary_fn(Op op, DType t) {
+  Builder b;
+  auto x = b.parameter({t, {3}});
+  return b.build({b.unary(op, x)});
+}
+Function binary_fn(Op op, DType t) {
+  Builder b;
+  auto x = b.parameter({t, {3}});
+  auto y = b.parameter({t, {3}});
+  return b.build({b.binary(op, x, y)});
+}
+
+std::string un(const char* op) {
+  return fmt::format("%0 = \"stablehlo.{}\"(%arg0) : (tensor<3xf32>) -> tensor<3xf32>\n", op);
+}
+std::string bin(const char* op, const char* t) {
+  return fmt::format(
+      "%0 = \"stablehlo.{0}\"(%arg0, %arg1) : (tensor<3x{1}>, tensor<3x{1}>) -> tensor<3x{1}>\n",
+      op, t);
+}
+
+// Every op of ops.def except parameter (covered by the header tests) has a case here.
+std::map<Op, Golden> goldens() {
+  std::map<Op, Golden> g;
+  for (auto [op, nm] : {std::pair{Op::negate, "negate"},
+                        {Op::abs, "abs"},
+                        {Op::exponential, "exponential"},
+                        {Op::log, "log"},
+                        {Op::log_plus_one, "log_plus_one"},
+                        {Op::tanh, "tanh"},
+                        {Op::logistic, "logistic"},
+                        {Op::sqrt, "sqrt"},
+                        {Op::rsqrt, "rsqrt"},
+                        {Op::sign, "sign"},
+                        {Op::floor, "floor"}})
+    g[op] = {[op] { return unary_fn(op, DType::f32); }, un(nm)};
+  for (auto [op, nm] : {std::pair{Op::add, "add"},
+                        {Op::subtract, "subtract"},
+                        {Op::multiply, "multiply"},
+                        {Op::divide, "divide"},
+                        {Op::maximum, "maximum"},
+                        {Op::minimum, "minimum"},
+                        {Op::power, "power"},
+                        {Op::remainder, "remainder"}})
+    g[op] = {[op] { return binary_fn(op, DType::f32); }, bin(nm, "f32")};
+  for (auto [op, nm] : {std::pair{Op::and_, "and"},
+                        {Op::or_, "or"},
+                        {Op::xor_, "xor"},
+                        {Op::shift_left, "shift_left"},
+                        {Op::shift_right_logical, "shift_right_logical"}})
+    g[op] = {[op] { return binary_fn(op, DType::u32); }, bin(nm, "ui32")};
+
+  g[Op::constant] = {
+      [] {
+        Builder b;
+        return b.build({b.constant(Array::from<float>({2, 2}, {1.5f, -2, 0.1f, 0}))});
+      },
+      "%0 = \"stablehlo.constant\"() <{value = dense<[[1.50000000e+00, "
+      "-2.00000000e+00], [1.00000001e-01, 0.00000000e+00]]> : tensor<2x2xf32>}> : "
+      "() -> tensor<2x2xf32>\n"};
+  g[Op::iota] = {[] {
+                   Builder b;
+                   return b.build({b.iota({DType::s32, {2, 4}}, 1)});
+                 },
+                 "%0 = \"stablehlo.iota\"() <{iota_dimension = 1 : i64}> : () -> "
+                 "tensor<2x4xi32>\n"};
+  g[Op::convert] = {[] {
+                      Builder b;
+                      auto x = b.parameter({DType::s32, {3}});
+                      return b.build({b.convert(x, DType::bf16)});
+                    },
+                    "%0 = \"stablehlo.convert\"(%arg0) : (tensor<3xi32>) -> tensor<3xbf16>\n"};
+  g[Op::broadcast_in_dim] = {
+      [] {
+        Builder b;
+        auto x = b.parameter(f32({3}));
+        return b.build({b.broadcast_in_dim(x, {2, 3}, {1})});
+      },
+      "%0 = \"stablehlo.broadcast_in_dim\"(%arg0) <{broadcast_dimensions = array<i64: 1>}> : "
+      "(tensor<3xf32>) -> tensor<2x3xf32>\n"};
+  g[Op::reshape] = {[] {
+                      Builder b;
+                      auto x = b.parameter(f32({2, 3}));
+                      return b.build({b.reshape(x, {6})});
+                    },
+                    "%0 = \"stablehlo.reshape\"(%arg0) : (tensor<2x3xf32>) -> tensor<6xf32>\n"};
+  g[Op::transpose] = {[] {
+                        Builder b;
+                        auto x = b.parameter(f32({2, 3}));
+                        return b.build({b.transpose(x, {1, 0})});
+                      },
+                      "%0 = \"stablehlo.transpose\"(%arg0) <{permutation = array<i64: 1, 0>}> : "
+                      "(tensor<2x3xf32>) -> tensor<3x2xf32>\n"};
+  g[Op::slice] = {[] {
+                    Builder b;
+                    auto x = b.parameter(f32({4, 5}));
+                    return b.build({b.slice(x, {1, 0}, {3, 5}, {1, 2})});
+                  },
+                  "%0 = \"stablehlo.slice\"(%arg0) <{start_indices = array<i64: 1, 0>, "
+                  "limit_indices = array<i64: 3, 5>, strides = array<i64: 1, 2>}> : "
+                  "(tensor<4x5xf32>) -> tensor<2x3xf32>\n"};
+  g[Op::concatenate] = {[] {
+                          Builder b;
+                          auto x = b.parameter(f32({2, 3}));
+                          auto y = b.parameter(f32({2, 1}));
+                          return b.build({b.concatenate({x, y}, 1)});
+                        },
+                        "%0 = \"stablehlo.concatenate\"(%arg0, %arg1) <{dimension = 1 : i64}> : "
+                        "(tensor<2x3xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>\n"};
+  g[Op::pad] = {[] {
+                  Builder b;
+                  auto x = b.parameter(f32({2, 3}));
+                  auto v = b.parameter(f32({}));
+                  return b.build({b.pad(x, v, {1, 0}, {0, 2}, {0, 1})});
+                },
+                "%0 = \"stablehlo.pad\"(%arg0, %arg1) <{edge_padding_low = array<i64: 1, 0>, "
+                "edge_padding_high = array<i64: 0, 2>, interior_padding = array<i64: 0, 1>}> : "
+                "(tensor<2x3xf32>, tensor<f32>) -> tensor<3x7xf32>\n"};
+  g[Op::dynamic_slice] = {
+      [] {
+        Builder b;
+        auto x = b.parameter(f32({4, 5}));
+        auto i = b.parameter({DType::s32, {}});
+        auto j = b.parameter({DType::s32, {}});
+        return b.build({b.dynamic_slice(x, {i, j}, {2, 2})});
+      },
+      "%0 = \"stablehlo.dynamic_slice\"(%arg0, %arg1, %arg2) <{slice_sizes = array<i64: 2, "
+      "2>}> : (tensor<4x5xf32>, tensor<i32>, tensor<i32>) -> tensor<2x2xf32>\n"};
+  g[Op::dynamic_update_slice] = {
+      [] {
+        Builder b;
+        auto x = b.parameter(f32({4, 5}));
+        auto u = b.parameter(f32({2, 2}));
+        auto i = b.parameter({DType::s32, {}});
+        auto j = b.parameter({DType::s32, {}});
+        return b.build({b.dynamic_update_slice(x, u, {i, j})});
+      },
+      "%0 = \"stablehlo.dynamic_update_slice\"(%arg0, %arg1, %arg2, %arg3) : (tensor<4x5xf32>, "
+      "tensor<2x2xf32>, tensor<i32>, tensor<i32>) -> tensor<4x5xf32>\n"};
+  // Row gather: x [5, 3], indices [2, 4] -> [2, 4, 3]; offset dim 2 is x's dim 1.
+  g[Op::gather] = {[] {
+                     Builder b;
+                     auto x = b.parameter(f32({5, 3}));
+                     auto i = b.parameter({DType::s32, {2, 4}});
+                     return b.build({b.gather(x, i)});
+                   },
+                   "%0 = \"stablehlo.gather\"(%arg0, %arg1) <{dimension_numbers = "
+                   "#stablehlo.gather<offset_dims = [2], collapsed_slice_dims = [0], "
+                   "start_index_map = [0], index_vector_dim = 2>, indices_are_sorted = false, "
+                   "slice_sizes = array<i64: 1, 3>}> : (tensor<5x3xf32>, tensor<2x4xi32>) -> "
+                   "tensor<2x4x3xf32>\n"};
+  g[Op::scatter] = {[] {
+                      Builder b;
+                      auto x = b.parameter(f32({5, 3}));
+                      auto i = b.parameter({DType::s32, {4}});
+                      auto u = b.parameter(f32({4, 3}));
+                      return b.build({b.scatter(x, i, u)});
+                    },
+                    "%0 = \"stablehlo.scatter\"(%arg0, %arg1, %arg2) <{indices_are_sorted = "
+                    "false, scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = "
+                    "[1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], "
+                    "index_vector_dim = 1>, unique_indices = false}> ({\n"
+                    "^bb0(%lhs0: tensor<f32>, %rhs0: tensor<f32>):\n"
+                    "%red0 = \"stablehlo.add\"(%lhs0, %rhs0) : (tensor<f32>, tensor<f32>) -> "
+                    "tensor<f32>\n"
+                    "\"stablehlo.return\"(%red0) : (tensor<f32>) -> ()\n"
+                    "}) : (tensor<5x3xf32>, tensor<4xi32>, tensor<4x3xf32>) -> tensor<5x3xf32>\n"};
+  g[Op::dot_general] = {
+      [] {
+        Builder b;
+        auto x = b.parameter(f32({4, 3, 5}));
+        auto y = b.parameter(f32({4, 5, 7}));
+        return b.build({b.dot_general(x, y, {{0}, {0}, {2}, {1}})});
+      },
+      "%0 = \"stablehlo.dot_general\"(%arg0, %arg1) <{dot_dimension_numbers = "
+      "#stablehlo.dot<lhs_batching_dimensions = [0], rhs_batching_dimensions = [0], "
+      "lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [1]>, precision_config = "
+      "[#stablehlo<precision DEFAULT>, #stablehlo<precision DEFAULT>]}> : (tensor<4x3x5xf32>, "
+      "tensor<4x5x7xf32>) -> tensor<4x3x7xf32>\n"};
+  g[Op::reduce] = {[] {
+                     Builder b;
+                     auto x = b.parameter(f32({2, 3}));
+                     return b.build({b.reduce(x, ReduceKind::max, {1})});
+                   },
+                   "%init0 = \"stablehlo.constant\"() <{value = dense<0xFF800000> : "
+                   "tensor<f32>}> : () -> tensor<f32>\n"
+                   "%0 = \"stablehlo.reduce\"(%arg0, %init0) <{dimensions = array<i64: 1>}> ({\n"
+                   "^bb0(%lhs0: tensor<f32>, %rhs0: tensor<f32>):\n"
+                   "%red0 = \"stablehlo.maximum\"(%lhs0, %rhs0) : (tensor<f32>, tensor<f32>) -> "
+                   "tensor<f32>\n"
+                   "\"stablehlo.return\"(%red0) : (tensor<f32>) -> ()\n"
+                   "}) : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>\n"};
+  g[Op::compare] = {[] {
+                      Builder b;
+                      auto x = b.parameter({DType::s32, {3}});
+                      auto y = b.parameter({DType::s32, {3}});
+                      return b.build({b.compare(x, y, Comparison::LT)});
+                    },
+                    "%0 = \"stablehlo.compare\"(%arg0, %arg1) <{compare_type = "
+                    "#stablehlo<comparison_type SIGNED>, comparison_direction = "
+                    "#stablehlo<comparison_direction LT>}> : (tensor<3xi32>, tensor<3xi32>) -> "
+                    "tensor<3xi1>\n"};
+  g[Op::select] = {[] {
+                     Builder b;
+                     auto p = b.parameter({DType::i1, {}});
+                     auto x = b.parameter(f32({3}));
+                     auto y = b.parameter(f32({3}));
+                     return b.build({b.select(p, x, y)});
+                   },
+                   "%0 = \"stablehlo.select\"(%arg0, %arg1, %arg2) : (tensor<i1>, tensor<3xf32>, "
+                   "tensor<3xf32>) -> tensor<3xf32>\n"};
+  g[Op::clamp] = {[] {
+                    Builder b;
+                    auto lo = b.parameter(f32({}));
+                    auto x = b.parameter(f32({3}));
+                    auto hi = b.parameter(f32({}));
+                    return b.build({b.clamp(lo, x, hi)});
+                  },
+                  "%0 = \"stablehlo.clamp\"(%arg0, %arg1, %arg2) : (tensor<f32>, tensor<3xf32>, "
+                  "tensor<f32>) -> tensor<3xf32>\n"};
+  return g;
+}
+
+}  // namespace
+
+TEST(StablehloEmit, EveryOpHasAGoldenTest) {
+  auto g = goldens();
+  for (Op op : kAllOps) {
+    if (op == Op::parameter) continue;  // function arguments: see ModuleHeader
+    EXPECT_TRUE(g.count(op)) << "no StableHLO golden test for op " << op_name(op);
+  }
+}
+
+TEST(StablehloEmit, GoldenTextPerOp) {
+  for (auto& [op, gold] : goldens()) {
+    SCOPED_TRACE(std::string(op_name(op)));
+    EXPECT_EQ(body(shlo::emit(gold.build())), gold.body);
+  }
+}
+
+TEST(StablehloEmit, ModuleHeaderAliasesAndNames) {
+  Builder b("train_step");
+  auto w = b.parameter(f32({2}), "0.weight");
+  auto lr = b.parameter(f32({}), "lr");
+  auto y = b.binary(Op::multiply, w, b.broadcast_in_dim(lr, {2}, {}));
+  Function f = b.build({y, lr}, {"0.weight", "lr"});
+  f.aliases.push_back({0, 0});
+  EXPECT_EQ(shlo::emit(f),
+            "module @train_step attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 "
+            ": i32} {\n"
+            "  func.func public @main(%arg0: tensor<2xf32> {tf.aliasing_output = 0 : i32, "
+            "tlaloc.name = \"0.weight\"}, %arg1: tensor<f32> {tlaloc.name = \"lr\"}) -> "
+            "(tensor<2xf32> {tlaloc.name = \"0.weight\"}, tensor<f32> {tlaloc.name = \"lr\"}) {\n"
+            "    %0 = \"stablehlo.broadcast_in_dim\"(%arg1) <{broadcast_dimensions = array<i64>}> "
+            ": (tensor<f32>) -> tensor<2xf32>\n"
+            "    %1 = \"stablehlo.multiply\"(%arg0, %0) : (tensor<2xf32>, tensor<2xf32>) -> "
+            "tensor<2xf32>\n"
+            "    \"func.return\"(%1, %arg1) : (tensor<2xf32>, tensor<f32>) -> ()\n"
+            "  }\n"
+            "}\n");
+  shlo::EmitOptions o;
+  o.names = false;
+  EXPECT_EQ(shlo::emit(f, o).find("tlaloc.name"), std::string::npos);
+}
+
+TEST(StablehloEmit, ConstantsOfEveryDType) {
+  auto lit = [](const Array& a) { return shlo::dense_literal(a); };
+  float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(lit(Array::from<float>({2}, {inf, -0.0f})), "dense<[0x7F800000, -0.00000000e+00]>");
+  EXPECT_EQ(lit(Array::from<double>({2}, {0.1, 1})),
+            "dense<[1.0000000000000001e-01, 1.0000000000000000e+00]>");
+  // bf16 1.0 = 0x3F80, -inf = 0xFF80; f16 65504 = 0x7BFF (largest finite), NaN 0x7E00.
+  Array bf(DType::bf16, {2}), h(DType::f16, {2});
+  bf.data<uint16_t>()[0] = 0x3F80;
+  bf.data<uint16_t>()[1] = 0xFF80;
+  h.data<uint16_t>()[0] = 0x7BFF;
+  h.data<uint16_t>()[1] = 0x7E00;
+  EXPECT_EQ(lit(bf), "dense<[1.00000000e+00, 0xFF80]>");
+  EXPECT_EQ(lit(h), "dense<[6.55040000e+04, 0x7E00]>");
+  EXPECT_EQ(lit(Array::from<int32_t>({3}, {-1, 0, 2147483647})), "dense<[-1, 0, 2147483647]>");
+  EXPECT_EQ(lit(Array::from<uint32_t>({2}, {4294967295u, 7})), "dense<[4294967295, 7]>");
+  EXPECT_EQ(lit(Array::from<bool>({2}, {true, false})), "dense<[true, false]>");
+  EXPECT_EQ(lit(Array::filled(DType::f32, {2, 3}, 0.5)), "dense<5.00000000e-01>");
+  EXPECT_EQ(lit(Array(DType::f32, {0})), "dense<>");
+  // Above the threshold: little-endian bytes; 1.0f = 0x3F800000 -> 0000803F.
+  std::vector<float> big(size_t(shlo::kHexThreshold) + 1, 0.0f);
+  big[0] = 1.0f;
+  std::string s = lit(Array::from<float>({int64_t(big.size())}, big));
+  EXPECT_EQ(s.substr(0, 24), "dense<\"0x0000803F0000000");
+  EXPECT_EQ(s.size(), 9 + 8 * big.size() + 2);
+}
+
+TEST(StablehloEmit, ReduceInitsAndPrecision) {
+  Builder b;
+  auto x = b.parameter({DType::u32, {4}});
+  auto y = b.parameter({DType::s32, {4}});
+  auto a = b.parameter(f32({2, 2}));
+  Function f =
+      b.build({b.reduce(x, ReduceKind::min, {0}), b.reduce(y, ReduceKind::max, {0}),
+               b.reduce(a, ReduceKind::sum, {0, 1}), b.dot_general(a, a, {{}, {}, {1}, {0}})});
+  shlo::EmitOptions o;
+  o.precision = shlo::Precision::HIGHEST;
+  std::string t = shlo::emit(f, o);
+  EXPECT_NE(t.find("value = dense<4294967295> : tensor<ui32>"), std::string::npos) << t;
+  EXPECT_NE(t.find("value = dense<-2147483648> : tensor<i32>"), std::string::npos) << t;
+  EXPECT_NE(t.find("value = dense<0.00000000e+00> : tensor<f32>"), std::string::npos) << t;
+  EXPECT_NE(t.find("dimensions = array<i64: 0, 1>"), std::string::npos) << t;
+  EXPECT_NE(t.find("#stablehlo.dot<lhs_contracting_dimensions = [1], rhs_contracting_dimensions "
+                   "= [0]>, precision_config = [#stablehlo<precision HIGHEST>, "
+                   "#stablehlo<precision HIGHEST>]"),
+            std::string::npos)
+      << t;
+}
+
+TEST(StablehloEmit, DeterministicAndVerifies) {
+  for (auto& [op, gold] : goldens()) EXPECT_EQ(shlo::emit(gold.build()), shlo::emit(gold.build()));
+  Function bad;
+  bad.results = {3};
+  EXPECT_THROW(shlo::emit(bad), Error);
+}
