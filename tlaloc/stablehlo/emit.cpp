@@ -7,9 +7,53 @@
 #include <limits>
 
 #include "tlaloc/ir/builder.h"
+#include "tlaloc/stablehlo/parse_ast.h"
 
 namespace tlaloc::stablehlo {
 
+namespace detail {
+
+// The identity of a reduction (the init value of tlaloc's reduce, see ir/builder.h).
+Array reduce_identity(ir::ReduceKind k, DType t) {
+  double inf = std::numeric_limits<double>::infinity();
+  switch (k) {
+    case ir::ReduceKind::sum:
+      return Array::filled(t, Shape{}, 0.0);
+    case ir::ReduceKind::max:
+      if (t == DType::s32) return Array::scalar(std::numeric_limits<int32_t>::min());
+      if (t == DType::u32) return Array::scalar(uint32_t(0));
+      return Array::filled(t, Shape{}, -inf);
+    case ir::ReduceKind::min:
+      if (t == DType::s32) return Array::scalar(std::numeric_limits<int32_t>::max());
+      if (t == DType::u32) return Array::scalar(std::numeric_limits<uint32_t>::max());
+      return Array::filled(t, Shape{}, inf);
+  }
+  fail("reduce: unknown reduce kind");
+}
+
+std::string_view reduce_region_op(ir::ReduceKind k) {
+  switch (k) {
+    case ir::ReduceKind::sum:
+      return "add";
+    case ir::ReduceKind::max:
+      return "maximum";
+    case ir::ReduceKind::min:
+      return "minimum";
+  }
+  return "?";
+}
+
+std::string_view comparison_type(DType t) {
+  if (is_floating(t)) return "FLOAT";
+  if (t == DType::s32) return "SIGNED";
+  return "UNSIGNED";  // u32 and i1
+}
+
+}  // namespace detail
+
+using detail::comparison_type;
+using detail::reduce_identity;
+using detail::reduce_region_op;
 using ir::Function;
 using ir::Node;
 using ir::Op;
@@ -151,42 +195,6 @@ bool bare_symbol(std::string_view s) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '.'))
       return false;
   return true;
-}
-
-// The identity of a reduction (the init value of tlaloc's reduce, see ir/builder.h).
-Array reduce_init(ir::ReduceKind k, DType t) {
-  double inf = std::numeric_limits<double>::infinity();
-  switch (k) {
-    case ir::ReduceKind::sum:
-      return Array::filled(t, Shape{}, 0.0);
-    case ir::ReduceKind::max:
-      if (t == DType::s32) return Array::scalar(std::numeric_limits<int32_t>::min());
-      if (t == DType::u32) return Array::scalar(uint32_t(0));
-      return Array::filled(t, Shape{}, -inf);
-    case ir::ReduceKind::min:
-      if (t == DType::s32) return Array::scalar(std::numeric_limits<int32_t>::max());
-      if (t == DType::u32) return Array::scalar(std::numeric_limits<uint32_t>::max());
-      return Array::filled(t, Shape{}, inf);
-  }
-  fail("reduce: unknown reduce kind");
-}
-
-std::string_view reduce_op(ir::ReduceKind k) {
-  switch (k) {
-    case ir::ReduceKind::sum:
-      return "add";
-    case ir::ReduceKind::max:
-      return "maximum";
-    case ir::ReduceKind::min:
-      return "minimum";
-  }
-  return "?";
-}
-
-std::string_view comparison_type(DType t) {
-  if (is_floating(t)) return "FLOAT";
-  if (t == DType::s32) return "SIGNED";
-  return "UNSIGNED";  // u32 and i1
 }
 
 // One op printer. Values are named %<n> in emission order; inputs %arg<i>.
@@ -350,10 +358,10 @@ class Printer {
       DType t = n.type.dtype;
       std::string init = "%init" + id, st = type_text({t, {}});
       *out += fmt::format("    {} = \"stablehlo.constant\"() <{{value = {} : {}}}> : () -> {}\n",
-                          init, dense_literal(reduce_init(n.attrs.reduce_kind, t)), st, st);
+                          init, dense_literal(reduce_identity(n.attrs.reduce_kind, t)), st, st);
       ops = fmt::format("({}, {})", names_[size_t(n.operands[0])], init);
       types = fmt::format("({}, {})", type_text(f_.type(n.operands[0])), st);
-      rgn = region(reduce_op(n.attrs.reduce_kind), id, t);
+      rgn = region(reduce_region_op(n.attrs.reduce_kind), id, t);
     } else if (n.op == Op::scatter) {
       rgn = region("add", id, n.type.dtype);
     }

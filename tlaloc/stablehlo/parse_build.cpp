@@ -1,0 +1,368 @@
+// Turns the syntax tree of parse.cpp into a verified ir::Function (see parse.h).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <set>
+
+#include "tlaloc/ir/builder.h"
+#include "tlaloc/stablehlo/emit.h"
+#include "tlaloc/stablehlo/parse_ast.h"
+
+namespace tlaloc::stablehlo::detail {
+namespace {
+
+using ir::Op;
+using ir::TensorType;
+using ir::ValueId;
+
+const Attr& need(const OpAst& o, const std::string& key, Attr::Kind kind) {
+  auto it = o.attrs.find(key);
+  if (it == o.attrs.end()) error_at(o.loc, fmt::format("{} needs attribute '{}'", o.name, key));
+  if (it->second.kind != kind)
+    error_at(it->second.loc, fmt::format("{}: attribute '{}' has the wrong kind", o.name, key));
+  return it->second;
+}
+
+// Only these attribute names may appear on the op.
+void allow(const OpAst& o, std::initializer_list<const char*> keys) {
+  for (auto& [k, v] : o.attrs) {
+    bool ok = false;
+    for (const char* a : keys) ok = ok || k == a;
+    if (!ok) error_at(v.loc, fmt::format("{}: unsupported attribute '{}'", o.name, k));
+  }
+}
+
+void optional_false(const OpAst& o, const char* key) {
+  auto it = o.attrs.find(key);
+  if (it != o.attrs.end() && (it->second.kind != Attr::Bool || it->second.i != 0))
+    error_at(it->second.loc, fmt::format("{}: only {} = false is supported", o.name, key));
+}
+
+void expect_dn(const OpAst& o, const Attr& a, const char* kind,
+               const std::map<std::string, std::vector<int64_t>>& want) {
+  auto strip = [](std::map<std::string, std::vector<int64_t>> m) {
+    for (auto it = m.begin(); it != m.end();) it = it->second.empty() ? m.erase(it) : ++it;
+    return m;
+  };
+  if (a.s != kind || strip(a.dn) != strip(want)) {
+    std::vector<std::string> w;
+    for (auto& [k, v] : strip(want)) w.push_back(fmt::format("{} = [{}]", k, fmt::join(v, ", ")));
+    error_at(a.loc, fmt::format("{}: tlaloc reads only the row form along axis 0 of the operand "
+                                "(#{}<{}>)",
+                                o.name, kind, fmt::join(w, ", ")));
+  }
+}
+
+// The scalar region of reduce / scatter: returns its op name ("add", ...).
+std::string region_op(const OpAst& o, DType t) {
+  TensorType scalar{t, {}};
+  if (!o.has_region || o.block_args.size() != 2 || o.block_arg_types[0] != scalar ||
+      o.block_arg_types[1] != scalar || o.region.size() != 2)
+    error_at(o.loc, fmt::format("{}: the region must take two {} and apply one op", o.name,
+                                type_text(scalar)));
+  const OpAst& r = o.region[0];
+  const OpAst& ret = o.region[1];
+  std::set<std::string> args(o.block_args.begin(), o.block_args.end()),
+      used(r.operands.begin(), r.operands.end());
+  if (r.name.rfind("stablehlo.", 0) != 0 || r.operands.size() != 2 || used != args ||
+      r.result_types != std::vector<TensorType>{scalar} || ret.name != "stablehlo.return" ||
+      ret.operands != std::vector<std::string>{r.result})
+    error_at(r.loc, fmt::format("{}: the region must be one binary op on its two arguments and "
+                                "stablehlo.return of its result",
+                                o.name));
+  return r.name.substr(10);
+}
+
+class Build {
+ public:
+  explicit Build(const ModuleAst& m) : m_(m), b_(m.name) {}
+
+  ir::Function run() {
+    module_attrs();
+    std::vector<ir::Alias> aliases;
+    for (size_t i = 0; i < m_.args.size(); ++i) {
+      const Argument& a = m_.args[i];
+      std::string nm;
+      for (auto& [k, v] : a.attrs) {
+        if (k == "tf.aliasing_output" && v.kind == Attr::Int)
+          aliases.push_back({int(v.i), int(i)});
+        else if (k == "tlaloc.name" && v.kind == Attr::Str)
+          nm = v.s;
+        else
+          error_at(v.loc, fmt::format("argument {}: unsupported attribute '{}'", a.name, k));
+      }
+      define(a.name, b_.parameter(a.type, nm), a.loc);
+    }
+    for (const OpAst& o : m_.ops)
+      for (size_t k = 0; k < o.operands.size(); ++k)
+        if (o.name == "stablehlo.reduce" && k == 1)
+          init_uses_.insert(o.operands[k]);
+        else
+          other_uses_.insert(o.operands[k]);
+    if (m_.ops.empty() || m_.ops.back().name != "func.return")
+      error_at(m_.ops.empty() ? Loc{} : m_.ops.back().loc, "@main must end with func.return");
+    for (size_t i = 0; i + 1 < m_.ops.size(); ++i) op(m_.ops[i]);
+    const OpAst& ret = m_.ops.back();
+    std::vector<ValueId> results = operands(ret);
+    if (ret.operand_types != m_.result_types)
+      error_at(ret.loc, "func.return types differ from the function's result types");
+    std::vector<std::string> out_names;
+    for (const AttrDict& d : m_.result_attrs)
+      for (auto& [k, v] : d)
+        if (k != "tlaloc.name" || v.kind != Attr::Str)
+          error_at(v.loc, fmt::format("result: unsupported attribute '{}'", k));
+    bool named = false;
+    for (const AttrDict& d : m_.result_attrs) named = named || d.count("tlaloc.name");
+    if (named)
+      for (const AttrDict& d : m_.result_attrs)
+        out_names.push_back(d.count("tlaloc.name") ? d.at("tlaloc.name").s : "");
+    ir::Function f = b_.build(results, out_names);
+    f.aliases = aliases;
+    try {
+      ir::verify(f);
+    } catch (const Error& e) {
+      error_at(m_.args.empty() ? Loc{} : m_.args[0].loc, e.what());
+    }
+    return f;
+  }
+
+ private:
+  void module_attrs() {
+    for (auto& [k, v] : m_.attrs)
+      if ((k != "mhlo.num_partitions" && k != "mhlo.num_replicas") || v.kind != Attr::Int ||
+          v.i != 1)
+        error_at(v.loc, fmt::format("module attribute '{}' is not supported (tlaloc reads "
+                                    "mhlo.num_partitions = 1 and mhlo.num_replicas = 1)",
+                                    k));
+  }
+
+  void define(const std::string& name, ValueId v, Loc l) {
+    if (values_.count(name) || inits_.count(name))
+      error_at(l, fmt::format("redefinition of {}", name));
+    values_[name] = v;
+  }
+
+  ValueId value(const std::string& name, Loc l) {
+    auto it = values_.find(name);
+    if (it == values_.end()) error_at(l, fmt::format("use of undefined value {}", name));
+    return it->second;
+  }
+
+  std::vector<ValueId> operands(const OpAst& o) {
+    std::vector<ValueId> v;
+    if (o.operand_types.size() != o.operands.size())
+      error_at(o.loc, fmt::format("{}: {} operands but {} operand types", o.name, o.operands.size(),
+                                  o.operand_types.size()));
+    for (size_t k = 0; k < o.operands.size(); ++k) {
+      ValueId id = value(o.operands[k], o.operand_locs[k]);
+      if (b_.type(id) != o.operand_types[k])
+        error_at(o.operand_locs[k],
+                 fmt::format("{}: operand {} is {} but the op says {}", o.name, o.operands[k],
+                             type_text(b_.type(id)), type_text(o.operand_types[k])));
+      v.push_back(id);
+    }
+    return v;
+  }
+
+  void op(const OpAst& o) {
+    if (o.name.rfind("stablehlo.", 0) != 0 || o.name == "stablehlo.parameter")
+      error_at(o.loc, fmt::format("unsupported op '{}'", o.name));
+    Op op;
+    try {
+      op = ir::op_from_name(o.name.substr(10));
+    } catch (const Error&) {
+      error_at(o.loc, fmt::format("unsupported op '{}'", o.name));
+    }
+    if (o.result.empty() || o.result_types.size() != 1)
+      error_at(o.loc, fmt::format("{} must define exactly one value", o.name));
+    if (o.has_region && op != Op::reduce && op != Op::scatter)
+      error_at(o.loc, fmt::format("{} takes no region", o.name));
+    const TensorType& declared = o.result_types[0];
+    ir::Node n{op, declared, {}, {}};
+    ir::Attrs& a = n.attrs;
+    if (op == Op::constant) {
+      allow(o, {"value"});
+      a.value = need(o, "value", Attr::Dense).dense;
+      if (a.value->dtype() != declared.dtype || a.value->shape() != declared.shape)
+        error_at(o.loc, "constant: value type differs from the result type");
+      if (init_uses_.count(o.result) && !other_uses_.count(o.result)) {
+        if (values_.count(o.result) || inits_.count(o.result))
+          error_at(o.loc, fmt::format("redefinition of {}", o.result));
+        inits_[o.result] = a.value;  // folded into the reduce that uses it
+        return;
+      }
+      return finish(o, std::move(n));
+    }
+    if (op == Op::reduce) return reduce(o, std::move(n));
+    n.operands = operands(o);
+    auto ints = [&](const char* k) { return need(o, k, Attr::I64Array).ints; };
+    const auto& in = o.operand_types;
+    switch (op) {
+      case Op::iota:
+        allow(o, {"iota_dimension"});
+        a.dimension = need(o, "iota_dimension", Attr::Int).i;
+        break;
+      case Op::broadcast_in_dim:
+        allow(o, {"broadcast_dimensions"});
+        a.broadcast_dimensions = ints("broadcast_dimensions");
+        break;
+      case Op::transpose:
+        allow(o, {"permutation"});
+        a.permutation = ints("permutation");
+        break;
+      case Op::slice:
+        allow(o, {"start_indices", "limit_indices", "strides"});
+        a.start_indices = ints("start_indices");
+        a.limit_indices = ints("limit_indices");
+        a.strides = ints("strides");
+        break;
+      case Op::concatenate:
+        allow(o, {"dimension"});
+        a.dimension = need(o, "dimension", Attr::Int).i;
+        break;
+      case Op::pad:
+        allow(o, {"edge_padding_low", "edge_padding_high", "interior_padding"});
+        a.edge_padding_low = ints("edge_padding_low");
+        a.edge_padding_high = ints("edge_padding_high");
+        a.interior_padding = ints("interior_padding");
+        break;
+      case Op::dynamic_slice:
+        allow(o, {"slice_sizes"});
+        a.slice_sizes = ints("slice_sizes");
+        break;
+      case Op::gather: {
+        allow(o, {"dimension_numbers", "indices_are_sorted", "slice_sizes"});
+        optional_false(o, "indices_are_sorted");
+        if (in.size() != 2) break;  // the verifier reports the arity
+        int64_t r = in[0].shape.rank(), m = in[1].shape.rank();
+        std::vector<int64_t> offset, sizes{1};
+        for (int64_t i = 1; i < r; ++i) {
+          offset.push_back(m + i - 1);
+          sizes.push_back(in[0].shape[i]);
+        }
+        expect_dn(o, need(o, "dimension_numbers", Attr::DimNumbers), "stablehlo.gather",
+                  {{"offset_dims", offset},
+                   {"collapsed_slice_dims", {0}},
+                   {"start_index_map", {0}},
+                   {"index_vector_dim", {m}}});
+        if (ints("slice_sizes") != sizes)
+          error_at(o.loc, fmt::format("gather: slice_sizes must be [{}] for a row gather",
+                                      fmt::join(sizes, ", ")));
+        break;
+      }
+      case Op::scatter: {
+        allow(o, {"scatter_dimension_numbers", "indices_are_sorted", "unique_indices"});
+        optional_false(o, "indices_are_sorted");
+        optional_false(o, "unique_indices");
+        if (in.size() != 3) break;
+        int64_t r = in[0].shape.rank(), m = in[1].shape.rank();
+        std::vector<int64_t> window;
+        for (int64_t i = 1; i < r; ++i) window.push_back(m + i - 1);
+        expect_dn(o, need(o, "scatter_dimension_numbers", Attr::DimNumbers), "stablehlo.scatter",
+                  {{"update_window_dims", window},
+                   {"inserted_window_dims", {0}},
+                   {"scatter_dims_to_operand_dims", {0}},
+                   {"index_vector_dim", {m}}});
+        if (region_op(o, in[0].dtype) != "add")
+          error_at(o.loc, "scatter: tlaloc reads only scatter-add (an add region)");
+        break;
+      }
+      case Op::dot_general: {
+        allow(o, {"dot_dimension_numbers", "precision_config"});
+        const Attr& d = need(o, "dot_dimension_numbers", Attr::DimNumbers);
+        if (d.s != "stablehlo.dot") error_at(d.loc, "dot_general needs #stablehlo.dot<...>");
+        for (auto& [k, v] : d.dn) {
+          if (k == "lhs_batching_dimensions")
+            a.lhs_batching_dimensions = v;
+          else if (k == "rhs_batching_dimensions")
+            a.rhs_batching_dimensions = v;
+          else if (k == "lhs_contracting_dimensions")
+            a.lhs_contracting_dimensions = v;
+          else if (k == "rhs_contracting_dimensions")
+            a.rhs_contracting_dimensions = v;
+          else
+            error_at(d.loc, fmt::format("dot_general: unsupported dimension field '{}'", k));
+        }
+        if (o.attrs.count("precision_config"))
+          for (const Attr& p : o.attrs.at("precision_config").list)
+            if (p.kind != Attr::Enum || p.enum_kind != "precision")
+              error_at(p.loc, "dot_general: precision_config holds #stablehlo<precision X>");
+        break;
+      }
+      case Op::compare: {
+        allow(o, {"comparison_direction", "compare_type"});
+        const Attr& d = need(o, "comparison_direction", Attr::Enum);
+        bool found = false;
+        for (auto c : {ir::Comparison::EQ, ir::Comparison::NE, ir::Comparison::LT,
+                       ir::Comparison::LE, ir::Comparison::GT, ir::Comparison::GE})
+          if (d.enum_kind == "comparison_direction" && ir::name(c) == d.s) {
+            a.comparison_direction = c;
+            found = true;
+          }
+        if (!found) error_at(d.loc, fmt::format("compare: bad comparison_direction '{}'", d.s));
+        if (o.attrs.count("compare_type") && !in.empty()) {
+          const Attr& t = o.attrs.at("compare_type");
+          if (t.kind != Attr::Enum || t.s != comparison_type(in[0].dtype))
+            error_at(t.loc, fmt::format("compare: compare_type must be {} for {}",
+                                        comparison_type(in[0].dtype), type_text(in[0])));
+        }
+        break;
+      }
+      default:
+        allow(o, {});
+    }
+    finish(o, std::move(n));
+  }
+
+  void reduce(const OpAst& o, ir::Node n) {
+    allow(o, {"dimensions"});
+    if (o.operands.size() != 2 || o.operand_types.size() != 2)
+      error_at(o.loc, "reduce: tlaloc reads one operand and one init value");
+    const std::string& init = o.operands[1];
+    DType t = o.operand_types[0].dtype;
+    std::string rop = region_op(o, t);
+    bool found = false;
+    for (auto k : {ir::ReduceKind::sum, ir::ReduceKind::max, ir::ReduceKind::min})
+      if (reduce_region_op(k) == rop) {
+        n.attrs.reduce_kind = k;
+        found = true;
+      }
+    if (!found) error_at(o.region[0].loc, fmt::format("reduce: unsupported region op '{}'", rop));
+    auto it = inits_.find(init);
+    Array want = reduce_identity(n.attrs.reduce_kind, t);
+    if (it == inits_.end() || !it->second->bitwise_equal(want))
+      error_at(o.operand_locs[1], fmt::format("reduce: init {} must be a constant {} (the "
+                                              "identity of {})",
+                                              init, dense_literal(want), rop));
+    n.operands = {value(o.operands[0], o.operand_locs[0])};
+    if (b_.type(n.operands[0]) != o.operand_types[0])
+      error_at(o.operand_locs[0], "reduce: operand type differs from the op's operand type");
+    n.attrs.dimensions = need(o, "dimensions", Attr::I64Array).ints;
+    finish(o, std::move(n));
+  }
+
+  void finish(const OpAst& o, ir::Node n) {
+    ValueId id;
+    try {
+      id = b_.add(std::move(n));
+    } catch (const Error& e) {
+      error_at(o.loc, e.what());
+    }
+    if (b_.type(id) != o.result_types[0])
+      error_at(o.loc, fmt::format("{}: declared result {} but it infers {}", o.name,
+                                  type_text(o.result_types[0]), type_text(b_.type(id))));
+    define(o.result, id, o.loc);
+  }
+
+  const ModuleAst& m_;
+  ir::Builder b_;
+  std::map<std::string, ValueId> values_;
+  std::map<std::string, std::shared_ptr<const Array>> inits_;
+  std::set<std::string> init_uses_, other_uses_;
+};
+
+}  // namespace
+
+ir::Function build_function(const ModuleAst& m) { return Build(m).run(); }
+
+}  // namespace tlaloc::stablehlo::detail
