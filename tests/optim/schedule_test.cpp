@@ -1,0 +1,73 @@
+// Schedules against hand-computed values of the formulas in schedule.h.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tlaloc/core/error.h"
+#include "tlaloc/optim/schedule.h"
+
+namespace tlaloc::optim {
+namespace {
+
+TEST(OptimSchedule, ConstantWithLinearWarmup) {
+  Schedule s = parse_schedule("constant", 100, 4);
+  EXPECT_DOUBLE_EQ(s.factor(0), 0.25);
+  EXPECT_DOUBLE_EQ(s.factor(1), 0.5);
+  EXPECT_DOUBLE_EQ(s.factor(3), 1.0);
+  EXPECT_DOUBLE_EQ(s.factor(99), 1.0);
+  EXPECT_DOUBLE_EQ(parse_schedule("constant", 10).factor(0), 1.0);
+  EXPECT_DOUBLE_EQ(s.lr(1, 0.02), 0.01);
+}
+
+TEST(OptimSchedule, Cosine) {
+  Schedule s = parse_schedule("cosine", 8);
+  EXPECT_DOUBLE_EQ(s.factor(0), 1.0);
+  EXPECT_NEAR(s.factor(2), 0.5 * (1 + std::sqrt(0.5)), 1e-15);  // cos(π/4)
+  EXPECT_NEAR(s.factor(4), 0.5, 1e-15);
+  EXPECT_NEAR(s.factor(8), 0.0, 1e-15);
+  EXPECT_NEAR(s.factor(20), 0.0, 1e-15);  // held at the floor past the horizon
+  s.min_factor = 0.1;
+  EXPECT_NEAR(s.factor(4), 0.1 + 0.9 * 0.5, 1e-15);
+  EXPECT_NEAR(s.factor(8), 0.1, 1e-15);
+}
+
+TEST(OptimSchedule, WarmupCosine) {
+  Schedule s = parse_schedule("warmup-cosine", 10, 2);
+  EXPECT_DOUBLE_EQ(s.factor(0), 0.5);
+  EXPECT_DOUBLE_EQ(s.factor(1), 1.0);
+  EXPECT_DOUBLE_EQ(s.factor(2), 1.0);     // cosine starts: t = 0 of 8
+  EXPECT_NEAR(s.factor(6), 0.5, 1e-15);   // t = 4 of 8
+  EXPECT_NEAR(s.factor(10), 0.0, 1e-15);  // t = 8 of 8
+}
+
+TEST(OptimSchedule, StepDecay) {
+  Schedule s = parse_schedule("step:3:0.5", 100);
+  EXPECT_DOUBLE_EQ(s.factor(0), 1.0);
+  EXPECT_DOUBLE_EQ(s.factor(2), 1.0);
+  EXPECT_DOUBLE_EQ(s.factor(3), 0.5);
+  EXPECT_DOUBLE_EQ(s.factor(6), 0.25);
+  Schedule d = parse_schedule("step", 90);  // default: every total/3 steps, gamma 0.1
+  EXPECT_DOUBLE_EQ(d.factor(29), 1.0);
+  EXPECT_NEAR(d.factor(30), 0.1, 1e-17);
+  EXPECT_NEAR(d.factor(60), 0.01, 1e-17);
+}
+
+TEST(OptimSchedule, ParseErrors) {
+  EXPECT_THROW(parse_schedule("linear", 10), Error);
+  EXPECT_THROW(parse_schedule("cosine", 10, 3), Error);
+  EXPECT_THROW(parse_schedule("warmup-cosine", 10, 0), Error);
+  EXPECT_THROW(parse_schedule("warmup-cosine", 10, 10), Error);
+  EXPECT_THROW(parse_schedule("step:x", 10), Error);
+  EXPECT_THROW(parse_schedule("step:0", 10), Error);
+  EXPECT_THROW(parse_schedule("cosine:3", 10), Error);
+  EXPECT_THROW(parse_schedule("constant", 0), Error);
+  EXPECT_THROW(parse_schedule("constant", 10).factor(-1), Error);
+  try {
+    parse_schedule("cosinus", 10);
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cosinus"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tlaloc::optim

@@ -1,0 +1,65 @@
+// The optimizer inside the program: append_update turns a gradient function into the whole
+// train step, so one compiled executable runs forward, gradient and update with parameters and
+// optimizer state donated to their new values.
+//
+// Gradient function G (autodiff::value_and_grad's shape):
+//   inputs  (other inputs..., params...)       outputs (loss, aux..., grads...)
+// with grads[i] of params[i]'s shape (any float dtype; bf16 / f16 gradients are fine).
+//
+// Train step:
+//   inputs  (other inputs..., params..., state..., lr per group..., grad_scale)
+//   outputs (loss, aux..., params'..., state'..., found_inf, [grad_norm])
+//   aliases params' -> params, state' -> state (donated)
+// params are master copies: f32 (f64 stays f64); where G takes bf16 / f16 parameters it is fed
+// convert(master). state is StateLayout's list (moments of the master type, then the s32 step
+// count). lr inputs are f64 scalars, one per resolved parameter group; grad_scale is an f64
+// scalar that gradients are divided by (1 without loss scaling). found_inf is an i1 scalar:
+// true when any unscaled gradient holds an inf or NaN, in which case params', state' (step
+// included) equal params, state bit for bit. grad_norm (f32 scalar, present when max_norm is
+// set) is the global L2 norm of the unscaled gradients before clipping.
+//
+// Per-step scalars (bias corrections 1 − β^t, the decoupled decay 1 − lr·wd, 1/grad_scale)
+// are computed inside the program in f64 from the step count and the lr input, then used as
+// f32; nothing per-step is recompiled or read back.
+#pragma once
+
+#include "tlaloc/optim/optimizer.h"
+
+namespace tlaloc::optim {
+
+struct TrainStep {
+  ir::Function fn;
+  int num_other_inputs = 0;
+  int num_params = 0;
+  int num_aux = 0;
+  StateLayout state;
+  std::vector<ParamGroup> groups;  // resolved: lr and weight_decay set
+  bool has_grad_norm = false;
+
+  // Input positions.
+  int param_input(int i) const { return num_other_inputs + i; }
+  int state_input(int j) const { return num_other_inputs + num_params + j; }
+  int lr_input(int group) const { return state_input(state.size()) + group; }
+  int grad_scale_input() const { return lr_input(int(groups.size())); }
+  // Output positions.
+  int loss_output() const { return 0; }
+  int param_output(int i) const { return 1 + num_aux + i; }
+  int state_output(int j) const { return param_output(num_params) + j; }
+  int found_inf_output() const { return state_output(state.size()); }
+  int grad_norm_output() const { return has_grad_norm ? found_inf_output() + 1 : -1; }
+
+  // Each group's lr times `multiplier` (a schedule's factor).
+  std::vector<double> group_lr(double multiplier = 1.0) const;
+  // The trailing scalar inputs: one f64 lr per group, then f64 grad_scale. Throws if lr has
+  // the wrong count or grad_scale <= 0.
+  std::vector<Array> scalar_inputs(std::span<const double> lr, double grad_scale = 1.0) const;
+};
+
+// Builds the train step from G (see above); `num_params` is the number of trailing inputs of
+// G that are parameters (= its trailing gradient outputs). Throws tlaloc::Error naming the
+// parameter when a gradient's shape differs from its parameter's or a dtype is not floating,
+// and on invalid hyper-parameters or groups.
+TrainStep append_update(const Optimizer& opt, const ir::Function& grad_fn, int num_params,
+                        const UpdateOptions& options = {});
+
+}  // namespace tlaloc::optim
