@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "tlaloc/random/rounding.h"
+
 namespace tlaloc::random {
 namespace {
 
@@ -11,19 +13,8 @@ void check_float(const char* fn, DType t) {
   if (!is_floating(t)) fail("random::{}: dtype must be f32, f64, bf16 or f16, got {}", fn, name(t));
 }
 
-// Rounds v to the nearest value of dtype t (JAX computes each operation in the dtype).
-double rnd(DType t, double v) {
-  switch (t) {
-    case DType::f32:
-      return double(float(v));
-    case DType::bf16:
-      return double(bf16_to_f32(f32_to_bf16(float(v))));
-    case DType::f16:
-      return double(f16_to_f32(f32_to_f16(float(v))));
-    default:
-      return v;
-  }
-}
+using detail::round_to;
+inline double rnd(DType t, double v) { return round_to(t, v); }
 
 // The next value of dtype t after x in the direction of `toward` (np.nextafter in the dtype).
 double next_after(DType t, double x, double toward) {
