@@ -1,0 +1,243 @@
+// Walks ir::kAllOps: every op either has finite-difference cases here (f64 central differences
+// against the VJP transform) or is listed as not differentiable. Adding an op to ops.def
+// without either fails OpWalk.EveryOpIsCovered; adding a case without a VJP rule fails the
+// case itself.
+#include <map>
+#include <set>
+
+#include "harness.h"
+
+using namespace tlaloc;
+using namespace tlaloc::testing;
+using ir::Op;
+using trace::Tensor;
+
+namespace {
+
+struct Case {
+  std::string label;
+  std::vector<Array> x;  // example point; inputs take these types
+  trace::TraceFn fn;
+  double h = 1e-6;
+};
+
+ir::Builder& B() { return trace::current_builder(); }
+Tensor T(ir::ValueId v) { return Tensor(&B(), v); }
+Tensor s32(int v) { return trace::scalar(v, DType::s32); }
+Tensor idx(Shape s, std::vector<int32_t> v) { return trace::constant(Array::from(s, v)); }
+
+// Unary op on x in [lo, hi).
+Case unary_case(Op op, double lo, double hi) {
+  return {
+      std::string(ir::op_name(op)), {uniform({2, 3}, 1, lo, hi)}, [op](std::span<const Tensor> a) {
+        return std::vector<Tensor>{T(B().unary(op, a[0].id()))};
+      }};
+}
+
+Case binary_case(Op op, Array a, Array b) {
+  return {
+      std::string(ir::op_name(op)), {std::move(a), std::move(b)}, [op](std::span<const Tensor> x) {
+        return std::vector<Tensor>{T(B().binary(op, x[0].id(), x[1].id()))};
+      }};
+}
+
+// b = a + offsets that keep the two apart (no ties) for maximum / minimum.
+Array apart(const Array& a) {
+  std::vector<double> v = a.to_doubles();
+  for (size_t i = 0; i < v.size(); ++i) v[i] += i % 2 ? 0.3 : -0.4;
+  return f64(a.shape(), v);
+}
+
+std::map<Op, std::vector<Case>> cases() {
+  std::map<Op, std::vector<Case>> m;
+  auto add = [&](Op op, Case c) { m[op].push_back(std::move(c)); };
+  // convert: through f32 and back; values and step are exact in f32, so the FD is exact.
+  add(Op::convert, {"f64->f32->f64",
+                    {f64({4}, {0.5, -1.25, 2.0, 0.375})},
+                    [](std::span<const Tensor> a) {
+                      Tensor y = trace::astype(trace::astype(a[0], DType::f32), DType::f64);
+                      return std::vector<Tensor>{y * a[0]};
+                    },
+                    1.0 / 64});
+  add(Op::broadcast_in_dim,
+      {"[3]->[2,3]", {uniform({3}, 2)}, [](std::span<const Tensor> a) {
+         return std::vector<Tensor>{T(B().broadcast_in_dim(a[0].id(), {2, 3}, {1}))};
+       }});
+  add(Op::broadcast_in_dim,
+      {"[3,1]->[3,4] expand", {uniform({3, 1}, 3)}, [](std::span<const Tensor> a) {
+         return std::vector<Tensor>{T(B().broadcast_in_dim(a[0].id(), {3, 4}, {0, 1}))};
+       }});
+  add(Op::broadcast_in_dim,
+      {"[2,1,3]->[3,4,2,5] unsorted dims", {uniform({2, 1, 3}, 4)}, [](std::span<const Tensor> a) {
+         return std::vector<Tensor>{T(B().broadcast_in_dim(a[0].id(), {3, 4, 2, 5}, {2, 1, 0}))};
+       }});
+  add(Op::reshape, {"[2,3]->[3,2]", {uniform({2, 3}, 5)}, [](std::span<const Tensor> a) {
+                      return std::vector<Tensor>{T(B().reshape(a[0].id(), {3, 2}))};
+                    }});
+  add(Op::transpose, {"[2,3,4] perm 2,0,1", {uniform({2, 3, 4}, 6)}, [](std::span<const Tensor> a) {
+                        return std::vector<Tensor>{T(B().transpose(a[0].id(), {2, 0, 1}))};
+                      }});
+  add(Op::slice, {"strided", {uniform({5, 7}, 7)}, [](std::span<const Tensor> a) {
+                    return std::vector<Tensor>{T(B().slice(a[0].id(), {1, 0}, {5, 6}, {2, 3}))};
+                  }});
+  add(Op::slice, {"contiguous", {uniform({4, 3}, 8)}, [](std::span<const Tensor> a) {
+                    return std::vector<Tensor>{T(B().slice(a[0].id(), {1, 1}, {3, 3}))};
+                  }});
+  add(Op::concatenate, {"3 operands on dim 1",
+                        {uniform({2, 1}, 9), uniform({2, 3}, 10), uniform({2, 2}, 11)},
+                        [](std::span<const Tensor> a) {
+                          return std::vector<Tensor>{trace::concat({a[0], a[1], a[2]}, 1)};
+                        }});
+  add(Op::pad,
+      {"edge + interior, value is an input",
+       {uniform({2, 3}, 12), f64({}, {0.25})},
+       [](std::span<const Tensor> a) {
+         return std::vector<Tensor>{T(B().pad(a[0].id(), a[1].id(), {1, 0}, {0, 2}, {1, 1}))};
+       }});
+  add(Op::dynamic_slice,
+      {"starts 1 and 7 (clamped to 2)", {uniform({4, 5}, 13)}, [](std::span<const Tensor> a) {
+         return std::vector<Tensor>{trace::dynamic_slice(a[0], {s32(1), s32(7)}, {2, 3})};
+       }});
+  add(Op::dynamic_update_slice,
+      {"update and operand",
+       {uniform({4, 5}, 14), uniform({2, 2}, 15)},
+       [](std::span<const Tensor> a) {
+         Tensor y = trace::dynamic_update_slice(a[0], a[1], {s32(2), s32(-1)});
+         return std::vector<Tensor>{y * y};
+       }});
+  add(Op::gather,
+      {"repeated and clamped rows", {uniform({4, 3}, 16)}, [](std::span<const Tensor> a) {
+         return std::vector<Tensor>{trace::take_rows(a[0], idx({5}, {0, 2, 2, 3, -1}))};
+       }});
+  add(Op::gather, {"indices [2,2]", {uniform({3, 2}, 17)}, [](std::span<const Tensor> a) {
+                     return std::vector<Tensor>{trace::take_rows(a[0], idx({2, 2}, {2, 0, 1, 2}))};
+                   }});
+  add(Op::scatter, {"repeated and skipped rows",
+                    {uniform({4, 3}, 18), uniform({3, 3}, 19)},
+                    [](std::span<const Tensor> a) {
+                      Tensor y = T(B().scatter(a[0].id(), idx({3}, {1, 1, 5}).id(), a[1].id()));
+                      return std::vector<Tensor>{y * y};
+                    }});
+  add(Op::dot_general,
+      {"matmul", {uniform({2, 3}, 20), uniform({3, 4}, 21)}, [](std::span<const Tensor> a) {
+         return std::vector<Tensor>{trace::matmul(a[0], a[1])};
+       }});
+  add(Op::dot_general,
+      {"batched", {uniform({2, 3, 4}, 22), uniform({2, 4, 2}, 23)}, [](std::span<const Tensor> a) {
+         return std::vector<Tensor>{trace::matmul(a[0], a[1])};
+       }});
+  add(Op::dot_general, {"batch not leading, two contracting dims",
+                        {uniform({3, 2, 4, 2}, 24), uniform({2, 5, 2, 4}, 25)},
+                        [](std::span<const Tensor> a) {
+                          return std::vector<Tensor>{
+                              T(B().dot_general(a[0].id(), a[1].id(), {{1}, {2}, {2, 3}, {3, 0}}))};
+                        }});
+  add(Op::dot_general,
+      {"same operand twice", {uniform({3, 3}, 26)}, [](std::span<const Tensor> a) {
+         return std::vector<Tensor>{T(B().dot_general(a[0].id(), a[0].id(), {{}, {}, {0}, {0}}))};
+       }});
+  add(Op::reduce, {"sum over 0,2", {uniform({2, 3, 4}, 27)}, [](std::span<const Tensor> a) {
+                     return std::vector<Tensor>{trace::sum(a[0], {0, 2})};
+                   }});
+  add(Op::reduce, {"max over 1", {uniform({3, 5}, 28)}, [](std::span<const Tensor> a) {
+                     return std::vector<Tensor>{trace::max(a[0], {1})};
+                   }});
+  add(Op::reduce, {"min over all", {uniform({2, 3}, 29)}, [](std::span<const Tensor> a) {
+                     return std::vector<Tensor>{trace::min(a[0])};
+                   }});
+  add(Op::negate, unary_case(Op::negate, -1, 1));
+  add(Op::abs, unary_case(Op::abs, 0.1, 1));
+  add(Op::abs, unary_case(Op::abs, -1, -0.1));
+  add(Op::exponential, unary_case(Op::exponential, -1, 1));
+  add(Op::log, unary_case(Op::log, 0.2, 2));
+  add(Op::log_plus_one, unary_case(Op::log_plus_one, -0.5, 2));
+  add(Op::tanh, unary_case(Op::tanh, -2, 2));
+  add(Op::logistic, unary_case(Op::logistic, -3, 3));
+  add(Op::sqrt, unary_case(Op::sqrt, 0.2, 3));
+  add(Op::rsqrt, unary_case(Op::rsqrt, 0.2, 3));
+  add(Op::sign, unary_case(Op::sign, 0.1, 1));  // derivative 0 away from 0
+  add(Op::floor, unary_case(Op::floor, 0.1, 0.9));
+  Array a = uniform({2, 3}, 30), b = uniform({2, 3}, 31, 0.5, 1.5);
+  add(Op::add, binary_case(Op::add, a, b));
+  add(Op::subtract, binary_case(Op::subtract, a, b));
+  add(Op::multiply, binary_case(Op::multiply, a, b));
+  add(Op::divide, binary_case(Op::divide, a, b));
+  add(Op::maximum, binary_case(Op::maximum, a, apart(a)));
+  add(Op::minimum, binary_case(Op::minimum, a, apart(a)));
+  add(Op::power, binary_case(Op::power, uniform({2, 3}, 32, 0.3, 2), uniform({2, 3}, 33, -2, 2)));
+  // remainder: a / b stays away from integers so trunc(a / b) is locally constant.
+  add(Op::remainder,
+      binary_case(Op::remainder, f64({4}, {5.3, -5.3, 2.9, 0.7}), f64({4}, {2.0, 2.0, -1.3, 0.5})));
+  add(Op::select, {"pred from a compare",
+                   {uniform({2, 3}, 34), uniform({2, 3}, 35)},
+                   [](std::span<const Tensor> x) {
+                     return std::vector<Tensor>{trace::where(x[0] > x[1], x[0] * x[1], x[1])};
+                   }});
+  add(Op::select,
+      {"scalar pred", {uniform({3}, 36), uniform({3}, 37)}, [](std::span<const Tensor> x) {
+         Tensor p = trace::constant(Array::scalar(false));
+         return std::vector<Tensor>{T(B().select(p.id(), x[0].id(), x[1].id()))};
+       }});
+  add(Op::clamp, {"tensor bounds",
+                  {f64({4}, {-2, 0.5, 3, 1}), uniform({4}, 38, -1, -0.5), uniform({4}, 39, 1.5, 2)},
+                  [](std::span<const Tensor> x) {
+                    return std::vector<Tensor>{T(B().clamp(x[1].id(), x[0].id(), x[2].id()))};
+                  }});
+  add(Op::clamp, {"scalar bounds",
+                  {f64({4}, {-2, 0.5, 3, 1}), f64({}, {-1}), f64({}, {2})},
+                  [](std::span<const Tensor> x) {
+                    return std::vector<Tensor>{T(B().clamp(x[1].id(), x[0].id(), x[2].id()))};
+                  }});
+  return m;
+}
+
+// Ops that carry no cotangent, with the reason.
+const std::map<Op, const char*> kNotDifferentiable = {
+    {Op::parameter, "a leaf: its cotangent is the transform's output"},
+    {Op::constant, "no operands"},
+    {Op::iota, "integer index values"},
+    {Op::and_, "integer / i1 only"},
+    {Op::or_, "integer / i1 only"},
+    {Op::xor_, "integer / i1 only"},
+    {Op::shift_left, "integer only"},
+    {Op::shift_right_logical, "integer only"},
+    {Op::compare, "i1 result"},
+};
+
+bool contains(const ir::Function& f, Op op) {
+  for (auto& n : f.nodes)
+    if (n.op == op) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST(OpWalk, EveryOpIsCovered) {
+  auto table = cases();
+  for (Op op : ir::kAllOps) {
+    bool nd = kNotDifferentiable.count(op) > 0;
+    bool fd = table.count(op) > 0;
+    EXPECT_TRUE(nd != fd) << ir::op_name(op)
+                          << (nd ? ": listed both ways"
+                                 : ": has neither an FD case nor a "
+                                   "'not differentiable' entry");
+    EXPECT_EQ(autodiff::differentiable(op), fd) << ir::op_name(op);
+  }
+}
+
+TEST(OpWalk, FiniteDifferencesF64) {
+  for (auto& [op, list] : cases()) {
+    for (const Case& c : list) {
+      SCOPED_TRACE(std::string(ir::op_name(op)) + ": " + c.label);
+      std::vector<ir::TensorType> types;
+      std::vector<int> wrt;
+      for (size_t i = 0; i < c.x.size(); ++i) {
+        types.push_back({c.x[i].dtype(), c.x[i].shape()});
+        if (is_floating(c.x[i].dtype())) wrt.push_back(int(i));
+      }
+      ir::Function f = trace::capture(c.fn, types, {}, {}, std::string(ir::op_name(op)));
+      ASSERT_TRUE(contains(f, op)) << "the case does not use " << ir::op_name(op);
+      expect_vjp_matches_fd(f, c.x, wrt, c.h);
+    }
+  }
+}

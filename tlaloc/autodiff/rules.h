@@ -1,0 +1,69 @@
+// Internal to autodiff: the VJP rule signature, helpers, and the rule functions the registry
+// (registry.cpp) lists.
+#pragma once
+
+#include <vector>
+
+#include "tlaloc/ir/builder.h"
+#include "tlaloc/trace/tensor.h"
+
+namespace tlaloc::autodiff::detail {
+
+using ir::ValueId;
+using trace::Tensor;
+
+// What a rule sees: the forward node (operand ids are valid in b), its value, the cotangent of
+// that value, and which operands need a cotangent.
+struct RuleCtx {
+  ir::Builder& b;
+  const ir::Node& n;
+  ValueId out;
+  ValueId ct;
+  std::vector<char> need;
+
+  ir::TensorType type(ValueId v) const { return b.type(v); }  // a copy: b grows
+  ValueId operand(size_t k) const { return n.operands[k]; }
+  Tensor t(ValueId v) const { return Tensor(&b, v); }
+  Tensor ct_t() const { return t(ct); }
+  Tensor x(size_t k) const { return t(n.operands[k]); }
+  Tensor out_t() const { return t(out); }
+  // Zeros / a constant splat of v's type.
+  ValueId zeros(const ir::TensorType& type) const { return full(type, 0.0); }
+  ValueId full(const ir::TensorType& type, double v) const;
+};
+
+// One cotangent per operand; -1 means zero (or none needed).
+using Grads = std::vector<ValueId>;
+using VjpRule = Grads (*)(const RuleCtx&);
+
+// The registry: the rule for `op`, or nullptr when the op carries no cotangent.
+VjpRule vjp_rule(ir::Op op);
+
+// Rules (rules_elementwise.cpp).
+Grads vjp_convert(const RuleCtx& c);
+Grads vjp_unary(const RuleCtx& c);  // negate abs exponential log log_plus_one tanh ...
+Grads vjp_zero(const RuleCtx& c);   // sign, floor: derivative 0
+Grads vjp_add_sub(const RuleCtx& c);
+Grads vjp_multiply(const RuleCtx& c);
+Grads vjp_divide(const RuleCtx& c);
+Grads vjp_max_min(const RuleCtx& c);
+Grads vjp_power(const RuleCtx& c);
+Grads vjp_remainder(const RuleCtx& c);
+Grads vjp_select(const RuleCtx& c);
+Grads vjp_clamp(const RuleCtx& c);
+
+// Rules (rules_structural.cpp).
+Grads vjp_broadcast_in_dim(const RuleCtx& c);
+Grads vjp_reshape(const RuleCtx& c);
+Grads vjp_transpose(const RuleCtx& c);
+Grads vjp_slice(const RuleCtx& c);
+Grads vjp_concatenate(const RuleCtx& c);
+Grads vjp_pad(const RuleCtx& c);
+Grads vjp_dynamic_slice(const RuleCtx& c);
+Grads vjp_dynamic_update_slice(const RuleCtx& c);
+Grads vjp_gather(const RuleCtx& c);
+Grads vjp_scatter(const RuleCtx& c);
+Grads vjp_dot_general(const RuleCtx& c);
+Grads vjp_reduce(const RuleCtx& c);
+
+}  // namespace tlaloc::autodiff::detail

@@ -1,0 +1,433 @@
+#include "tlaloc/passes/evaluate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace tlaloc::passes {
+namespace {
+
+using ir::Op;
+using Dims = std::vector<int64_t>;
+using Vals = std::vector<double>;
+
+// Calls fn(index, flat) for every index of `shape` in row-major order.
+template <typename Fn>
+void for_each_index(const Shape& shape, Fn&& fn) {
+  int64_t n = shape.numel();
+  Dims idx(size_t(shape.rank()), 0);
+  for (int64_t flat = 0; flat < n; ++flat) {
+    fn(idx, flat);
+    for (int64_t d = shape.rank() - 1; d >= 0; --d) {
+      if (++idx[size_t(d)] < shape[d]) break;
+      idx[size_t(d)] = 0;
+    }
+  }
+}
+
+int64_t flat_of(const Dims& idx, const std::vector<int64_t>& strides) {
+  int64_t f = 0;
+  for (size_t i = 0; i < idx.size(); ++i) f += idx[i] * strides[i];
+  return f;
+}
+
+// Wraps an integer result to the 32-bit dtype (two's complement for s32).
+double wrap(DType t, int64_t v) {
+  uint32_t u = uint32_t(uint64_t(v));
+  return t == DType::s32 ? double(int32_t(u)) : double(u);
+}
+
+// Float -> integer: truncate, saturate, NaN -> 0.
+double to_int(DType t, double v) {
+  if (std::isnan(v)) return 0;
+  double lo = t == DType::s32 ? -2147483648.0 : 0.0;
+  double hi = t == DType::s32 ? 2147483647.0 : 4294967295.0;
+  return std::clamp(std::trunc(v), lo, hi);
+}
+
+double convert_value(DType from, DType to, double v) {
+  if (to == DType::i1) return v != 0.0 ? 1 : 0;
+  if (is_integer(to) && is_floating(from)) return to_int(to, v);
+  if (is_integer(to)) return wrap(to, int64_t(v));
+  return v;  // to a float: Array rounds
+}
+
+double unary(Op op, DType t, double x) {
+  bool integer = !is_floating(t);
+  switch (op) {
+    case Op::negate:
+      return integer ? wrap(t, -int64_t(x)) : -x;
+    case Op::abs:
+      return integer ? wrap(t, std::abs(int64_t(x))) : std::fabs(x);
+    case Op::sign:
+      if (std::isnan(x)) return x;
+      return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+    case Op::exponential:
+      return std::exp(x);
+    case Op::log:
+      return std::log(x);
+    case Op::log_plus_one:
+      return std::log1p(x);
+    case Op::tanh:
+      return std::tanh(x);
+    case Op::logistic:
+      return 1.0 / (1.0 + std::exp(-x));
+    case Op::sqrt:
+      return std::sqrt(x);
+    case Op::rsqrt:
+      return 1.0 / std::sqrt(x);
+    case Op::floor:
+      return std::floor(x);
+    default:
+      fail("evaluate: {} is not a unary op", ir::op_name(op));
+  }
+}
+
+double int_binary(Op op, DType t, double xa, double xb) {
+  int64_t a = int64_t(xa), b = int64_t(xb);
+  uint32_t ua = uint32_t(uint64_t(a)), ub = uint32_t(uint64_t(b));
+  bool s = t == DType::s32;
+  switch (op) {
+    case Op::add:
+      return wrap(t, a + b);
+    case Op::subtract:
+      return wrap(t, a - b);
+    case Op::multiply:
+      return wrap(t, a * b);
+    case Op::divide:
+      if (b == 0) return s ? -1.0 : 4294967295.0;
+      return wrap(t, a / b);  // INT_MIN / -1 wraps to INT_MIN
+    case Op::remainder:
+      if (b == 0) return xa;
+      return wrap(t, a % b);
+    case Op::maximum:
+      return std::max(xa, xb);
+    case Op::minimum:
+      return std::min(xa, xb);
+    case Op::and_:
+      return wrap(t, ua & ub);
+    case Op::or_:
+      return wrap(t, ua | ub);
+    case Op::xor_:
+      return wrap(t, ua ^ ub);
+    case Op::shift_left:
+      return ub >= 32 ? 0.0 : wrap(t, int64_t(uint32_t(ua << ub)));
+    case Op::shift_right_logical:
+      return ub >= 32 ? 0.0 : wrap(t, int64_t(ua >> ub));
+    default:
+      fail("evaluate: {} is not an integer binary op", ir::op_name(op));
+  }
+}
+
+double binary(Op op, DType t, double a, double b) {
+  if (t == DType::i1) {
+    bool x = a != 0, y = b != 0;
+    if (op == Op::and_) return x && y;
+    if (op == Op::or_) return x || y;
+    if (op == Op::xor_) return x != y;
+    fail("evaluate: {} on i1", ir::op_name(op));
+  }
+  if (is_integer(t)) return int_binary(op, t, a, b);
+  switch (op) {
+    case Op::add:
+      return a + b;
+    case Op::subtract:
+      return a - b;
+    case Op::multiply:
+      return a * b;
+    case Op::divide:
+      return a / b;
+    case Op::maximum:
+      return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+    case Op::minimum:
+      return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    case Op::power:
+      return std::pow(a, b);
+    case Op::remainder:
+      return std::fmod(a, b);
+    default:
+      fail("evaluate: {} on {}", ir::op_name(op), name(t));
+  }
+}
+
+bool compare(ir::Comparison c, double a, double b) {
+  switch (c) {
+    case ir::Comparison::EQ:
+      return a == b;
+    case ir::Comparison::NE:
+      return a != b;
+    case ir::Comparison::LT:
+      return a < b;
+    case ir::Comparison::LE:
+      return a <= b;
+    case ir::Comparison::GT:
+      return a > b;
+    case ir::Comparison::GE:
+      return a >= b;
+  }
+  return false;
+}
+
+// Starts of a dynamic slice of `sizes` in `shape`, clamped to [0, dim - size].
+Dims clamped_starts(std::span<const Array* const> ops, size_t first, const Shape& shape,
+                    const Dims& sizes) {
+  Dims s;
+  for (int64_t d = 0; d < shape.rank(); ++d)
+    s.push_back(std::clamp(int64_t(ops[first + size_t(d)]->at(0)), int64_t(0),
+                           shape[d] - sizes[size_t(d)]));
+  return s;
+}
+
+Vals structural(const ir::Node& n, std::span<const Array* const> ops, const std::vector<Vals>& in) {
+  const ir::Attrs& a = n.attrs;
+  const Shape& rs = n.type.shape;
+  Vals r(size_t(rs.numel()), 0.0);
+  auto shape = [&](size_t k) -> const Shape& { return ops[k]->shape(); };
+  switch (n.op) {
+    case Op::broadcast_in_dim: {
+      auto st = shape(0).strides();
+      for_each_index(rs, [&](const Dims& i, int64_t f) {
+        int64_t o = 0;
+        for (size_t d = 0; d < a.broadcast_dimensions.size(); ++d)
+          if (shape(0)[int64_t(d)] != 1) o += i[size_t(a.broadcast_dimensions[d])] * st[d];
+        r[size_t(f)] = in[0][size_t(o)];
+      });
+      return r;
+    }
+    case Op::reshape:
+      return in[0];
+    case Op::transpose: {
+      auto st = shape(0).strides();
+      for_each_index(rs, [&](const Dims& i, int64_t f) {
+        int64_t o = 0;
+        for (size_t d = 0; d < i.size(); ++d) o += i[d] * st[size_t(a.permutation[d])];
+        r[size_t(f)] = in[0][size_t(o)];
+      });
+      return r;
+    }
+    case Op::slice: {
+      auto st = shape(0).strides();
+      for_each_index(rs, [&](const Dims& i, int64_t f) {
+        int64_t o = 0;
+        for (size_t d = 0; d < i.size(); ++d)
+          o += (a.start_indices[d] + i[d] * a.strides[d]) * st[d];
+        r[size_t(f)] = in[0][size_t(o)];
+      });
+      return r;
+    }
+    case Op::concatenate: {
+      auto rst = rs.strides();
+      int64_t off = 0;
+      for (size_t k = 0; k < ops.size(); ++k) {
+        for_each_index(shape(k), [&](const Dims& i, int64_t f) {
+          Dims j = i;
+          j[size_t(a.dimension)] += off;
+          r[size_t(flat_of(j, rst))] = in[k][size_t(f)];
+        });
+        off += shape(k)[a.dimension];
+      }
+      return r;
+    }
+    case Op::pad: {
+      std::fill(r.begin(), r.end(), in[1][0]);
+      auto rst = rs.strides();
+      for_each_index(shape(0), [&](const Dims& i, int64_t f) {
+        Dims j(i.size());
+        for (size_t d = 0; d < i.size(); ++d)
+          j[d] = a.edge_padding_low[d] + i[d] * (a.interior_padding[d] + 1);
+        r[size_t(flat_of(j, rst))] = in[0][size_t(f)];
+      });
+      return r;
+    }
+    case Op::dynamic_slice: {
+      Dims s = clamped_starts(ops, 1, shape(0), a.slice_sizes);
+      auto st = shape(0).strides();
+      for_each_index(rs, [&](const Dims& i, int64_t f) {
+        int64_t o = 0;
+        for (size_t d = 0; d < i.size(); ++d) o += (s[d] + i[d]) * st[d];
+        r[size_t(f)] = in[0][size_t(o)];
+      });
+      return r;
+    }
+    case Op::dynamic_update_slice: {
+      r = in[0];
+      Dims s = clamped_starts(ops, 2, shape(0), shape(1).dims);
+      auto st = shape(0).strides();
+      for_each_index(shape(1), [&](const Dims& i, int64_t f) {
+        int64_t o = 0;
+        for (size_t d = 0; d < i.size(); ++d) o += (s[d] + i[d]) * st[d];
+        r[size_t(o)] = in[1][size_t(f)];
+      });
+      return r;
+    }
+    case Op::gather:
+    case Op::scatter: {
+      int64_t rows = shape(0)[0], row = rows ? shape(0).numel() / rows : 0;
+      bool g = n.op == Op::gather;
+      if (!g) r = in[0];
+      for (size_t k = 0; k < in[1].size(); ++k) {
+        int64_t j = int64_t(in[1][k]);
+        if (g) j = std::clamp(j, int64_t(0), rows - 1);
+        if (j < 0 || j >= rows) continue;
+        for (int64_t e = 0; e < row; ++e) {
+          if (g)
+            r[size_t(int64_t(k) * row + e)] = in[0][size_t(j * row + e)];
+          else
+            r[size_t(j * row + e)] += in[2][size_t(int64_t(k) * row + e)];
+        }
+      }
+      if (!g && is_integer(n.type.dtype))
+        for (auto& v : r) v = wrap(n.type.dtype, int64_t(v));
+      return r;
+    }
+    case Op::dot_general: {
+      const Shape &ls = shape(0), &rsh = shape(1);
+      auto &lb = a.lhs_batching_dimensions, &rb = a.rhs_batching_dimensions;
+      auto &lc = a.lhs_contracting_dimensions, &rc = a.rhs_contracting_dimensions;
+      auto free_dims = [](const Shape& s, const Dims& b, const Dims& c) {
+        Dims f;
+        for (int64_t i = 0; i < s.rank(); ++i)
+          if (std::find(b.begin(), b.end(), i) == b.end() &&
+              std::find(c.begin(), c.end(), i) == c.end())
+            f.push_back(i);
+        return f;
+      };
+      Dims lf = free_dims(ls, lb, lc), rf = free_dims(rsh, rb, rc);
+      Shape cs;
+      for (int64_t d : lc) cs.dims.push_back(ls[d]);
+      auto lst = ls.strides(), rst = rsh.strides();
+      for_each_index(rs, [&](const Dims& i, int64_t f) {
+        int64_t lo = 0, ro = 0;
+        size_t p = 0;
+        for (size_t k = 0; k < lb.size(); ++k, ++p) {
+          lo += i[p] * lst[size_t(lb[k])];
+          ro += i[p] * rst[size_t(rb[k])];
+        }
+        for (int64_t d : lf) lo += i[p++] * lst[size_t(d)];
+        for (int64_t d : rf) ro += i[p++] * rst[size_t(d)];
+        double acc = 0;
+        for_each_index(cs, [&](const Dims& c, int64_t) {
+          int64_t l2 = lo, r2 = ro;
+          for (size_t k = 0; k < c.size(); ++k) {
+            l2 += c[k] * lst[size_t(lc[k])];
+            r2 += c[k] * rst[size_t(rc[k])];
+          }
+          acc += in[0][size_t(l2)] * in[1][size_t(r2)];
+        });
+        r[size_t(f)] = acc;
+      });
+      return r;
+    }
+    case Op::reduce: {
+      DType t = n.type.dtype;
+      double init = 0;
+      if (a.reduce_kind != ir::ReduceKind::sum) {
+        bool mx = a.reduce_kind == ir::ReduceKind::max;
+        if (is_floating(t))
+          init = mx ? -INFINITY : INFINITY;
+        else if (t == DType::s32)
+          init = mx ? -2147483648.0 : 2147483647.0;
+        else
+          init = mx ? 0.0 : 4294967295.0;
+      }
+      std::fill(r.begin(), r.end(), init);
+      auto rst = rs.strides();
+      for_each_index(shape(0), [&](const Dims& i, int64_t f) {
+        Dims j;
+        for (size_t d = 0; d < i.size(); ++d)
+          if (std::find(a.dimensions.begin(), a.dimensions.end(), int64_t(d)) == a.dimensions.end())
+            j.push_back(i[d]);
+        double& acc = r[size_t(flat_of(j, rst))];
+        double v = in[0][size_t(f)];
+        if (a.reduce_kind == ir::ReduceKind::sum)
+          acc += v;
+        else if (std::isnan(v) || std::isnan(acc))
+          acc = NAN;
+        else
+          acc = a.reduce_kind == ir::ReduceKind::max ? std::max(acc, v) : std::min(acc, v);
+      });
+      if (is_integer(t))
+        for (auto& v : r) v = wrap(t, int64_t(v));
+      return r;
+    }
+    default:
+      fail("evaluate: {} is not a structural op", ir::op_name(n.op));
+  }
+}
+
+}  // namespace
+
+Array evaluate(const ir::Node& n, std::span<const Array* const> ops) {
+  if (n.op == Op::parameter) fail("evaluate: a parameter has no value");
+  if (ops.size() != n.operands.size())
+    fail("evaluate: {} has {} operands, got {} values", ir::op_name(n.op), n.operands.size(),
+         ops.size());
+  const DType t = n.type.dtype;
+  const Shape& rs = n.type.shape;
+  if (n.op == Op::constant) return *n.attrs.value;
+  std::vector<Vals> in;
+  for (const Array* a : ops) in.push_back(a->to_doubles());
+  Vals r(size_t(rs.numel()));
+  // Element i of operand k, where scalars broadcast (select pred, clamp bounds).
+  auto el = [&](size_t k, size_t i) { return in[k].size() == 1 ? in[k][0] : in[k][i]; };
+  switch (ir::op_kind(n.op)) {
+    case ir::OpKind::Nullary:  // iota
+      for_each_index(rs, [&](const Dims& i, int64_t f) {
+        r[size_t(f)] = double(i[size_t(n.attrs.dimension)]);
+      });
+      break;
+    case ir::OpKind::Unary:
+      for (size_t i = 0; i < r.size(); ++i)
+        r[i] = n.op == Op::convert ? convert_value(ops[0]->dtype(), t, in[0][i])
+                                   : unary(n.op, t, in[0][i]);
+      break;
+    case ir::OpKind::Binary:
+      for (size_t i = 0; i < r.size(); ++i)
+        r[i] = n.op == Op::compare ? compare(n.attrs.comparison_direction, in[0][i], in[1][i])
+                                   : binary(n.op, ops[0]->dtype(), in[0][i], in[1][i]);
+      break;
+    case ir::OpKind::Ternary:
+      for (size_t i = 0; i < r.size(); ++i) {
+        if (n.op == Op::select) {
+          r[i] = el(0, i) != 0 ? in[1][i] : in[2][i];
+        } else {
+          double lo = el(0, i), x = in[1][i], hi = el(2, i);
+          r[i] = std::isnan(x) ? x : std::min(std::max(x, lo), hi);
+        }
+      }
+      break;
+    case ir::OpKind::Structural:
+      r = structural(n, ops, in);
+      break;
+    case ir::OpKind::Parameter:
+      break;
+  }
+  return Array::from_doubles(t, rs, r);
+}
+
+std::vector<Array> interpret(const ir::Function& f, std::span<const Array> inputs) {
+  if (int(inputs.size()) != f.num_inputs())
+    fail("interpret {}: {} inputs for {} parameters", f.name, inputs.size(), f.num_inputs());
+  std::vector<Array> vals(f.nodes.size());
+  for (int i = 0; i < f.num_inputs(); ++i) {
+    const Array& x = inputs[size_t(i)];
+    if (x.dtype() != f.input_type(i).dtype || x.shape() != f.input_type(i).shape)
+      fail("interpret {}: input {} is {}, expected {}", f.name, i, describe(x),
+           ir::to_string(f.input_type(i)));
+    vals[size_t(f.inputs[size_t(i)])] = x;
+  }
+  std::vector<const Array*> ops;
+  for (size_t i = 0; i < f.nodes.size(); ++i) {
+    const ir::Node& n = f.nodes[i];
+    if (n.op == Op::parameter) continue;
+    ops.clear();
+    for (ir::ValueId o : n.operands) ops.push_back(&vals[size_t(o)]);
+    vals[i] = evaluate(n, ops);
+  }
+  std::vector<Array> out;
+  for (ir::ValueId r : f.results) out.push_back(vals[size_t(r)]);
+  return out;
+}
+
+}  // namespace tlaloc::passes

@@ -1,0 +1,28 @@
+// Reference evaluation of IR on host Arrays, for constant folding (and as a small interpreter
+// for tests). Plain loops, no speed goals. Semantics are StableHLO's
+// (https://openxla.org/stablehlo/spec) as narrowed in ir/builder.h:
+// * floating ops compute in double and round once to the result dtype (exact for add, subtract,
+//   multiply, divide, sqrt; within an ulp of a native f32 kernel for transcendental ops);
+// * s32 / u32 arithmetic wraps; integer x / 0 = -1 (all ones for u32) and x % 0 = x; s32
+//   INT_MIN / -1 = INT_MIN; shifts by >= 32 (as unsigned) give 0;
+// * convert float -> integer truncates toward zero and saturates, NaN -> 0; x -> i1 is x != 0;
+// * dynamic_slice / dynamic_update_slice clamp starts to [0, dim - size]; gather clamps rows to
+//   [0, N-1]; scatter skips out-of-range rows.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "tlaloc/ir/ir.h"
+
+namespace tlaloc::passes {
+
+// Evaluates node `n` on operand values (one per n.operands, of the operand types). Throws
+// tlaloc::Error for a parameter node or when an operand's dtype/shape is not what `n` needs.
+Array evaluate(const ir::Node& n, std::span<const Array* const> operands);
+
+// Runs a whole function on inputs (one per input, of the input types) and returns its outputs.
+// Throws tlaloc::Error naming the input when the count, a dtype or a shape disagrees.
+std::vector<Array> interpret(const ir::Function& f, std::span<const Array> inputs);
+
+}  // namespace tlaloc::passes

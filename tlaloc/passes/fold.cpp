@@ -1,0 +1,221 @@
+// fold_constants: constant evaluation, splat propagation and algebraic identities.
+#include <optional>
+
+#include "tlaloc/passes/evaluate.h"
+#include "tlaloc/passes/passes.h"
+#include "tlaloc/passes/rebuild.h"
+
+namespace tlaloc::passes::detail {
+namespace {
+
+using ir::Node;
+using ir::Op;
+using ir::ValueId;
+
+// A value whose elements all equal `v`; `scalar` is a rank-0 constant holding it, or -1.
+struct Splat {
+  double v;
+  ValueId scalar;
+};
+
+class Folder {
+ public:
+  explicit Folder(const ir::Function& f) : rb_(f) {}
+
+  ir::Function run(bool* changed) {
+    const ir::Function& f = rb_.f;
+    for (size_t i = 0; i < f.nodes.size(); ++i) {
+      if (f.nodes[i].op == Op::parameter) {
+        rb_.copy(ValueId(i));
+        continue;
+      }
+      Node n = f.nodes[i];
+      for (auto& o : n.operands) o = rb_.map[size_t(o)];
+      rb_.map[i] = rewrite(std::move(n));
+    }
+    if (changed) *changed = changed_;
+    return rb_.finish();
+  }
+
+ private:
+  const Node& node(ValueId v) const { return rb_.out.nodes[size_t(v)]; }
+
+  std::optional<Splat> splat(ValueId v) const {
+    const Node& n = node(v);
+    if (n.op == Op::broadcast_in_dim && node(n.operands[0]).op == Op::constant &&
+        node(n.operands[0]).type.shape.rank() == 0)
+      return Splat{node(n.operands[0]).attrs.value->at(0), n.operands[0]};
+    if (n.op != Op::constant || n.attrs.value->numel() == 0) return std::nullopt;
+    const Array& a = *n.attrs.value;
+    double v0 = a.at(0);
+    for (int64_t i = 1; i < a.numel(); ++i)
+      if (!(a.at(i) == v0)) return std::nullopt;
+    if (v0 != v0) return std::nullopt;  // NaN
+    return Splat{v0, a.shape().rank() == 0 ? v : -1};
+  }
+  bool is_splat_of(ValueId v, double x) const {
+    auto s = splat(v);
+    return s && s->v == x;
+  }
+
+  // The value of v as an array if it is a constant or a splat of at most kMaxFoldElements.
+  std::optional<Array> materialize(ValueId v) const {
+    const Node& n = node(v);
+    if (n.op == Op::constant) return *n.attrs.value;
+    if (n.type.shape.numel() > kMaxFoldElements) return std::nullopt;
+    if (auto s = splat(v)) return Array::filled(n.type.dtype, n.type.shape, s->v);
+    return std::nullopt;
+  }
+
+  ValueId emit(Node n) {
+    changed_ = true;
+    return rb_.emit(std::move(n));
+  }
+  ValueId same(ValueId v) {
+    changed_ = true;
+    return v;
+  }
+  ValueId emit_constant(Array a) {
+    Node c{Op::constant, {a.dtype(), a.shape()}, {}, {}};
+    c.attrs.value = std::make_shared<const Array>(std::move(a));
+    return emit(std::move(c));
+  }
+  // A splat of `type` from a scalar constant (existing or new).
+  ValueId emit_splat(const ir::TensorType& type, Array scalar, ValueId existing = -1) {
+    ValueId s = existing >= 0 ? existing : emit_constant(std::move(scalar));
+    if (type.shape.rank() == 0) return s;
+    Node b{Op::broadcast_in_dim, type, {s}, {}};
+    return emit(std::move(b));
+  }
+
+  std::optional<ValueId> identity(const Node& n) {
+    auto& ops = n.operands;
+    auto keep = [&](ValueId v) -> std::optional<ValueId> {
+      if (node(v).type != n.type) return std::nullopt;
+      return same(v);
+    };
+    switch (n.op) {
+      case Op::multiply:
+        if (is_splat_of(ops[1], 1)) return keep(ops[0]);
+        if (is_splat_of(ops[0], 1)) return keep(ops[1]);
+        break;
+      case Op::add:
+        if (is_splat_of(ops[1], 0)) return keep(ops[0]);
+        if (is_splat_of(ops[0], 0)) return keep(ops[1]);
+        break;
+      case Op::subtract:
+        if (is_splat_of(ops[1], 0)) return keep(ops[0]);
+        break;
+      case Op::divide:
+        if (is_splat_of(ops[1], 1)) return keep(ops[0]);
+        break;
+      case Op::negate:
+        if (node(ops[0]).op == Op::negate) return keep(node(ops[0]).operands[0]);
+        break;
+      case Op::convert:
+      case Op::reshape:
+        if (node(ops[0]).type == n.type) return same(ops[0]);
+        if (n.op == Op::reshape && node(ops[0]).op == Op::reshape) {
+          ValueId inner = node(ops[0]).operands[0];
+          if (node(inner).type == n.type) return same(inner);
+          return emit(Node{Op::reshape, n.type, {inner}, {}});
+        }
+        break;
+      case Op::transpose: {
+        auto& p = n.attrs.permutation;
+        bool ident = true;
+        for (size_t i = 0; i < p.size(); ++i) ident = ident && p[i] == int64_t(i);
+        if (ident) return keep(ops[0]);
+        if (node(ops[0]).op == Op::transpose) {
+          auto& p1 = node(ops[0]).attrs.permutation;
+          Node t{Op::transpose, n.type, {node(ops[0]).operands[0]}, {}};
+          for (int64_t d : p) t.attrs.permutation.push_back(p1[size_t(d)]);
+          return emit(std::move(t));
+        }
+        break;
+      }
+      case Op::broadcast_in_dim: {
+        auto& bd = n.attrs.broadcast_dimensions;
+        bool ident = node(ops[0]).type == n.type;
+        for (size_t i = 0; i < bd.size(); ++i) ident = ident && bd[i] == int64_t(i);
+        if (ident) return same(ops[0]);
+        const Node& in = node(ops[0]);
+        if (in.op == Op::broadcast_in_dim) {
+          Node b{Op::broadcast_in_dim, n.type, {in.operands[0]}, {}};
+          for (int64_t d : in.attrs.broadcast_dimensions)
+            b.attrs.broadcast_dimensions.push_back(bd[size_t(d)]);
+          return emit(std::move(b));
+        }
+        break;
+      }
+      case Op::slice: {
+        const Shape& s = node(ops[0]).type.shape;
+        bool full = true;
+        for (int64_t d = 0; d < s.rank(); ++d)
+          full = full && n.attrs.start_indices[size_t(d)] == 0 &&
+                 n.attrs.limit_indices[size_t(d)] == s[d] && n.attrs.strides[size_t(d)] == 1;
+        if (full) return keep(ops[0]);
+        break;
+      }
+      case Op::pad:
+        if (node(ops[0]).type == n.type) return same(ops[0]);
+        break;
+      case Op::select:
+        if (ops[1] == ops[2]) return same(ops[1]);
+        if (auto p = splat(ops[0])) return same(p->v != 0 ? ops[1] : ops[2]);
+        break;
+      default:
+        break;
+    }
+    return std::nullopt;
+  }
+
+  ValueId rewrite(Node n) {
+    if (n.op == Op::constant || n.op == Op::iota) return rb_.emit(std::move(n));
+    if (auto r = identity(n)) return *r;
+    // Splats in, splat out: elementwise ops and pure relayouts of a splat.
+    bool relayout = n.op == Op::reshape || n.op == Op::transpose || n.op == Op::broadcast_in_dim;
+    if (ir::is_elementwise(n.op) || relayout) {
+      std::vector<Splat> s;
+      for (ValueId o : n.operands)
+        if (auto sp = splat(o)) s.push_back(*sp);
+      if (s.size() == n.operands.size()) {
+        if (relayout) {
+          if (n.op == Op::broadcast_in_dim && node(n.operands[0]).type.shape.rank() == 0)
+            return rb_.emit(std::move(n));  // already the canonical splat
+          return emit_splat(n.type, Array::filled(n.type.dtype, {}, s[0].v), s[0].scalar);
+        }
+        std::vector<Array> scalars;
+        for (size_t k = 0; k < s.size(); ++k)
+          scalars.push_back(Array::filled(node(n.operands[k]).type.dtype, {}, s[k].v));
+        std::vector<const Array*> ptrs;
+        for (auto& a : scalars) ptrs.push_back(&a);
+        Node scalar_node = n;
+        scalar_node.type.shape = Shape{};
+        return emit_splat(n.type, evaluate(scalar_node, ptrs));
+      }
+    }
+    // All operands constant and the result small: evaluate.
+    if (n.type.shape.numel() <= kMaxFoldElements && !n.operands.empty()) {
+      std::vector<Array> vals;
+      for (ValueId o : n.operands) {
+        auto a = materialize(o);
+        if (!a) return rb_.emit(std::move(n));
+        vals.push_back(std::move(*a));
+      }
+      std::vector<const Array*> ptrs;
+      for (auto& a : vals) ptrs.push_back(&a);
+      return emit_constant(evaluate(n, ptrs));
+    }
+    return rb_.emit(std::move(n));
+  }
+
+  Rebuild rb_;
+  bool changed_ = false;
+};
+
+}  // namespace
+
+ir::Function fold(const ir::Function& f, bool* changed) { return Folder(f).run(changed); }
+
+}  // namespace tlaloc::passes::detail

@@ -1,0 +1,142 @@
+// dce, cse, simplify, and the rebuild helper they share with fold.cpp.
+#include "tlaloc/passes/passes.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "tlaloc/ir/builder.h"
+#include "tlaloc/passes/rebuild.h"
+
+namespace tlaloc::passes {
+namespace detail {
+
+using ir::Op;
+using ir::ValueId;
+
+Rebuild::Rebuild(const ir::Function& src) : f(src), map(src.nodes.size(), -1) {
+  out.name = f.name;
+  out.input_names = f.input_names;
+  out.output_names = f.output_names;
+  out.aliases = f.aliases;
+}
+
+ValueId Rebuild::emit(ir::Node n) {
+  out.nodes.push_back(std::move(n));
+  return ValueId(out.nodes.size() - 1);
+}
+
+ValueId Rebuild::copy(ValueId id) {
+  ir::Node n = f.nodes[size_t(id)];
+  for (auto& o : n.operands) o = map[size_t(o)];
+  return map[size_t(id)] = emit(std::move(n));
+}
+
+ir::Function Rebuild::finish() {
+  for (ValueId v : f.inputs) out.inputs.push_back(map[size_t(v)]);
+  for (ValueId v : f.results) out.results.push_back(map[size_t(v)]);
+  try {
+    ir::verify(out);
+  } catch (const Error& e) {
+    fail("passes: rewritten function {} fails verification: {}", f.name, e.what());
+  }
+  return std::move(out);
+}
+
+ir::Function dce(const ir::Function& f, bool* changed) {
+  std::vector<char> live(f.nodes.size(), 0);
+  for (ValueId r : f.results) live[size_t(r)] = 1;
+  for (ValueId v : f.inputs) live[size_t(v)] = 1;
+  for (size_t i = f.nodes.size(); i-- > 0;)
+    if (live[i])
+      for (ValueId o : f.nodes[i].operands) live[size_t(o)] = 1;
+  Rebuild rb(f);
+  for (size_t i = 0; i < f.nodes.size(); ++i)
+    if (live[i]) rb.copy(ValueId(i));
+  if (changed) *changed = rb.out.nodes.size() != f.nodes.size();
+  return rb.finish();
+}
+
+namespace {
+
+bool commutative(const ir::Node& n) {
+  switch (n.op) {
+    case Op::add:
+    case Op::multiply:
+    case Op::maximum:
+    case Op::minimum:
+    case Op::and_:
+    case Op::or_:
+    case Op::xor_:
+      return true;
+    case Op::compare:
+      return n.attrs.comparison_direction == ir::Comparison::EQ ||
+             n.attrs.comparison_direction == ir::Comparison::NE;
+    default:
+      return false;
+  }
+}
+
+size_t hash_node(const ir::Node& n) {
+  size_t h = std::hash<int>()(int(n.op)) * 1000003u;
+  for (ValueId o : n.operands) h = (h ^ std::hash<int>()(o)) * 1000003u;
+  for (int64_t d : n.type.shape.dims) h = (h ^ std::hash<int64_t>()(d)) * 1000003u;
+  h ^= size_t(n.type.dtype);
+  if (n.attrs.value) h ^= std::hash<int64_t>()(n.attrs.value->numel()) * 31u;
+  return h;
+}
+
+}  // namespace
+
+ir::Function cse(const ir::Function& f, bool* changed) {
+  Rebuild rb(f);
+  std::unordered_multimap<size_t, ValueId> seen;  // hash -> new id
+  bool any = false;
+  for (size_t i = 0; i < f.nodes.size(); ++i) {
+    const ir::Node& old = f.nodes[i];
+    if (old.op == Op::parameter) {
+      rb.copy(ValueId(i));
+      continue;
+    }
+    ir::Node n = old;
+    for (auto& o : n.operands) o = rb.map[size_t(o)];
+    if (commutative(n) && n.operands[0] > n.operands[1]) std::swap(n.operands[0], n.operands[1]);
+    size_t h = hash_node(n);
+    ValueId found = -1;
+    auto [lo, hi] = seen.equal_range(h);
+    for (auto it = lo; it != hi && found < 0; ++it) {
+      const ir::Node& m = rb.out.nodes[size_t(it->second)];
+      if (m.op == n.op && m.type == n.type && m.operands == n.operands && m.attrs == n.attrs)
+        found = it->second;
+    }
+    if (found >= 0) {
+      rb.map[i] = found;
+      any = true;
+      continue;
+    }
+    ValueId id = rb.emit(std::move(n));
+    rb.map[i] = id;
+    seen.emplace(h, id);
+  }
+  if (changed) *changed = any;
+  return rb.finish();
+}
+
+}  // namespace detail
+
+ir::Function dce(const ir::Function& f) { return detail::dce(f, nullptr); }
+ir::Function cse(const ir::Function& f) { return detail::cse(f, nullptr); }
+ir::Function fold_constants(const ir::Function& f) { return detail::fold(f, nullptr); }
+
+ir::Function simplify(const ir::Function& f) {
+  ir::Function g = f;
+  for (int round = 0; round < 32; ++round) {
+    bool a = false, b = false, c = false;
+    g = detail::cse(g, &a);
+    g = detail::fold(g, &b);
+    g = detail::dce(g, &c);
+    if (!a && !b && !c) break;
+  }
+  return g;
+}
+
+}  // namespace tlaloc::passes
