@@ -112,6 +112,18 @@ std::map<Op, std::vector<Case>> cases() {
   add(Op::gather, {"indices [2,2]", {uniform({3, 2}, 17)}, [](std::span<const Tensor> a) {
                      return std::vector<Tensor>{trace::take_rows(a[0], idx({2, 2}, {2, 0, 1, 2}))};
                    }});
+  add(Op::gather, {"indices are an input (clamped)",
+                   {uniform({4, 3}, 40), Array::from<int32_t>({3}, {3, -2, 9})},
+                   [](std::span<const Tensor> a) {
+                     return std::vector<Tensor>{trace::take_rows(a[0], a[1])};
+                   }});
+  add(Op::scatter,
+      {"indices are an input (masked)",
+       {uniform({4, 3}, 41), Array::from<int32_t>({3}, {0, -1, 4}), uniform({3, 3}, 42)},
+       [](std::span<const Tensor> a) {
+         Tensor y = T(B().scatter(a[0].id(), a[1].id(), a[2].id()));
+         return std::vector<Tensor>{y * y};
+       }});
   add(Op::scatter, {"repeated and skipped rows",
                     {uniform({4, 3}, 18), uniform({3, 3}, 19)},
                     [](std::span<const Tensor> a) {
