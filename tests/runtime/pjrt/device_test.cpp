@@ -1,0 +1,79 @@
+// pjrt lane on a real device. Without a plugin or a GPU every test skips with probe()'s reason.
+// Expected values are hand-computed.
+#include <gtest/gtest.h>
+
+#include "tlaloc/ir/builder.h"
+#include "tlaloc/runtime/pjrt/executable.h"
+
+using namespace tlaloc;
+using namespace tlaloc::ir;
+using namespace tlaloc::runtime::pjrt;
+
+namespace {
+
+#define REQUIRE_DEVICE()              \
+  do {                                \
+    Status s = probe();               \
+    if (!s) GTEST_SKIP() << s.reason; \
+  } while (0)
+
+// step(w, g, lr) = (w - lr * g, sum(w)); output 0 aliases (donates) w.
+Function sgd_step() {
+  Builder b("sgd");
+  auto w = b.parameter({DType::f32, {4}}, "w");
+  auto g = b.parameter({DType::f32, {4}}, "g");
+  auto lr = b.parameter({DType::f32, {}}, "lr");
+  auto upd = b.binary(Op::subtract, w, b.binary(Op::multiply, b.broadcast_in_dim(lr, {4}, {}), g));
+  Function f = b.build({upd, b.reduce(w, ReduceKind::sum, {0})}, {"w", "sum"});
+  f.aliases.push_back({0, 0});
+  return f;
+}
+
+}  // namespace
+
+TEST(PjrtDevice, RunsAndCachesByProgramText) {
+  REQUIRE_DEVICE();
+  Client& c = default_client();
+  size_t before = c.cache_size();
+  auto exe = compile(sgd_step(), c);
+  auto exe2 = compile(sgd_step(), c);  // same text: no second compilation
+  EXPECT_EQ(c.cache_size(), before + 1);
+  std::vector<Array> in = {Array::from<float>({4}, {1, 2, 3, 4}),
+                           Array::from<float>({4}, {2, 2, 2, 2}), Array::scalar(0.25f)};
+  auto out = exe->run(in);
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f}));
+  EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{10.0f}));
+  EXPECT_FALSE(in[0].empty());  // run() does not consume
+  auto out2 = exe2->run_donated(in);
+  EXPECT_TRUE(in[0].empty());  // donated
+  EXPECT_FALSE(in[1].empty());
+  EXPECT_EQ(out2[0].to_vector<float>(), out[0].to_vector<float>());
+}
+
+TEST(PjrtDevice, StateStaysOnDeviceAndIsDonated) {
+  REQUIRE_DEVICE();
+  Client& c = default_client();
+  auto exe = compile(sgd_step(), c);
+  std::vector<Buffer> args;
+  args.push_back(c.to_device(Array::from<float>({4}, {1, 2, 3, 4})));
+  args.push_back(c.to_device(Array::from<float>({4}, {1, 1, 1, 1})));
+  args.push_back(c.to_device(Array::scalar(0.5f)));
+  for (int step = 0; step < 3; ++step) {
+    std::vector<Buffer> out = exe->run_buffers(args, true);
+    EXPECT_TRUE(args[0].empty());
+    args[0] = std::move(out[0]);
+  }
+  // w - 3 * 0.5 * 1
+  EXPECT_EQ(c.to_host(args[0]).to_vector<float>(), (std::vector<float>{-0.5f, 0.5f, 1.5f, 2.5f}));
+  EXPECT_THROW(c.to_host(Buffer()), Error);
+}
+
+TEST(PjrtDevice, XlaErrorsBecomeTlalocErrors) {
+  REQUIRE_DEVICE();
+  try {
+    default_client().compile("module { this is not mlir }");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("PJRT_Client_Compile"), std::string::npos) << e.what();
+  }
+}

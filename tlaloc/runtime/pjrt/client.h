@@ -1,0 +1,139 @@
+// A PJRT client on a loaded plugin: device buffers, compilation with a cache keyed by program
+// text, and execution with donation. Every handle is owned by an RAII object (Buffer,
+// LoadedExecutable; errors and events never escape client.cpp), and every PJRT_Error becomes a
+// tlaloc::Error carrying the plugin's message.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tlaloc/core/array.h"
+#include "tlaloc/ir/ir.h"
+#include "tlaloc/runtime/pjrt/compile_options.h"
+#include "tlaloc/runtime/pjrt/plugin.h"
+
+namespace tlaloc::runtime::pjrt {
+
+// PJRT_Client_Create options, as the CUDA plugin names them (unset: the plugin's default, which
+// is the BFC allocator preallocating 75% of device memory).
+struct ClientOptions {
+  std::optional<float> memory_fraction;  // (0, 1]: share of device memory the allocator may use
+  std::optional<bool> preallocate;       // reserve that share when the client starts
+  std::string allocator;                 // "" (default), "platform", "bfc", "cuda_async"
+};
+
+// A buffer on the device, move-only. Empty after it was donated.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(const Plugin* plugin, capi::Buffer* handle, ir::TensorType type)
+      : plugin_(plugin), handle_(handle), type_(std::move(type)) {}
+  Buffer(Buffer&& o) noexcept { *this = std::move(o); }
+  Buffer& operator=(Buffer&& o) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() { reset(); }
+
+  bool empty() const { return handle_ == nullptr; }
+  const ir::TensorType& type() const { return type_; }
+  capi::Buffer* handle() const { return handle_; }
+  void reset();  // PJRT_Buffer_Destroy
+
+ private:
+  const Plugin* plugin_ = nullptr;
+  capi::Buffer* handle_ = nullptr;
+  ir::TensorType type_;
+};
+
+// A compiled program loaded on the client's devices.
+class LoadedExecutable {
+ public:
+  LoadedExecutable(const Plugin* plugin, capi::LoadedExecutable* handle, size_t num_outputs)
+      : plugin_(plugin), handle_(handle), num_outputs_(num_outputs) {}
+  LoadedExecutable(const LoadedExecutable&) = delete;
+  LoadedExecutable& operator=(const LoadedExecutable&) = delete;
+  ~LoadedExecutable();
+  capi::LoadedExecutable* handle() const { return handle_; }
+  size_t num_outputs() const { return num_outputs_; }
+
+ private:
+  friend class Client;
+  const Plugin* plugin_;
+  capi::LoadedExecutable* handle_;
+  size_t num_outputs_;
+};
+
+class Client {
+ public:
+  // PJRT_Client_Create with `options`. Throws tlaloc::Error with the plugin's message (e.g. no
+  // CUDA device, an option the plugin does not accept).
+  static std::unique_ptr<Client> create(const Plugin& plugin, const ClientOptions& options = {});
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  ~Client();
+
+  const Plugin& plugin() const { return *plugin_; }
+  std::string platform_name() const;                        // "cuda"
+  std::string platform_version() const;                     // plugin's platform version string
+  int num_devices() const { return int(devices_.size()); }  // addressable devices
+
+  // Compiles StableHLO text (format "mlir") for device 0. Cached by (text, options): a second
+  // call with the same program returns the same executable. Throws with XLA's message.
+  std::shared_ptr<LoadedExecutable> compile(const std::string& mlir,
+                                            const CompileOptions& options = {});
+  size_t cache_size() const;
+
+  // Copies a host array to device 0 (waits until the copy is done).
+  Buffer to_device(const Array& a);
+  // Copies a device buffer back (waits for it).
+  Array to_host(const Buffer& b);
+
+  // Runs `exe` on device 0 and waits for it. `output_types` are the program's result types.
+  // Arguments with donate[i] set are consumed (left empty): XLA reuses those that the program
+  // aliases (tf.aliasing_output) for outputs; the others are read only. Throws tlaloc::Error
+  // if an argument is empty or the plugin fails.
+  std::vector<Buffer> execute(LoadedExecutable& exe, std::span<Buffer> args,
+                              std::span<const ir::TensorType> output_types,
+                              const std::vector<bool>& donate);
+
+ private:
+  Client(const Plugin* plugin, capi::Client* handle) : plugin_(plugin), handle_(handle) {}
+  void await(capi::Event* e, std::string_view what) const;
+
+  const Plugin* plugin_;
+  capi::Client* handle_;
+  std::vector<capi::Device*> devices_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<LoadedExecutable>> cache_;
+};
+
+// Whether the pjrt lane can start: ok, or a one-line reason ("no PJRT plugin: set
+// TLALOC_PJRT_PLUGIN or install jax-cuda13-pjrt", "PJRT plugin X has PJRT API 0.N, tlaloc
+// needs ...", "no device: ...").
+struct Status {
+  bool ok = false;
+  std::string reason;  // empty when ok; else one line
+  explicit operator bool() const { return ok; }
+};
+
+// Finds the plugin on `paths`, loads it, creates a client with `options` and checks that it
+// sees a device; the client goes to *client when ok and client is not null. Never throws:
+// every failure is the reason.
+Status probe_at(const SearchPaths& paths, const ClientOptions& options,
+                std::unique_ptr<Client>* client = nullptr);
+// Finds and loads the plugin from the environment (SearchPaths::from_environment), creates the
+// process-wide client with `options` on first success and checks it has a device. Later calls
+// return the first result.
+Status probe(const ClientOptions& options = {});
+// The client that probe() created; throws tlaloc::Error with probe's reason if there is none.
+Client& default_client();
+
+// PJRT_Buffer_Type of a dtype.
+capi::BufferType buffer_type(DType t);
+
+}  // namespace tlaloc::runtime::pjrt
