@@ -19,6 +19,7 @@ struct Case {
   std::vector<Array> x;  // example point; inputs take these types
   trace::TraceFn fn;
   double h = 1e-6;
+  double tol2 = 1e-6;  // second-order tolerance
 };
 
 ir::Builder& B() { return trace::current_builder(); }
@@ -58,7 +59,8 @@ std::map<Op, std::vector<Case>> cases() {
                       Tensor y = trace::astype(trace::astype(a[0], DType::f32), DType::f64);
                       return std::vector<Tensor>{y * a[0]};
                     },
-                    1.0 / 64});
+                    1.0 / 64,
+                    1e-5});  // second order: the cotangent is rounded to f32 on the way back
   add(Op::broadcast_in_dim,
       {"[3]->[2,3]", {uniform({3}, 2)}, [](std::span<const Tensor> a) {
          return std::vector<Tensor>{T(B().broadcast_in_dim(a[0].id(), {2, 3}, {1}))};
@@ -153,6 +155,9 @@ std::map<Op, std::vector<Case>> cases() {
                    }});
   add(Op::reduce, {"max over 1", {uniform({3, 5}, 28)}, [](std::span<const Tensor> a) {
                      return std::vector<Tensor>{trace::max(a[0], {1})};
+                   }});
+  add(Op::reduce, {"max over 0,2", {uniform({2, 3, 2}, 43)}, [](std::span<const Tensor> a) {
+                     return std::vector<Tensor>{trace::max(a[0], {0, 2})};
                    }});
   add(Op::reduce, {"min over all", {uniform({2, 3}, 29)}, [](std::span<const Tensor> a) {
                      return std::vector<Tensor>{trace::min(a[0])};
@@ -250,6 +255,31 @@ TEST(OpWalk, FiniteDifferencesF64) {
       ir::Function f = trace::capture(c.fn, types, {}, {}, std::string(ir::op_name(op)));
       ASSERT_TRUE(contains(f, op)) << "the case does not use " << ir::op_name(op);
       expect_vjp_matches_fd(f, c.x, wrt, c.h);
+    }
+  }
+}
+
+// The gradient function is itself differentiable: vjp of vjp(f) (w.r.t. the point and the
+// cotangents) against finite differences of vjp(f).
+TEST(OpWalk, SecondOrderFiniteDifferencesF64) {
+  for (auto& [op, list] : cases()) {
+    for (const Case& c : list) {
+      SCOPED_TRACE(std::string(ir::op_name(op)) + ": " + c.label);
+      std::vector<ir::TensorType> types;
+      std::vector<int> wrt;
+      for (size_t i = 0; i < c.x.size(); ++i) {
+        types.push_back({c.x[i].dtype(), c.x[i].shape()});
+        if (is_floating(c.x[i].dtype())) wrt.push_back(int(i));
+      }
+      ir::Function f = trace::capture(c.fn, types, {}, {}, std::string(ir::op_name(op)));
+      ir::Function g = autodiff::vjp(f, wrt);
+      std::vector<Array> gx = c.x;
+      std::vector<int> gwrt = wrt;
+      for (int k = 0; k < f.num_outputs(); ++k) {
+        gwrt.push_back(int(gx.size()));
+        gx.push_back(uniform(f.output_type(k).shape, 50 + uint64_t(k), 0.5, 1.5));
+      }
+      expect_vjp_matches_fd(g, gx, gwrt, c.h, c.tol2);
     }
   }
 }
