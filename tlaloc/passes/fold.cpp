@@ -1,5 +1,6 @@
 // fold_constants: constant evaluation, splat propagation and algebraic identities.
 #include <optional>
+#include <unordered_map>
 
 #include "tlaloc/passes/evaluate.h"
 #include "tlaloc/passes/passes.h"
@@ -46,12 +47,16 @@ class Folder {
         node(n.operands[0]).type.shape.rank() == 0)
       return Splat{node(n.operands[0]).attrs.value->at(0), n.operands[0]};
     if (n.op != Op::constant || n.attrs.value->numel() == 0) return std::nullopt;
+    auto it = constant_splats_.find(v);  // scanned once per constant
+    if (it != constant_splats_.end()) return it->second;
     const Array& a = *n.attrs.value;
     double v0 = a.at(0);
-    for (int64_t i = 1; i < a.numel(); ++i)
-      if (!(a.at(i) == v0)) return std::nullopt;
-    if (v0 != v0) return std::nullopt;  // NaN
-    return Splat{v0, a.shape().rank() == 0 ? v : -1};
+    std::optional<Splat> r = Splat{v0, a.shape().rank() == 0 ? v : -1};
+    for (int64_t i = 1; i < a.numel() && r; ++i)
+      if (!(a.at(i) == v0)) r.reset();
+    if (v0 != v0) r.reset();  // NaN
+    constant_splats_.emplace(v, r);
+    return r;
   }
   bool is_splat_of(ValueId v, double x) const {
     auto s = splat(v);
@@ -200,7 +205,7 @@ class Folder {
       std::vector<Array> vals;
       for (ValueId o : n.operands) {
         auto a = materialize(o);
-        if (!a) return rb_.emit(std::move(n));
+        if (!a || a->numel() > kMaxFoldOperandElements) return rb_.emit(std::move(n));
         vals.push_back(std::move(*a));
       }
       std::vector<const Array*> ptrs;
@@ -212,6 +217,7 @@ class Folder {
 
   Rebuild rb_;
   bool changed_ = false;
+  mutable std::unordered_map<ValueId, std::optional<Splat>> constant_splats_;
 };
 
 }  // namespace

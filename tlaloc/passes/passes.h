@@ -20,12 +20,15 @@ ir::Function dce(const ir::Function& f);
 // duplicates dead (run dce).
 ir::Function cse(const ir::Function& f);
 
-// Largest result (in elements) that fold_constants materialises as a constant.
+// Largest result (in elements) that fold_constants materialises as a constant, and largest
+// operand it reads (bounds the evaluator's work).
 inline constexpr int64_t kMaxFoldElements = 4096;
+inline constexpr int64_t kMaxFoldOperandElements = 16 * kMaxFoldElements;
 
 // Constant folding and cheap algebraic simplification:
 // * a node whose operands are all constants is evaluated (passes/evaluate.h) when its result
-//   has <= kMaxFoldElements elements; iota is left as is;
+//   has <= kMaxFoldElements elements and each operand <= kMaxFoldOperandElements; iota is
+//   left as is;
 // * a broadcast_in_dim of a scalar constant ("splat") stays a broadcast, and elementwise ops,
 //   reshape, transpose and broadcast_in_dim of splats give splats of any size;
 // * x*1, 1*x, x/1, x+0, 0+x, x-0 -> x (1 and 0: constants or splats with every element equal;
