@@ -116,6 +116,12 @@ TEST(StablehloParse, ConstantLiterals) {
   EXPECT_EQ(one("dense<1.5>", "tensor<bf16>").to_vector<uint16_t>()[0], 0x3FC0);
   EXPECT_EQ(one("dense<0x3C00>", "tensor<f16>").to_vector<uint16_t>()[0], 0x3C00);
   EXPECT_EQ(one("dense<-1.0e-1>", "tensor<f64>").at(0), -0.1);
+  EXPECT_EQ(one("dense<[[1, 2, 3], [4, 5, 6]]>", "tensor<2x3xi32>").to_vector<int32_t>(),
+            (std::vector<int32_t>{1, 2, 3, 4, 5, 6}));
+  EXPECT_THROW(one("dense<[[1, 2, 3], [4, 5]]>", "tensor<2x3xi32>"), Error);
+  EXPECT_THROW(one("dense<[1, 2, 3]>", "tensor<2x3xi32>"), Error);
+  EXPECT_THROW(one("dense<[1.5, 2]>", "tensor<2xi32>"), Error);
+  EXPECT_THROW(one("dense<[4294967296, 2]>", "tensor<2xui32>"), Error);
 }
 
 TEST(StablehloParse, ErrorsNameLineAndColumn) {

@@ -416,7 +416,8 @@ class Parser {
       } while (try_consume(","));
     }
     expect("]");
-    if (nest->size() <= depth) nest->resize(depth + 1, count);
+    if (nest->size() <= depth) nest->resize(depth + 1, -1);
+    if ((*nest)[depth] == -1) (*nest)[depth] = count;
     if ((*nest)[depth] != count) error_at(l, "ragged constant list");
   }
   std::string element() {
