@@ -1,0 +1,178 @@
+// reduce and dot_general against naive f64 loops written here.
+#include <numeric>
+
+#include "kernel_test_util.h"
+
+namespace tlaloc::host_test {
+namespace {
+
+using ir::Op;
+
+std::vector<double> pseudo(int64_t n, uint32_t seed) {
+  std::vector<double> v;
+  uint32_t s = seed;
+  for (int64_t i = 0; i < n; ++i) {
+    s = s * 1664525u + 1013904223u;
+    v.push_back(double(int32_t(s >> 8) % 2001 - 1000) / 256.0);  // exact in bf16? no; in f32 yes
+  }
+  return v;
+}
+
+// Naive reduce over `dims` of a row-major array with shape s.
+std::vector<double> naive_reduce(const std::vector<double>& x, const Shape& s,
+                                 const std::vector<int64_t>& dims, ir::ReduceKind k, double init) {
+  Shape os;
+  for (int64_t d = 0; d < s.rank(); ++d)
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) os.dims.push_back(s[d]);
+  std::vector<double> out(size_t(os.numel()), init);
+  auto st = s.strides();
+  auto ost = os.strides();
+  for (int64_t i = 0; i < s.numel(); ++i) {
+    int64_t o = 0, od = 0;
+    for (int64_t d = 0; d < s.rank(); ++d) {
+      int64_t c = (i / st[size_t(d)]) % s[d];
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) o += c * ost[size_t(od++)];
+    }
+    double& a = out[size_t(o)];
+    double v = x[size_t(i)];
+    if (k == ir::ReduceKind::sum) a += v;
+    if (k == ir::ReduceKind::max) a = std::isnan(a) || std::isnan(v) ? kNaN : std::max(a, v);
+    if (k == ir::ReduceKind::min) a = std::isnan(a) || std::isnan(v) ? kNaN : std::min(a, v);
+  }
+  return out;
+}
+
+void check_reduce(DType dt, const Shape& s, const std::vector<int64_t>& dims, ir::ReduceKind k,
+                  double tol) {
+  SCOPED_TRACE(
+      fmt::format("reduce {} {}{} over {}", ir::name(k), name(dt), to_string(s), dims.size()));
+  Array x = Array::from_doubles(dt, s, pseudo(s.numel(), uint32_t(s.numel() + dims.size())));
+  double init = k == ir::ReduceKind::sum ? 0 : k == ir::ReduceKind::max ? -kInf : kInf;
+  if (is_integer(dt) && k == ir::ReduceKind::max) init = dt == DType::s32 ? INT32_MIN : 0;
+  if (is_integer(dt) && k == ir::ReduceKind::min)
+    init = dt == DType::s32 ? INT32_MAX : 4294967295.0;
+  auto want = naive_reduce(x.to_doubles(), s, dims, k, init);
+  for (auto& w : want) w = round_to(dt, w);
+  auto f = one_op({{dt, s}}, [&](ir::Builder& b, auto& p) { return b.reduce(p[0], k, dims); });
+  expect_values(run_all(f, {x})[0], want, tol);
+}
+
+KERNEL_TEST(reduce, kinds_layouts_dtypes) {
+  using K = ir::ReduceKind;
+  for (K k : {K::sum, K::max, K::min}) {
+    double tol = k == K::sum ? 1e-5 : 0;
+    check_reduce(DType::f32, {4, 6}, {1}, k, tol);        // rows
+    check_reduce(DType::f32, {4, 6}, {0}, k, tol);        // columns
+    check_reduce(DType::f32, {3, 4, 5}, {0, 2}, k, tol);  // non-adjacent: transposed first
+    check_reduce(DType::f64, {2, 3, 4}, {1}, k, k == K::sum ? 1e-12 : 0);
+    check_reduce(DType::f32, {20000}, {0}, k, tol);     // chunked full reduction
+    check_reduce(DType::f32, {3, 20001}, {1}, k, tol);  // chunked rows
+    check_reduce(DType::bf16, {5, 7}, {1}, k, k == K::sum ? 1e-2 : 0);
+    check_reduce(DType::f16, {5, 7}, {0, 1}, k, k == K::sum ? 2e-3 : 0);
+  }
+  // Integers: exact; sums wrap.
+  Array xi = Array::from<int32_t>({2, 3}, {1, -5, 7, 2147483647, 1, 0});
+  auto fs = one_op({{DType::s32, {2, 3}}},
+                   [](ir::Builder& b, auto& p) { return b.reduce(p[0], K::sum, {1}); });
+  expect_values(run_all(fs, {xi})[0], {3, double(INT32_MIN)});
+  auto fm = one_op({{DType::s32, {2, 3}}},
+                   [](ir::Builder& b, auto& p) { return b.reduce(p[0], K::max, {0}); });
+  expect_values(run_all(fm, {xi})[0], {2147483647, 1, 7});
+  auto fu = one_op({{DType::u32, {3}}},
+                   [](ir::Builder& b, auto& p) { return b.reduce(p[0], K::min, {0}); });
+  expect_values(run_all(fu, {Array::from<uint32_t>({3}, {9, 4, 4000000000u})})[0], {4});
+  // NaN propagates through max / min; empty reductions give the init.
+  auto fn = one_op({{DType::f32, {3}}},
+                   [](ir::Builder& b, auto& p) { return b.reduce(p[0], K::max, {0}); });
+  expect_values(run_all(fn, {Array::from<float>({3}, {1, float(kNaN), 2})})[0], {kNaN});
+  for (K k : {K::sum, K::max, K::min}) {
+    auto fe = one_op({{DType::f32, {2, 0}}},
+                     [&](ir::Builder& b, auto& p) { return b.reduce(p[0], k, {1}); });
+    double init = k == K::sum ? 0 : k == K::max ? -kInf : kInf;
+    expect_values(run_all(fe, {Array(DType::f32, {2, 0})})[0], {init, init});
+  }
+}
+
+// Naive dot_general: result dims = batch, lhs free (ascending), rhs free (ascending).
+std::vector<double> naive_dot(const Array& l, const Array& r, const ir::DotDims& d,
+                              const Shape& os) {
+  const Shape &ls = l.shape(), &rs = r.shape();
+  auto free_dims = [](const Shape& s, const std::vector<int64_t>& b,
+                      const std::vector<int64_t>& c) {
+    std::vector<int64_t> f;
+    for (int64_t i = 0; i < s.rank(); ++i)
+      if (std::find(b.begin(), b.end(), i) == b.end() &&
+          std::find(c.begin(), c.end(), i) == c.end())
+        f.push_back(i);
+    return f;
+  };
+  auto lf = free_dims(ls, d.lhs_batch, d.lhs_contract),
+       rf = free_dims(rs, d.rhs_batch, d.rhs_contract);
+  int64_t K = 1;
+  for (int64_t c : d.lhs_contract) K *= ls[c];
+  auto lv = l.to_doubles(), rv = r.to_doubles();
+  auto lst = ls.strides(), rst = rs.strides(), ost = os.strides();
+  std::vector<double> out;
+  for (int64_t o = 0; o < os.numel(); ++o) {
+    std::vector<int64_t> oc;
+    for (int64_t i = 0; i < os.rank(); ++i) oc.push_back((o / ost[size_t(i)]) % os[i]);
+    int64_t lo = 0, ro = 0;
+    size_t at = 0;
+    for (size_t i = 0; i < d.lhs_batch.size(); ++i, ++at) {
+      lo += oc[at] * lst[size_t(d.lhs_batch[i])];
+      ro += oc[at] * rst[size_t(d.rhs_batch[i])];
+    }
+    for (int64_t f : lf) lo += oc[at++] * lst[size_t(f)];
+    for (int64_t f : rf) ro += oc[at++] * rst[size_t(f)];
+    double acc = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      int64_t rem = k, lk = 0, rk = 0;
+      for (size_t c = d.lhs_contract.size(); c-- > 0;) {
+        int64_t n = ls[d.lhs_contract[c]], ci = rem % n;
+        rem /= n;
+        lk += ci * lst[size_t(d.lhs_contract[c])];
+        rk += ci * rst[size_t(d.rhs_contract[c])];
+      }
+      acc += lv[size_t(lo + lk)] * rv[size_t(ro + rk)];
+    }
+    out.push_back(acc);
+  }
+  return out;
+}
+
+void check_dot(DType dt, const Shape& ls, const Shape& rs, const ir::DotDims& d, double tol) {
+  SCOPED_TRACE(fmt::format("dot {} {} x {}", name(dt), to_string(ls), to_string(rs)));
+  Array l = Array::from_doubles(dt, ls, pseudo(ls.numel(), 7)),
+        r = Array::from_doubles(dt, rs, pseudo(rs.numel(), 11));
+  auto f = one_op({{dt, ls}, {dt, rs}},
+                  [&](ir::Builder& b, auto& p) { return b.dot_general(p[0], p[1], d); });
+  auto out = run_all(f, {l, r});
+  auto want = naive_dot(l, r, d, out[0].shape());
+  for (auto& w : want) w = round_to(dt, w);
+  expect_values(out[0], want, tol);
+}
+
+KERNEL_TEST(dot_general, layouts_batches_dtypes) {
+  for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    double tol = dt == DType::f64   ? 1e-12
+                 : dt == DType::f32 ? 1e-5
+                 : dt == DType::f16 ? 2e-3
+                                    : 1e-2;
+    check_dot(dt, {2, 3}, {3, 4}, {{}, {}, {1}, {0}}, tol);              // [M,K] x [K,N]
+    check_dot(dt, {3, 2}, {3, 4}, {{}, {}, {0}, {0}}, tol);              // lhs transposed
+    check_dot(dt, {2, 3}, {4, 3}, {{}, {}, {1}, {1}}, tol);              // rhs transposed
+    check_dot(dt, {3, 2}, {4, 3}, {{}, {}, {0}, {1}}, tol);              // both
+    check_dot(dt, {2, 3, 4}, {2, 4, 5}, {{0}, {0}, {2}, {1}}, tol);      // batched
+    check_dot(dt, {3, 2, 4}, {4, 5, 2}, {{1}, {2}, {2}, {0}}, tol);      // batch dims elsewhere
+    check_dot(dt, {2, 3, 4}, {3, 4, 5}, {{}, {}, {1, 2}, {0, 1}}, tol);  // two contracting dims
+    check_dot(dt, {2, 3, 4}, {4, 5, 3}, {{}, {}, {2, 1}, {0, 2}}, tol);  // permuted contracting
+    check_dot(dt, {2, 2, 3, 4}, {2, 2, 5, 4}, {{0, 1}, {0, 1}, {3}, {3}}, tol);  // attention q.k^T
+    check_dot(dt, {5}, {5}, {{}, {}, {0}, {0}}, tol);                            // inner product
+    check_dot(dt, {2}, {3}, {{}, {}, {}, {}}, tol);                              // outer product
+  }
+  check_dot(DType::f32, {2, 0}, {0, 3}, {{}, {}, {1}, {0}}, 0);  // K = 0 gives zeros
+  check_dot(DType::f32, {64, 96}, {96, 80}, {{}, {}, {1}, {0}}, 1e-5);
+}
+
+}  // namespace
+}  // namespace tlaloc::host_test

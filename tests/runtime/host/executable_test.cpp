@@ -1,0 +1,196 @@
+// The op walk, run / run_donated contracts, input checking, determinism and fusion.
+#include "kernel_test_util.h"
+
+namespace tlaloc::host_test {
+namespace {
+
+using ir::Op;
+using runtime::host::compile;
+
+TEST(HostRuntime, EveryOpHasAKernelTest) {
+  for (Op op : ir::kAllOps) {
+    if (op == Op::parameter) continue;
+    EXPECT_TRUE(tested_ops().count(op))
+        << "op '" << ir::op_name(op) << "' has no host kernel test (add a KERNEL_TEST)";
+  }
+}
+
+// p' = p - lr * g, m' = 0.9 m + g  (aliases p' <- p, m' <- m); also returns a read-only input.
+ir::Function update_fn(int64_t n) {
+  ir::Builder b("update");
+  auto p = b.parameter({DType::f32, {n}}, "p");
+  auto m = b.parameter({DType::f32, {n}}, "m");
+  auto g = b.parameter({DType::f32, {n}}, "g");
+  auto lr = b.parameter({DType::f32, {}}, "lr");
+  auto bc = [&](ir::ValueId s) { return b.broadcast_in_dim(s, {n}, {}); };
+  auto m2 = b.binary(Op::add, b.binary(Op::multiply, bc(b.scalar(DType::f32, 0.9)), m), g);
+  auto p2 = b.binary(Op::subtract, p, b.binary(Op::multiply, bc(lr), m2));
+  auto f = b.build({p2, m2, g}, {"p", "m", "g"});
+  f.aliases = {{0, 0}, {1, 1}};
+  return f;
+}
+
+TEST(HostRuntime, RunDonatedUpdatesInPlace) {
+  for (bool fuse : {true, false}) {
+    auto exe = compile(update_fn(3), {.fuse = fuse});
+    std::vector<Array> in = {Array::from<float>({3}, {1, 2, 3}),
+                             Array::from<float>({3}, {10, 20, 30}),
+                             Array::from<float>({3}, {1, 1, 1}), Array::scalar(0.5f)};
+    const void* p_storage = in[0].raw();
+    const void* m_storage = in[1].raw();
+    auto out = exe->run_donated(in);
+    EXPECT_EQ(out[0].raw(), p_storage);
+    EXPECT_EQ(out[1].raw(), m_storage);
+    expect_values(out[1], {10, 19, 28});           // 0.9 m + g
+    expect_values(out[0], {-4, -7.5, -11}, 1e-6);  // p - 0.5 m'
+    expect_values(out[2], {1, 1, 1});
+    EXPECT_TRUE(in[0].empty());
+    EXPECT_FALSE(in[2].empty());  // not donated: only read
+    // Reusing a donated input is an error naming it.
+    try {
+      exe->run_donated(in);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("donated input 0 (p)"), std::string::npos) << e.what();
+    }
+    // Feeding outputs back in continues in place.
+    std::vector<Array> next;
+    next.push_back(std::move(out[0]));
+    next.push_back(std::move(out[1]));
+    next.push_back(Array::from<float>({3}, {0, 0, 0}));
+    next.push_back(Array::scalar(1.0f));
+    auto out2 = exe->run_donated(next);
+    EXPECT_EQ(out2[0].raw(), p_storage);
+    expect_values(out2[1], {9, 17.1, 25.2}, 1e-6);
+  }
+}
+
+TEST(HostRuntime, RunMatchesRunDonated) {
+  auto exe = compile(update_fn(100000));
+  std::vector<Array> in = {Array::filled(DType::f32, {100000}, 1.5),
+                           Array::filled(DType::f32, {100000}, -2),
+                           Array::filled(DType::f32, {100000}, 0.25), Array::scalar(0.125f)};
+  auto a = exe->run(in);
+  auto b = exe->run_donated(in);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(a[size_t(i)].bitwise_equal(b[size_t(i)]));
+}
+
+TEST(HostRuntime, DonationThatCannotBeInPlaceStillUsesDonatedStorage) {
+  // out0 = transpose(p) aliased to p: p is read through a transpose, so not element-wise.
+  ir::Builder b;
+  auto p = b.parameter({DType::f32, {2, 2}}, "p");
+  auto t = b.transpose(p, {1, 0});
+  auto f = b.build({b.binary(Op::add, t, p)});
+  f.aliases = {{0, 0}};
+  auto exe = compile(f);
+  std::vector<Array> in = {Array::from<float>({2, 2}, {1, 2, 3, 4})};
+  const void* s = in[0].raw();
+  auto out = exe->run_donated(in);
+  EXPECT_EQ(out[0].raw(), s);
+  expect_values(out[0], {2, 5, 5, 8});
+}
+
+TEST(HostRuntime, WrongInputsNameInputAndTypes) {
+  auto exe = compile(update_fn(3));
+  auto expect_error = [&](std::vector<Array> in, std::vector<std::string> parts) {
+    try {
+      exe->run(in);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      for (auto& part : parts)
+        EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  Array v3 = Array::from<float>({3}, {1, 2, 3});
+  expect_error({v3, v3, v3}, {"expected 4 inputs, got 3"});
+  expect_error({v3, v3, Array::from<float>({2}, {1, 2}), Array::scalar(1.0f)},
+               {"input 2 (g)", "f32[2]", "f32[3]"});
+  expect_error({v3, Array::from<double>({3}, {1, 2, 3}), v3, Array::scalar(1.0f)},
+               {"input 1 (m)", "f64[3]"});
+  // Verification errors come out of compile.
+  ir::Function bad = update_fn(3);
+  bad.nodes.back().type.shape = Shape{4};
+  EXPECT_THROW(compile(bad), Error);
+}
+
+TEST(HostRuntime, OutputsThatAreInputsConstantsOrRepeated) {
+  ir::Builder b;
+  auto x = b.parameter({DType::s32, {2}}, "x");
+  auto c = b.constant(Array::from<int32_t>({2}, {7, 8}));
+  auto y = b.binary(Op::add, x, c);
+  auto f = b.build({x, c, y, y, x});
+  auto out = run_all(f, {Array::from<int32_t>({2}, {1, 2})});
+  expect_values(out[0], {1, 2});
+  expect_values(out[1], {7, 8});
+  expect_values(out[2], {8, 10});
+  expect_values(out[3], {8, 10});
+  expect_values(out[4], {1, 2});
+}
+
+// A small MLP forward + softmax cross-entropy-like reduction: fused, unfused, 1 and 2 threads
+// all bitwise equal, and equal to a naive f64 evaluation within tolerance.
+TEST(HostRuntime, MlpForwardFusedMatchesUnfusedAndNaive) {
+  const int64_t B = 64, I = 33, H = 40;
+  ir::Builder b;
+  auto x = b.parameter({DType::f32, {B, I}}, "x");
+  auto w = b.parameter({DType::f32, {H, I}}, "w");  // PyTorch layout: x @ w^T
+  auto bias = b.parameter({DType::f32, {H}}, "b");
+  auto h = b.dot_general(x, w, {{}, {}, {1}, {1}});
+  h = b.binary(Op::add, h, b.broadcast_in_dim(bias, {B, H}, {1}));
+  auto zero = b.broadcast_in_dim(b.scalar(DType::f32, 0), {B, H}, {});
+  h = b.binary(Op::maximum, h, zero);
+  auto mx = b.reduce(h, ir::ReduceKind::max, {1});
+  auto e = b.unary(Op::exponential, b.binary(Op::subtract, h, b.broadcast_in_dim(mx, {B, H}, {0})));
+  auto s = b.reduce(e, ir::ReduceKind::sum, {1});
+  auto lse = b.binary(Op::add, b.unary(Op::log, s), mx);
+  auto loss = b.reduce(lse, ir::ReduceKind::sum, {0});
+  auto f = b.build({loss, h});
+  std::vector<double> xs, ws, bs;
+  for (int64_t i = 0; i < B * I; ++i) xs.push_back(std::sin(double(i)));
+  for (int64_t i = 0; i < H * I; ++i) ws.push_back(0.2 * std::cos(double(i) * 0.7));
+  for (int64_t i = 0; i < H; ++i) bs.push_back(0.01 * double(i) - 0.2);
+  std::vector<Array> in = {Array::from_doubles(DType::f32, {B, I}, xs),
+                           Array::from_doubles(DType::f32, {H, I}, ws),
+                           Array::from_doubles(DType::f32, {H}, bs)};
+  auto out = run_all(f, in);
+  auto xv = in[0].to_doubles(), wv = in[1].to_doubles(), bv = in[2].to_doubles();
+  double total = 0;
+  std::vector<double> hs;
+  for (int64_t r = 0; r < B; ++r) {
+    std::vector<double> row;
+    for (int64_t j = 0; j < H; ++j) {
+      double a = bv[size_t(j)];
+      for (int64_t k = 0; k < I; ++k) a += xv[size_t(r * I + k)] * wv[size_t(j * I + k)];
+      row.push_back(std::max(a, 0.0));
+    }
+    double m = *std::max_element(row.begin(), row.end()), acc = 0;
+    for (double v : row) acc += std::exp(v - m);
+    total += std::log(acc) + m;
+    hs.insert(hs.end(), row.begin(), row.end());
+  }
+  expect_values(out[0], {total}, 1e-5);
+  expect_values(out[1], hs, 1e-5);
+}
+
+TEST(HostRuntime, LargeWorkIsBitwiseEqualAcrossThreadCounts) {
+  const int64_t n = 1 << 18;
+  ir::Builder b;
+  auto x = b.parameter({DType::f32, {n}}, "x");
+  auto y = b.unary(Op::tanh, b.binary(Op::multiply, x, x));
+  auto s = b.reduce(y, ir::ReduceKind::sum, {0});
+  auto m = b.reshape(x, {512, 512});
+  auto mm = b.dot_general(m, m, {{}, {}, {1}, {0}});
+  auto f = b.build({y, s, mm});
+  std::vector<double> xs;
+  for (int64_t i = 0; i < n; ++i) xs.push_back(std::sin(0.001 * double(i)));
+  run_all(f, {Array::from_doubles(DType::f32, {n}, xs)});
+}
+
+TEST(HostRuntime, CompileCountCounts) {
+  int64_t before = runtime::host::compile_count();
+  compile(update_fn(2));
+  EXPECT_EQ(runtime::host::compile_count(), before + 1);
+}
+
+}  // namespace
+}  // namespace tlaloc::host_test

@@ -1,0 +1,63 @@
+#include "kernel_test_util.h"
+
+#include <fmt/format.h>
+
+namespace tlaloc::host_test {
+
+std::set<ir::Op>& tested_ops() {
+  static std::set<ir::Op> s;
+  return s;
+}
+
+std::vector<Array> run_all(const ir::Function& f, const std::vector<Array>& inputs) {
+  std::vector<Array> first;
+  for (bool fuse : {true, false}) {
+    for (int threads : {1, 2}) {
+      auto exe = runtime::host::compile(f, {.num_threads = threads, .fuse = fuse});
+      auto out = exe->run(inputs);
+      auto again = exe->run(inputs);
+      EXPECT_EQ(out.size(), size_t(f.num_outputs()));
+      for (size_t i = 0; i < out.size(); ++i) {
+        EXPECT_TRUE(out[i].bitwise_equal(again[i])) << "run-to-run differs, output " << i;
+        if (!first.empty()) {
+          EXPECT_TRUE(out[i].bitwise_equal(first[i]))
+              << "output " << i << " differs with fuse=" << fuse << " threads=" << threads;
+        }
+      }
+      if (first.empty()) first = std::move(out);
+    }
+  }
+  return first;
+}
+
+void expect_values(const Array& a, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(a.numel(), int64_t(want.size())) << describe(a);
+  for (size_t i = 0; i < want.size(); ++i) {
+    double got = a.at(int64_t(i)), w = want[i];
+    if (std::isnan(w)) {
+      EXPECT_TRUE(std::isnan(got)) << "element " << i << ": got " << got << ", want NaN";
+    } else if (tol == 0) {
+      EXPECT_EQ(got, w) << "element " << i;
+      if (got == 0 && w == 0) {
+        EXPECT_EQ(std::signbit(got), std::signbit(w)) << "element " << i << ": sign of zero";
+      }
+    } else {
+      EXPECT_NEAR(got, w, tol * std::max(1.0, std::fabs(w))) << "element " << i;
+    }
+  }
+}
+
+ir::Function one_op(
+    const std::vector<ir::TensorType>& params,
+    const std::function<ir::ValueId(ir::Builder&, std::vector<ir::ValueId>&)>& make) {
+  ir::Builder b("one_op");
+  std::vector<ir::ValueId> p;
+  for (size_t i = 0; i < params.size(); ++i)
+    p.push_back(b.parameter(params[i], fmt::format("x{}", i)));
+  ir::ValueId r = make(b, p);
+  return b.build({r});
+}
+
+double round_to(DType t, double v) { return Array::from_doubles(t, Shape{}, {v}).at(0); }
+
+}  // namespace tlaloc::host_test

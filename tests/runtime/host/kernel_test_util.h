@@ -1,0 +1,43 @@
+// Helpers for host kernel tests: a registry of ops that have a kernel test (walked by the
+// op-list test), and a runner that executes a function fused / unfused on 1 and 2 threads and
+// checks all four agree bitwise before returning the outputs.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <set>
+#include <vector>
+
+#include "tlaloc/ir/builder.h"
+#include "tlaloc/runtime/host/compile.h"
+
+namespace tlaloc::host_test {
+
+std::set<ir::Op>& tested_ops();
+
+// Declares a kernel test for op `id` (an ir::Op enumerator) and records it for the op walk.
+#define KERNEL_TEST(id, name)                                                            \
+  static const bool kRegistered_##id##_##name = (tested_ops().insert(ir::Op::id), true); \
+  TEST(HostKernel, id##_##name)
+
+// Runs f on inputs under {fuse on, off} x {1, 2 threads}; expects bitwise-equal outputs.
+std::vector<Array> run_all(const ir::Function& f, const std::vector<Array>& inputs);
+
+// Expects a's elements (any dtype, read as double) to equal `want` within `tol` (relative to
+// max(1, |want|)); NaNs must match NaNs; tol = 0 means exact (and -0 vs +0 distinguished).
+void expect_values(const Array& a, const std::vector<double>& want, double tol = 0);
+
+// A one-op function: parameters of the given types, `make` appends the op.
+ir::Function one_op(
+    const std::vector<ir::TensorType>& params,
+    const std::function<ir::ValueId(ir::Builder&, std::vector<ir::ValueId>&)>& make);
+
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Rounds a double as the dtype stores it (independent of the runtime: via core Array).
+double round_to(DType t, double v);
+
+}  // namespace tlaloc::host_test

@@ -1,0 +1,179 @@
+#include "tlaloc/runtime/host/compile.h"
+
+#include <cblas.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "tlaloc/ir/builder.h"
+#include "tlaloc/runtime/host/plan.h"
+
+namespace tlaloc::runtime::host {
+namespace {
+
+std::atomic<int64_t> g_compiled{0};
+
+struct FreeDeleter {
+  void operator()(char* p) const { std::free(p); }
+};
+using Buffer = std::unique_ptr<char, FreeDeleter>;
+Buffer allocate(int64_t bytes) {
+  size_t b = size_t(std::max<int64_t>((bytes + 63) / 64 * 64, 64));
+  char* p = static_cast<char*>(std::aligned_alloc(64, b));
+  if (!p) fail("host runtime: out of memory allocating {} bytes", b);
+  return Buffer(p);
+}
+
+void copy_array(Array& dst, const void* src) {
+  if (dst.nbytes()) std::memcpy(dst.raw(), src, dst.nbytes());
+}
+
+class HostExecutable final : public Executable {
+ public:
+  HostExecutable(ir::Function f, const Options& o) : Executable(std::move(f)) {
+    plan_ = make_plan(function(), o);
+    arena_ = allocate(plan_.arena_bytes);
+    scratch_ = allocate(plan_.scratch_bytes);
+    const ir::Function& fn = function();
+    ptr_.assign(fn.nodes.size(), nullptr);
+    for (size_t v = 0; v < fn.nodes.size(); ++v) {
+      if (plan_.storage[v] == Storage::arena) ptr_[v] = arena_.get() + plan_.arena_offset[v];
+      if (plan_.storage[v] == Storage::constant)
+        ptr_[v] = const_cast<void*>(fn.nodes[v].attrs.value->raw());
+    }
+  }
+
+  std::vector<Array> run(std::span<const Array> inputs) override {
+    check_inputs(inputs);
+    std::vector<Array> outs = alloc_outputs();
+    bind(inputs, outs);
+    copy_inputs_out(outs);
+    execute();
+    copy_duplicates(outs);
+    return outs;
+  }
+
+  std::vector<Array> run_donated(std::span<Array> inputs) override {
+    const ir::Function& fn = function();
+    if (int(inputs.size()) != fn.num_inputs())
+      fail("{}: expected {} inputs, got {}", fn.name, fn.num_inputs(), inputs.size());
+    for (size_t a = 0; a < fn.aliases.size(); ++a) {
+      int j = fn.aliases[a].input;
+      if (inputs[size_t(j)].raw() == nullptr)
+        fail("{}: donated input {}{} is empty (already donated?)", fn.name, j, input_name(j));
+      for (size_t b = 0; b < a; ++b)
+        if (inputs[size_t(fn.aliases[b].input)].raw() == inputs[size_t(j)].raw())
+          fail("{}: donated inputs {} and {} share storage", fn.name, fn.aliases[b].input, j);
+    }
+    check_inputs(inputs);
+    std::vector<Array> outs(size_t(fn.num_outputs()));
+    std::vector<bool> donated_direct(size_t(fn.num_outputs()), false);
+    for (size_t a = 0; a < fn.aliases.size(); ++a)
+      if (plan_.alias_in_place[a]) {
+        auto& al = fn.aliases[a];
+        outs[size_t(al.output)] = std::move(inputs[size_t(al.input)]);
+        donated_direct[size_t(al.output)] = true;
+      }
+    for (int i = 0; i < fn.num_outputs(); ++i)
+      if (!donated_direct[size_t(i)])
+        outs[size_t(i)] = Array(fn.output_type(i).dtype, fn.output_type(i).shape);
+    // Inputs moved into outputs are still read under their old storage.
+    for (int i = 0; i < fn.num_inputs(); ++i)
+      ptr_[size_t(fn.inputs[size_t(i)])] = const_cast<void*>(inputs[size_t(i)].raw());
+    for (size_t a = 0; a < fn.aliases.size(); ++a)
+      if (plan_.alias_in_place[a])
+        ptr_[size_t(fn.inputs[size_t(fn.aliases[a].input)])] =
+            outs[size_t(fn.aliases[a].output)].raw();
+    bind_outputs(outs);
+    copy_inputs_out(outs);
+    execute();
+    copy_duplicates(outs);
+    // Donated outputs not updated in place: copy into the donated storage.
+    for (size_t a = 0; a < fn.aliases.size(); ++a) {
+      if (plan_.alias_in_place[a]) continue;
+      auto& al = fn.aliases[a];
+      Array& donor = inputs[size_t(al.input)];
+      copy_array(donor, outs[size_t(al.output)].raw());
+      outs[size_t(al.output)] = std::move(donor);
+    }
+    for (const auto& al : fn.aliases) inputs[size_t(al.input)] = Array();
+    return outs;
+  }
+
+ private:
+  std::string input_name(int j) const {
+    const auto& names = function().input_names;
+    return size_t(j) < names.size() && !names[size_t(j)].empty() ? " (" + names[size_t(j)] + ")"
+                                                                 : "";
+  }
+
+  std::vector<Array> alloc_outputs() const {
+    const ir::Function& fn = function();
+    std::vector<Array> outs;
+    outs.reserve(size_t(fn.num_outputs()));
+    for (int i = 0; i < fn.num_outputs(); ++i)
+      outs.emplace_back(fn.output_type(i).dtype, fn.output_type(i).shape);
+    return outs;
+  }
+
+  void bind(std::span<const Array> inputs, std::vector<Array>& outs) {
+    const ir::Function& fn = function();
+    for (int i = 0; i < fn.num_inputs(); ++i)
+      ptr_[size_t(fn.inputs[size_t(i)])] = const_cast<void*>(inputs[size_t(i)].raw());
+    bind_outputs(outs);
+  }
+  void bind_outputs(std::vector<Array>& outs) {
+    const ir::Function& fn = function();
+    for (int i = 0; i < fn.num_outputs(); ++i)
+      if (plan_.output_direct[size_t(i)])
+        ptr_[size_t(fn.results[size_t(i)])] = outs[size_t(i)].raw();
+  }
+  // Outputs that are inputs or constants: copied before the run (inputs may be donated).
+  void copy_inputs_out(std::vector<Array>& outs) {
+    const ir::Function& fn = function();
+    for (int i = 0; i < fn.num_outputs(); ++i) {
+      ir::ValueId v = fn.results[size_t(i)];
+      Storage s = plan_.storage[size_t(v)];
+      if (plan_.output_direct[size_t(i)] || s == Storage::output || s == Storage::arena) continue;
+      copy_array(outs[size_t(i)], ptr_[size_t(v)]);
+    }
+  }
+  // Outputs naming a value another output already holds.
+  void copy_duplicates(std::vector<Array>& outs) {
+    const ir::Function& fn = function();
+    for (int i = 0; i < fn.num_outputs(); ++i) {
+      ir::ValueId v = fn.results[size_t(i)];
+      Storage s = plan_.storage[size_t(v)];
+      if (!plan_.output_direct[size_t(i)] && (s == Storage::output || s == Storage::arena))
+        copy_array(outs[size_t(i)], ptr_[size_t(v)]);
+    }
+  }
+
+  void execute() {
+    Frame fr{ptr_.data(), scratch_.get(), plan_.num_threads};
+    for (const auto& k : plan_.steps) k->run(*k, fr);
+  }
+
+  Plan plan_;
+  Buffer arena_, scratch_;
+  std::vector<void*> ptr_;
+};
+
+}  // namespace
+
+std::unique_ptr<Executable> compile(const ir::Function& f, Options options) {
+  ir::verify(f);
+  // GEMMs are split into shape-determined tiles over tlaloc's own threads; OpenBLAS runs each
+  // tile single-threaded so results do not depend on the thread count.
+  static std::once_flag blas_once;
+  std::call_once(blas_once, [] { openblas_set_num_threads(1); });
+  auto e = std::make_unique<HostExecutable>(f, options);
+  ++g_compiled;
+  return e;
+}
+
+int64_t compile_count() { return g_compiled.load(); }
+
+}  // namespace tlaloc::runtime::host

@@ -1,0 +1,217 @@
+// dot_general: each operand is read as a batch of row-major matrices, lhs [B, M, K] or
+// [B, K, M] (transposed) and rhs [B, K, N] or [B, N, K], chosen from its dimension order so
+// that common layouts pass CBLAS transpose flags instead of being copied; any other layout
+// is permuted into [batch, free, contracting] in scratch first. One cblas_?gemm per batch
+// element. bf16 / f16: operands converted to f32, sgemm, result rounded to nearest even.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "tlaloc/runtime/host/copy.h"
+#include "tlaloc/runtime/host/kernels.h"
+
+namespace tlaloc::runtime::host {
+namespace {
+
+struct Operand {
+  int32_t value = -1;
+  bool trans = false;    // matrix stored transposed relative to [M,K] (lhs) / [K,N] (rhs)
+  bool permute = false;  // copy through `plan` into scratch first
+  CopyPlan plan;
+  int64_t half_off = -1, perm_off = -1;  // scratch offsets (f32 copy of a half operand; permuted)
+};
+
+// One gemm call: batch b, result rows [m0, m1) and columns [n0, n1).
+struct Tile {
+  int64_t b, m0, m1, n0, n1;
+};
+
+struct DotKernel : Kernel {
+  std::vector<Tile> tiles;  // fixed by the shapes, so results do not depend on threads
+
+  void gemm(const Tile& t, const void* L, const void* R, void* O) const {
+    auto ta = l.trans ? CblasTrans : CblasNoTrans, tb = r.trans ? CblasTrans : CblasNoTrans;
+    int lda = int(std::max<int64_t>(l.trans ? M : K, 1)),
+        ldb = int(std::max<int64_t>(r.trans ? K : N, 1));
+    int64_t a_off = t.b * M * K + (l.trans ? t.m0 : t.m0 * K);
+    int64_t b_off = t.b * K * N + (r.trans ? t.n0 * K : t.n0);
+    int64_t c_off = t.b * M * N + t.m0 * N + t.n0;
+    int m = int(t.m1 - t.m0), n = int(t.n1 - t.n0);
+    if (dtype == DType::f64)
+      cblas_dgemm(CblasRowMajor, ta, tb, m, n, int(K), 1.0, static_cast<const double*>(L) + a_off,
+                  lda, static_cast<const double*>(R) + b_off, ldb, 0.0,
+                  static_cast<double*>(O) + c_off, int(N));
+    else
+      cblas_sgemm(CblasRowMajor, ta, tb, m, n, int(K), 1.0f, static_cast<const float*>(L) + a_off,
+                  lda, static_cast<const float*>(R) + b_off, ldb, 0.0f,
+                  static_cast<float*>(O) + c_off, int(N));
+  }
+
+  DType dtype;
+  int32_t out = -1;
+  int64_t B = 1, M = 1, N = 1, K = 1;
+  Operand l, r;
+  int64_t out_off = -1;  // f32 result in scratch for half types
+
+  // Returns the pointer to the operand matrices as f32/f64, converting / permuting.
+  const void* prepare(const Operand& o, int64_t numel, const Frame& f) const {
+    const void* p = f.ptr[o.value];
+    if (dtype == DType::bf16 || dtype == DType::f16) {
+      auto* d = reinterpret_cast<float*>(f.scratch + o.half_off);
+      const auto* s = static_cast<const uint16_t*>(p);
+      if (dtype == DType::bf16)
+        for (int64_t i = 0; i < numel; ++i) d[i] = from_bf16(s[i]);
+      else
+        for (int64_t i = 0; i < numel; ++i) d[i] = from_f16(s[i]);
+      p = d;
+    }
+    if (o.permute) {
+      o.plan.run(f.scratch + o.perm_off, p, 0, 0, f.num_threads);
+      p = f.scratch + o.perm_off;
+    }
+    return p;
+  }
+
+  static void exec(const Kernel& k, const Frame& f) {
+    const auto& d = as<DotKernel>(k);
+    const void* L = d.prepare(d.l, d.B * d.M * d.K, f);
+    const void* R = d.prepare(d.r, d.B * d.K * d.N, f);
+    bool half = d.dtype == DType::bf16 || d.dtype == DType::f16;
+    void* O = half ? f.scratch + d.out_off : f.ptr[d.out];
+    int64_t on = d.B * d.M * d.N;
+    if (on == 0) return;
+    if (d.K == 0) {
+      std::memset(O, 0, size_t(on) * (d.dtype == DType::f64 ? 8 : 4));
+    } else if (d.tiles.size() > 1 && f.num_threads > 1) {
+      int nt = int(std::min<size_t>(size_t(f.num_threads), d.tiles.size()));
+#pragma omp parallel for num_threads(nt) schedule(static)
+      for (size_t t = 0; t < d.tiles.size(); ++t) d.gemm(d.tiles[t], L, R, O);
+    } else {
+      for (const Tile& t : d.tiles) d.gemm(t, L, R, O);
+    }
+    if (half) {
+      const auto* s = static_cast<const float*>(O);
+      auto* o = static_cast<uint16_t*>(f.ptr[d.out]);
+      if (d.dtype == DType::bf16)
+        for (int64_t i = 0; i < on; ++i) o[i] = to_bf16(s[i]);
+      else
+        for (int64_t i = 0; i < on; ++i) o[i] = to_f16(s[i]);
+    }
+  }
+};
+
+bool is_identity(const std::vector<int64_t>& order) {
+  for (size_t i = 0; i < order.size(); ++i)
+    if (order[i] != int64_t(i)) return false;
+  return true;
+}
+std::vector<int64_t> cat(std::vector<int64_t> a, const std::vector<int64_t>& b,
+                         const std::vector<int64_t>& c) {
+  a.insert(a.end(), b.begin(), b.end());
+  a.insert(a.end(), c.begin(), c.end());
+  return a;
+}
+
+// Sets up operand o with batch dims `batch`, contracting dims `con` over `shape`; `lhs` picks
+// the canonical order: lhs [batch, free, con], rhs [batch, con, free].
+void plan_operand(Operand& o, const Shape& shape, const std::vector<int64_t>& batch,
+                  const std::vector<int64_t>& con, bool lhs, size_t elem) {
+  std::vector<int64_t> free;
+  for (int64_t d = 0; d < shape.rank(); ++d)
+    if (std::find(batch.begin(), batch.end(), d) == batch.end() &&
+        std::find(con.begin(), con.end(), d) == con.end())
+      free.push_back(d);
+  auto canon = lhs ? cat(batch, free, con) : cat(batch, con, free);
+  auto swapped = lhs ? cat(batch, con, free) : cat(batch, free, con);
+  if (is_identity(canon)) return;
+  if (is_identity(swapped)) {
+    o.trans = true;
+    return;
+  }
+  o.permute = true;
+  Shape box;
+  std::vector<int64_t> src;
+  auto st = shape.strides();
+  for (int64_t d : canon) {
+    box.dims.push_back(shape[d]);
+    src.push_back(st[size_t(d)]);
+  }
+  o.plan.dims = box.dims;
+  o.plan.dst_strides = box.strides();
+  o.plan.src_strides = src;
+  o.plan.elem_size = elem;
+  o.plan.collapse();
+}
+
+int64_t prod(const Shape& s, const std::vector<int64_t>& dims) {
+  int64_t p = 1;
+  for (int64_t d : dims) p *= s[d];
+  return p;
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int) {
+  const ir::Node& n = f.nodes[size_t(id)];
+  const auto& a = n.attrs;
+  const Shape& ls = f.type(n.operands[0]).shape;
+  const Shape& rs = f.type(n.operands[1]).shape;
+  auto k = std::make_unique<DotKernel>();
+  k->dtype = n.type.dtype;
+  k->out = id;
+  k->l.value = n.operands[0];
+  k->r.value = n.operands[1];
+  k->B = prod(ls, a.lhs_batching_dimensions);
+  k->K = prod(ls, a.lhs_contracting_dimensions);
+  k->M = ls.numel() / std::max<int64_t>(k->B * k->K, 1);
+  k->N = rs.numel() / std::max<int64_t>(k->B * k->K, 1);
+  if (k->B * k->K == 0) {  // empty operand: sizes of the free dims from the result
+    k->M = 1;
+    k->N = 1;
+    int64_t nb = int64_t(a.lhs_batching_dimensions.size());
+    int64_t nlf = ls.rank() - nb - int64_t(a.lhs_contracting_dimensions.size());
+    for (int64_t i = 0; i < nlf; ++i) k->M *= n.type.shape[nb + i];
+    for (int64_t i = nb + nlf; i < n.type.shape.rank(); ++i) k->N *= n.type.shape[i];
+  }
+  bool half = k->dtype == DType::bf16 || k->dtype == DType::f16;
+  size_t elem = half ? 4 : size_of(k->dtype);
+  plan_operand(k->l, ls, a.lhs_batching_dimensions, a.lhs_contracting_dimensions, true, elem);
+  plan_operand(k->r, rs, a.rhs_batching_dimensions, a.rhs_contracting_dimensions, false, elem);
+  int64_t off = 0;
+  auto take = [&](int64_t elems) {
+    int64_t at = off;
+    off += (elems * int64_t(elem) + 63) / 64 * 64;
+    return at;
+  };
+  if (half) {
+    k->l.half_off = take(ls.numel());
+    k->r.half_off = take(rs.numel());
+    k->out_off = take(n.type.shape.numel());
+  }
+  if (k->l.permute) k->l.perm_off = take(ls.numel());
+  if (k->r.permute) k->r.perm_off = take(rs.numel());
+  k->scratch_bytes = off;
+  // Tiles: one per batch element; a single large matrix is split along its longer result dim
+  // into pieces of a size fixed by the shape (>= 32 rows / columns).
+  const int64_t macs = k->B * k->M * k->N * k->K;
+  for (int64_t b = 0; b < k->B; ++b) {
+    if (k->B > 1 || macs < (int64_t(1) << 18)) {
+      k->tiles.push_back({b, 0, k->M, 0, k->N});
+      continue;
+    }
+    bool rows = k->M >= k->N;
+    int64_t dim = rows ? k->M : k->N;
+    int64_t t = std::max<int64_t>(32, ((dim + 15) / 16 + 15) / 16 * 16);
+    for (int64_t s = 0; s < dim; s += t) {
+      int64_t e = std::min(dim, s + t);
+      k->tiles.push_back(rows ? Tile{b, s, e, 0, k->N} : Tile{b, 0, k->M, s, e});
+    }
+  }
+  k->run = &DotKernel::exec;
+  k->reads = n.operands;
+  k->writes = {id};
+  return k;
+}
+
+}  // namespace tlaloc::runtime::host

@@ -1,0 +1,574 @@
+// Elementwise instruction kernels: one template per op, instantiated per compute type.
+// Semantics follow StableHLO (https://openxla.org/stablehlo/spec). Where StableHLO leaves a
+// result implementation-defined we follow XLA's CPU backend:
+//   integer x / 0 = -1 (s32) or all ones (u32); INT_MIN / -1 = INT_MIN;
+//   integer x % 0 = x; INT_MIN % -1 = 0;
+//   shift_left / shift_right_logical by >= 32 (amount read as unsigned) give 0;
+//   float -> integer convert truncates toward zero, saturates at the type's limits, NaN -> 0;
+//   convert to i1 is x != 0 (NaN -> 1); integer add / subtract / multiply / negate wrap.
+// maximum / minimum propagate NaN and order -0 < +0; sign(+-0) = +-0, sign(NaN) = NaN.
+#include "tlaloc/runtime/host/instr.h"
+
+#include <climits>
+#include <cmath>
+#include <cstring>
+
+#include "tlaloc/core/error.h"
+
+namespace tlaloc::runtime::host {
+namespace {
+
+using ir::Op;
+constexpr int kF = 1, kS = 2, kU = 4, kB = 8;  // float types, s32, u32, i1
+
+template <class T>
+constexpr bool kInt = std::is_integral_v<T>;
+template <class T>
+T wrap(uint32_t v) {
+  return T(v);
+}
+
+// ---- unary ----------------------------------------------------------------------------------
+struct Negate {
+  static constexpr int types = kF | kS;
+  template <class T>
+  static T f(T x) {
+    if constexpr (kInt<T>)
+      return wrap<T>(0u - uint32_t(x));
+    else
+      return -x;
+  }
+};
+struct Abs {
+  static constexpr int types = kF | kS;
+  template <class T>
+  static T f(T x) {
+    if constexpr (kInt<T>)
+      return x < 0 ? wrap<T>(0u - uint32_t(x)) : x;
+    else
+      return std::fabs(x);
+  }
+};
+#define TLALOC_FLOAT_UNARY(Name, expr) \
+  struct Name {                        \
+    static constexpr int types = kF;   \
+    template <class T>                 \
+    static T f(T x) {                  \
+      return expr;                     \
+    }                                  \
+  };
+TLALOC_FLOAT_UNARY(Exp, std::exp(x))
+TLALOC_FLOAT_UNARY(Log, std::log(x))
+TLALOC_FLOAT_UNARY(Log1p, std::log1p(x))
+TLALOC_FLOAT_UNARY(Tanh, std::tanh(x))
+TLALOC_FLOAT_UNARY(Logistic, T(1) / (T(1) + std::exp(-x)))
+TLALOC_FLOAT_UNARY(Sqrt, std::sqrt(x))
+TLALOC_FLOAT_UNARY(Rsqrt, T(1) / std::sqrt(x))
+TLALOC_FLOAT_UNARY(Floor, std::floor(x))
+#undef TLALOC_FLOAT_UNARY
+struct Sign {
+  static constexpr int types = kF | kS;
+  template <class T>
+  static T f(T x) {
+    if constexpr (kInt<T>)
+      return T((x > 0) - (x < 0));
+    else
+      return x > 0 ? T(1) : x < 0 ? T(-1) : x;  // +-0 and NaN pass through
+  }
+};
+
+// ---- binary ---------------------------------------------------------------------------------
+#define TLALOC_ARITH(Name, op)                      \
+  struct Name {                                     \
+    static constexpr int types = kF | kS | kU;      \
+    template <class T>                              \
+    static T f(T a, T b) {                          \
+      if constexpr (kInt<T>)                        \
+        return wrap<T>(uint32_t(a) op uint32_t(b)); \
+      else                                          \
+        return a op b;                              \
+    }                                               \
+  };
+TLALOC_ARITH(Add, +)
+TLALOC_ARITH(Sub, -)
+TLALOC_ARITH(Mul, *)
+#undef TLALOC_ARITH
+struct Div {
+  static constexpr int types = kF | kS | kU;
+  template <class T>
+  static T f(T a, T b) {
+    if constexpr (std::is_same_v<T, int32_t>) {
+      if (b == 0) return -1;
+      if (a == INT_MIN && b == -1) return INT_MIN;
+      return a / b;
+    } else if constexpr (std::is_same_v<T, uint32_t>) {
+      return b == 0 ? 0xffffffffu : a / b;
+    } else {
+      return a / b;
+    }
+  }
+};
+struct Rem {
+  static constexpr int types = kF | kS | kU;
+  template <class T>
+  static T f(T a, T b) {
+    if constexpr (std::is_same_v<T, int32_t>)
+      return b == 0 ? a : b == -1 ? 0 : a % b;
+    else if constexpr (std::is_same_v<T, uint32_t>)
+      return b == 0 ? a : a % b;
+    else
+      return std::fmod(a, b);
+  }
+};
+struct Max {
+  static constexpr int types = kF | kS | kU;
+  template <class T>
+  static T f(T a, T b) {
+    if constexpr (kInt<T>) {
+      return a > b ? a : b;
+    } else {
+      if (a != a || b != b) return a + b;  // NaN
+      return (a > b || (a == b && std::signbit(b))) ? a : b;
+    }
+  }
+};
+struct Min {
+  static constexpr int types = kF | kS | kU;
+  template <class T>
+  static T f(T a, T b) {
+    if constexpr (kInt<T>) {
+      return a < b ? a : b;
+    } else {
+      if (a != a || b != b) return a + b;
+      return (a < b || (a == b && std::signbit(a))) ? a : b;
+    }
+  }
+};
+struct Pow {
+  static constexpr int types = kF;
+  template <class T>
+  static T f(T a, T b) {
+    return std::pow(a, b);
+  }
+};
+#define TLALOC_BITWISE(Name, op)               \
+  struct Name {                                \
+    static constexpr int types = kS | kU | kB; \
+    template <class T>                         \
+    static T f(T a, T b) {                     \
+      return T(a op b);                        \
+    }                                          \
+  };
+TLALOC_BITWISE(And, &)
+TLALOC_BITWISE(Or, |)
+TLALOC_BITWISE(Xor, ^)
+#undef TLALOC_BITWISE
+struct Shl {
+  static constexpr int types = kS | kU;
+  template <class T>
+  static T f(T a, T b) {
+    return uint32_t(b) >= 32 ? T(0) : wrap<T>(uint32_t(a) << uint32_t(b));
+  }
+};
+struct Shr {
+  static constexpr int types = kS | kU;
+  template <class T>
+  static T f(T a, T b) {
+    return uint32_t(b) >= 32 ? T(0) : wrap<T>(uint32_t(a) >> uint32_t(b));
+  }
+};
+
+// ---- loops ----------------------------------------------------------------------------------
+template <class T, class F>
+void unary_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+  T* d = reg<T>(r, in.dst);
+  const T* a = reg<T>(r, in.a);
+  for (int64_t i = 0; i < n; ++i) d[i] = F::template f<T>(a[i]);
+}
+template <class T, class F>
+void binary_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+  T* d = reg<T>(r, in.dst);
+  const T* a = reg<T>(r, in.a);
+  const T* b = reg<T>(r, in.b);
+  for (int64_t i = 0; i < n; ++i) d[i] = F::template f<T>(a[i], b[i]);
+}
+template <class T, ir::Comparison C>
+void compare_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+  uint8_t* d = reg<uint8_t>(r, in.dst);
+  const T* a = reg<T>(r, in.a);
+  const T* b = reg<T>(r, in.b);
+  for (int64_t i = 0; i < n; ++i) {
+    bool v;
+    if constexpr (C == ir::Comparison::EQ) v = a[i] == b[i];
+    if constexpr (C == ir::Comparison::NE) v = a[i] != b[i];
+    if constexpr (C == ir::Comparison::LT) v = a[i] < b[i];
+    if constexpr (C == ir::Comparison::LE) v = a[i] <= b[i];
+    if constexpr (C == ir::Comparison::GT) v = a[i] > b[i];
+    if constexpr (C == ir::Comparison::GE) v = a[i] >= b[i];
+    d[i] = v;
+  }
+}
+template <class T>
+void select_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+  T* d = reg<T>(r, in.dst);
+  const uint8_t* p = reg<uint8_t>(r, in.a);
+  const T* x = reg<T>(r, in.b);
+  const T* y = reg<T>(r, in.c);
+  for (int64_t i = 0; i < n; ++i) d[i] = p[i] ? x[i] : y[i];
+}
+template <class T>
+void clamp_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+  T* d = reg<T>(r, in.dst);
+  const T* lo = reg<T>(r, in.a);
+  const T* x = reg<T>(r, in.b);
+  const T* hi = reg<T>(r, in.c);
+  for (int64_t i = 0; i < n; ++i) d[i] = Min::f<T>(Max::f<T>(x[i], lo[i]), hi[i]);
+}
+
+template <template <class> class L, int types>
+InstrFn by_type(DType t) {
+  switch (t) {
+    case DType::f32:
+    case DType::bf16:
+    case DType::f16:
+      if constexpr ((types & kF) != 0) return L<float>::fn;
+      break;
+    case DType::f64:
+      if constexpr ((types & kF) != 0) return L<double>::fn;
+      break;
+    case DType::s32:
+      if constexpr ((types & kS) != 0) return L<int32_t>::fn;
+      break;
+    case DType::u32:
+      if constexpr ((types & kU) != 0) return L<uint32_t>::fn;
+      break;
+    case DType::i1:
+      if constexpr ((types & kB) != 0) return L<uint8_t>::fn;
+      break;
+  }
+  return nullptr;
+}
+template <class F>
+struct Unary {
+  template <class T>
+  struct L {
+    static constexpr InstrFn fn = &unary_loop<T, F>;
+  };
+};
+template <class F>
+struct Binary {
+  template <class T>
+  struct L {
+    static constexpr InstrFn fn = &binary_loop<T, F>;
+  };
+};
+template <ir::Comparison C>
+struct Cmp {
+  template <class T>
+  struct L {
+    static constexpr InstrFn fn = &compare_loop<T, C>;
+  };
+};
+template <class T>
+struct SelectL {
+  static constexpr InstrFn fn = &select_loop<T>;
+};
+template <class T>
+struct ClampL {
+  static constexpr InstrFn fn = &clamp_loop<T>;
+};
+template <class F>
+InstrFn unary(DType t) {
+  return by_type<Unary<F>::template L, F::types>(t);
+}
+template <class F>
+InstrFn binary(DType t) {
+  return by_type<Binary<F>::template L, F::types>(t);
+}
+
+// ---- loads, stores, rounding, convert -------------------------------------------------------
+template <DType S>
+void load_scalar(const Instr& in, char* r, void* const* ptr, int64_t, int64_t n) {
+  using T = Compute<S>;
+  T v = load_elem<S>(ptr[in.value], in.map->offset);
+  T* d = reg<T>(r, in.dst);
+  for (int64_t i = 0; i < n; ++i) d[i] = v;
+}
+template <DType S>
+void load_contiguous(const Instr& in, char* r, void* const* ptr, int64_t base, int64_t n) {
+  using T = Compute<S>;
+  const void* p = ptr[in.value];
+  int64_t o = in.map->offset + base;
+  T* d = reg<T>(r, in.dst);
+  if constexpr (S == DType::bf16 || S == DType::f16)
+    for (int64_t i = 0; i < n; ++i) d[i] = load_elem<S>(p, o + i);
+  else
+    std::memcpy(d, static_cast<const T*>(p) + o, size_t(n) * sizeof(T));
+}
+template <DType S>
+void load_general(const Instr& in, char* r, void* const* ptr, int64_t base, int64_t n) {
+  using T = Compute<S>;
+  const LoadMap& m = *in.map;
+  const void* p = ptr[in.value];
+  T* d = reg<T>(r, in.dst);
+  const int rank = int(m.dims.size());
+  int64_t coord[16];
+  int64_t off = m.offset, rem = base;
+  for (int k = rank - 1; k >= 0; --k) {
+    coord[k] = rem % m.dims[size_t(k)];
+    rem /= m.dims[size_t(k)];
+    off += coord[k] * m.strides[size_t(k)];
+  }
+  const int64_t inner = m.dims[size_t(rank - 1)], s = m.strides[size_t(rank - 1)];
+  int64_t i = 0;
+  while (i < n) {
+    int64_t run = std::min(inner - coord[rank - 1], n - i);
+    if (s == 0) {
+      T v = load_elem<S>(p, off);
+      for (int64_t j = 0; j < run; ++j) d[i + j] = v;
+    } else {
+      for (int64_t j = 0; j < run; ++j) d[i + j] = load_elem<S>(p, off + j * s);
+    }
+    i += run;
+    off += run * s;
+    coord[rank - 1] += run;
+    for (int k = rank - 1; k > 0 && coord[k] == m.dims[size_t(k)]; --k) {
+      off += m.strides[size_t(k - 1)] - coord[k] * m.strides[size_t(k)];
+      coord[k] = 0;
+      ++coord[k - 1];
+    }
+  }
+}
+template <DType S>
+void store(const Instr& in, char* r, void* const* ptr, int64_t base, int64_t n) {
+  using T = Compute<S>;
+  void* p = ptr[in.value];
+  const T* a = reg<T>(r, in.a);
+  if constexpr (S == DType::bf16 || S == DType::f16)
+    for (int64_t i = 0; i < n; ++i) store_elem<S>(p, base + i, a[i]);
+  else
+    std::memcpy(static_cast<T*>(p) + base, a, size_t(n) * sizeof(T));
+}
+template <DType S>
+float round_to(float f) {
+  if constexpr (S == DType::bf16)
+    return from_bf16(to_bf16(f));
+  else
+    return from_f16(to_f16(f));
+}
+template <DType S>
+void round_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+  float* d = reg<float>(r, in.dst);
+  const float* a = reg<float>(r, in.a);
+  for (int64_t i = 0; i < n; ++i) d[i] = round_to<S>(a[i]);
+}
+
+// double -> float rounding to odd, so that a following rounding to bf16 / f16 is exact RNE.
+float to_float_odd(double x) {
+  float f = float(x);
+  if (double(f) == x || std::isnan(x) || std::isinf(f)) return f;
+  if (std::fabs(double(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+  uint32_t u = f32_bits(f) | 1u;
+  return bits_f32(u);
+}
+template <class D, class S>
+D convert_value(S x) {
+  if constexpr (std::is_same_v<D, uint8_t>) {
+    return x != S(0) ? 1 : 0;
+  } else if constexpr (!kInt<S> && kInt<D>) {
+    if (x != x) return 0;
+    constexpr double lo = double(std::numeric_limits<D>::min());
+    constexpr double hi = double(std::numeric_limits<D>::max());
+    if (double(x) <= lo) return std::numeric_limits<D>::min();
+    if (double(x) >= hi) return std::numeric_limits<D>::max();
+    return D(x);
+  } else {
+    return D(x);
+  }
+}
+template <class S, class D>
+void convert_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+  D* d = reg<D>(r, in.dst);
+  const S* a = reg<S>(r, in.a);
+  for (int64_t i = 0; i < n; ++i) d[i] = convert_value<D, S>(a[i]);
+}
+// Any source to bf16 / f16 with a single rounding.
+template <class S, DType To>
+void convert_round_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+  float* d = reg<float>(r, in.dst);
+  const S* a = reg<S>(r, in.a);
+  for (int64_t i = 0; i < n; ++i) {
+    float f;
+    if constexpr (std::is_same_v<S, float>)
+      f = a[i];
+    else
+      f = to_float_odd(double(a[i]));
+    d[i] = round_to<To>(f);
+  }
+}
+template <class S>
+InstrFn convert_from(DType to) {
+  switch (to) {
+    case DType::f32:
+      return &convert_loop<S, float>;
+    case DType::f64:
+      return &convert_loop<S, double>;
+    case DType::bf16:
+      return &convert_round_loop<S, DType::bf16>;
+    case DType::f16:
+      return &convert_round_loop<S, DType::f16>;
+    case DType::s32:
+      return &convert_loop<S, int32_t>;
+    case DType::u32:
+      return &convert_loop<S, uint32_t>;
+    case DType::i1:
+      return &convert_loop<S, uint8_t>;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+DType compute_dtype(DType t) { return t == DType::bf16 || t == DType::f16 ? DType::f32 : t; }
+
+InstrFn load_fn(DType storage, int kind) {
+  return dispatch(storage, [&]<DType S>() -> InstrFn {
+    return kind == 0 ? &load_scalar<S> : kind == 1 ? &load_contiguous<S> : &load_general<S>;
+  });
+}
+InstrFn store_fn(DType storage) {
+  return dispatch(storage, []<DType S>() -> InstrFn { return &store<S>; });
+}
+InstrFn round_fn(DType storage) {
+  if (storage == DType::bf16) return &round_loop<DType::bf16>;
+  if (storage == DType::f16) return &round_loop<DType::f16>;
+  return nullptr;
+}
+
+InstrFn convert_fn(DType from, DType to) {
+  if (from == to || (compute_dtype(from) == compute_dtype(to) && to == DType::f32)) return nullptr;
+  switch (compute_dtype(from)) {
+    case DType::f64:
+      return convert_from<double>(to);
+    case DType::s32:
+      return convert_from<int32_t>(to);
+    case DType::u32:
+      return convert_from<uint32_t>(to);
+    case DType::i1:
+      return convert_from<uint8_t>(to);
+    default:
+      return convert_from<float>(to);
+  }
+}
+
+InstrFn op_fn(Op op, DType t, ir::Comparison cmp) {
+  InstrFn f = nullptr;
+  switch (op) {
+    case Op::negate:
+      f = unary<Negate>(t);
+      break;
+    case Op::abs:
+      f = unary<Abs>(t);
+      break;
+    case Op::exponential:
+      f = unary<Exp>(t);
+      break;
+    case Op::log:
+      f = unary<Log>(t);
+      break;
+    case Op::log_plus_one:
+      f = unary<Log1p>(t);
+      break;
+    case Op::tanh:
+      f = unary<Tanh>(t);
+      break;
+    case Op::logistic:
+      f = unary<Logistic>(t);
+      break;
+    case Op::sqrt:
+      f = unary<Sqrt>(t);
+      break;
+    case Op::rsqrt:
+      f = unary<Rsqrt>(t);
+      break;
+    case Op::sign:
+      f = unary<Sign>(t);
+      break;
+    case Op::floor:
+      f = unary<Floor>(t);
+      break;
+    case Op::add:
+      f = binary<Add>(t);
+      break;
+    case Op::subtract:
+      f = binary<Sub>(t);
+      break;
+    case Op::multiply:
+      f = binary<Mul>(t);
+      break;
+    case Op::divide:
+      f = binary<Div>(t);
+      break;
+    case Op::maximum:
+      f = binary<Max>(t);
+      break;
+    case Op::minimum:
+      f = binary<Min>(t);
+      break;
+    case Op::power:
+      f = binary<Pow>(t);
+      break;
+    case Op::remainder:
+      f = binary<Rem>(t);
+      break;
+    case Op::and_:
+      f = binary<And>(t);
+      break;
+    case Op::or_:
+      f = binary<Or>(t);
+      break;
+    case Op::xor_:
+      f = binary<Xor>(t);
+      break;
+    case Op::shift_left:
+      f = binary<Shl>(t);
+      break;
+    case Op::shift_right_logical:
+      f = binary<Shr>(t);
+      break;
+    case Op::compare:
+      switch (cmp) {
+        case ir::Comparison::EQ:
+          f = by_type<Cmp<ir::Comparison::EQ>::L, kF | kS | kU | kB>(t);
+          break;
+        case ir::Comparison::NE:
+          f = by_type<Cmp<ir::Comparison::NE>::L, kF | kS | kU | kB>(t);
+          break;
+        case ir::Comparison::LT:
+          f = by_type<Cmp<ir::Comparison::LT>::L, kF | kS | kU | kB>(t);
+          break;
+        case ir::Comparison::LE:
+          f = by_type<Cmp<ir::Comparison::LE>::L, kF | kS | kU | kB>(t);
+          break;
+        case ir::Comparison::GT:
+          f = by_type<Cmp<ir::Comparison::GT>::L, kF | kS | kU | kB>(t);
+          break;
+        case ir::Comparison::GE:
+          f = by_type<Cmp<ir::Comparison::GE>::L, kF | kS | kU | kB>(t);
+          break;
+      }
+      break;
+    case Op::select:
+      f = by_type<SelectL, kF | kS | kU | kB>(t);
+      break;
+    case Op::clamp:
+      f = by_type<ClampL, kF | kS | kU>(t);
+      break;
+    default:
+      break;
+  }
+  if (!f) fail("host runtime: no elementwise kernel for {} on {}", ir::op_name(op), name(t));
+  return f;
+}
+
+}  // namespace tlaloc::runtime::host

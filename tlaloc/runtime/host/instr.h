@@ -1,0 +1,46 @@
+// Internal: instructions of the elementwise register program (see elementwise.h).
+#pragma once
+
+#include "tlaloc/ir/ir.h"
+#include "tlaloc/runtime/host/kernel.h"
+
+namespace tlaloc::runtime::host {
+
+// A load's index map after collapsing: element i of the block starting at `base` reads
+// storage offset + sum(coord[d] * strides[d]) where coord are the coordinates of base + i in
+// `dims`. kind: 0 scalar fill, 1 contiguous, 2 general.
+struct LoadMap {
+  int kind = 1;
+  int64_t offset = 0;
+  std::vector<int64_t> dims, strides;
+};
+
+struct Instr;
+using InstrFn = void (*)(const Instr&, char* regs, void* const* ptr, int64_t base, int64_t len);
+
+struct Instr {
+  InstrFn fn = nullptr;
+  int32_t dst = -1, a = -1, b = -1, c = -1;  // registers
+  int32_t value = -1;                        // load / store: IR value whose storage is used
+  const LoadMap* map = nullptr;              // load
+};
+
+// Register r of the block scratch, as T elements.
+template <class T>
+inline T* reg(char* regs, int32_t r) {
+  return reinterpret_cast<T*>(regs + int64_t(r) * kBlockBytes);
+}
+
+// Dtype registers compute in: f32 for f32 / bf16 / f16.
+DType compute_dtype(DType t);
+
+// Instruction functions, chosen once per node at compile time.
+InstrFn load_fn(DType storage, int kind);
+InstrFn store_fn(DType storage);
+InstrFn round_fn(DType storage);  // nullptr unless bf16 / f16
+// For an elementwise node (not convert) on operands of `dtype`.
+InstrFn op_fn(ir::Op op, DType dtype, ir::Comparison cmp);
+// convert between dtypes (compute types); nullptr when it is a register alias.
+InstrFn convert_fn(DType from, DType to);
+
+}  // namespace tlaloc::runtime::host

@@ -1,0 +1,111 @@
+// Internal to the host runtime: what a compiled step looks like at run time.
+// A step is a Kernel object chosen once at compile time; running it is one call through its
+// function pointer with the Frame of the current run (no per-run lookup by op name).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tlaloc/core/dtype.h"
+
+namespace tlaloc::runtime::host {
+
+// Per-run state shared by all steps.
+struct Frame {
+  void* const* ptr = nullptr;  // ptr[v]: storage of IR value v (input, constant, arena, output)
+  char* scratch = nullptr;     // pre-allocated scratch, Kernel::scratch_bytes of it per kernel
+  int num_threads = 1;         // threads a kernel may use (OpenMP)
+};
+
+struct Kernel {
+  virtual ~Kernel() = default;
+  void (*run)(const Kernel& self, const Frame& frame) = nullptr;
+  int64_t scratch_bytes = 0;      // bytes of Frame::scratch this kernel needs
+  std::vector<int32_t> reads;     // values whose storage this kernel reads
+  std::vector<int32_t> writes;    // values whose storage this kernel writes
+  std::vector<int32_t> in_place;  // reads that are read element-wise in write order (fused)
+};
+
+template <class K>
+const K& as(const Kernel& k) {
+  return static_cast<const K&>(k);
+}
+
+// Elements at or above which a kernel splits work over threads.
+inline constexpr int64_t kParallelElements = 1 << 15;
+// Elements per block of a fused elementwise program, and bytes of one register.
+inline constexpr int64_t kBlock = 512;
+inline constexpr int64_t kBlockBytes = kBlock * 8;
+
+// C++ type a dtype is computed in: bf16/f16 compute in float, i1 as uint8_t 0/1.
+template <DType T>
+using Compute = std::conditional_t<
+    T == DType::f64, double,
+    std::conditional_t<T == DType::s32, int32_t,
+                       std::conditional_t<T == DType::u32, uint32_t,
+                                          std::conditional_t<T == DType::i1, uint8_t, float>>>>;
+
+// Fast inline bf16 / f16 rounding (same results as core's f32_to_bf16 / f32_to_f16).
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  return u;
+}
+inline float bits_f32(uint32_t u) {
+  float f;
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+inline uint16_t to_bf16(float f) {
+  uint32_t u = f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+inline float from_bf16(uint16_t h) { return bits_f32(uint32_t(h) << 16); }
+inline uint16_t to_f16(float f) { return f32_to_f16(f); }
+inline float from_f16(uint16_t h) { return f16_to_f32(h); }
+
+// Storage <-> compute conversions for one element of dtype T.
+template <DType T>
+inline Compute<T> load_elem(const void* p, int64_t i) {
+  if constexpr (T == DType::bf16)
+    return from_bf16(static_cast<const uint16_t*>(p)[i]);
+  else if constexpr (T == DType::f16)
+    return from_f16(static_cast<const uint16_t*>(p)[i]);
+  else
+    return static_cast<const Compute<T>*>(p)[i];
+}
+template <DType T>
+inline void store_elem(void* p, int64_t i, Compute<T> v) {
+  if constexpr (T == DType::bf16)
+    static_cast<uint16_t*>(p)[i] = to_bf16(v);
+  else if constexpr (T == DType::f16)
+    static_cast<uint16_t*>(p)[i] = to_f16(v);
+  else
+    static_cast<Compute<T>*>(p)[i] = v;
+}
+
+// Calls f.template operator()<T>() with the DType as a template argument.
+template <class F>
+decltype(auto) dispatch(DType t, F&& f) {
+  switch (t) {
+    case DType::f32:
+      return f.template operator()<DType::f32>();
+    case DType::f64:
+      return f.template operator()<DType::f64>();
+    case DType::bf16:
+      return f.template operator()<DType::bf16>();
+    case DType::f16:
+      return f.template operator()<DType::f16>();
+    case DType::s32:
+      return f.template operator()<DType::s32>();
+    case DType::u32:
+      return f.template operator()<DType::u32>();
+    case DType::i1:
+      break;
+  }
+  return f.template operator()<DType::i1>();
+}
+
+}  // namespace tlaloc::runtime::host

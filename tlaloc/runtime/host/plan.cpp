@@ -1,0 +1,337 @@
+// Scheduling and buffer planning. Nodes are visited in order; each value is
+//   materialized (it has storage), a view (broadcast_in_dim / transpose / slice / reshape of
+//   stored data, read through an index map by fused loops and copied only when something else
+//   needs it), or a member of an open elementwise group.
+// An elementwise node joins (and merges) the open groups of its operands; a group closes when a
+// value of it is needed outside the group, and is emitted as one kernel at that point. Because
+// a group closes before anything outside it reads it, emission order is a valid schedule.
+#include "tlaloc/runtime/host/plan.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <map>
+
+#include "tlaloc/ir/builder.h"
+#include "tlaloc/runtime/host/elementwise.h"
+#include "tlaloc/runtime/host/kernels.h"
+#include "tlaloc/runtime/host/structural.h"
+
+namespace tlaloc::runtime::host {
+
+using ir::Op;
+using ir::OpKind;
+
+namespace {
+
+enum class State : uint8_t { dead, stored, view, member };
+
+struct Group {
+  int64_t n = 0;
+  std::vector<int32_t> members;
+  bool open = true;
+};
+
+class Planner {
+ public:
+  Planner(const ir::Function& f, const Options& o, Plan& p) : f_(f), fuse_(o.fuse), p_(p) {
+    size_t nv = f.nodes.size();
+    state_.assign(nv, State::dead);
+    view_.resize(nv);
+    group_.assign(nv, -1);
+    users_.resize(nv);
+    is_result_.assign(nv, false);
+    live_.assign(nv, false);
+    for (ir::ValueId r : f.results) is_result_[size_t(r)] = live_[size_t(r)] = true;
+    for (size_t i = nv; i-- > 0;)
+      if (live_[i])
+        for (ir::ValueId o : f.nodes[i].operands) live_[size_t(o)] = true;
+    for (size_t i = 0; i < nv; ++i)
+      if (live_[i])
+        for (ir::ValueId o : f.nodes[i].operands) users_[size_t(o)].push_back(int32_t(i));
+  }
+
+  void run() {
+    for (size_t i = 0; i < f_.nodes.size(); ++i)
+      if (live_[i]) visit(int32_t(i));
+    for (ir::ValueId r : f_.results) need(r);
+    for (size_t g = 0; g < groups_.size(); ++g)
+      if (groups_[g].open) close(int(g));
+  }
+
+ private:
+  void emit(std::unique_ptr<Kernel> k) { p_.steps.push_back(std::move(k)); }
+
+  const View& view(int32_t v) {
+    if (state_[size_t(v)] == State::stored) view_[size_t(v)] = dense_view(v, f_.type(v));
+    return view_[size_t(v)];
+  }
+
+  // Makes v have storage.
+  void need(int32_t v) {
+    switch (state_[size_t(v)]) {
+      case State::view:
+        emit(make_view_copy(view_[size_t(v)], v, p_.num_threads));
+        state_[size_t(v)] = State::stored;
+        break;
+      case State::member:
+        close(group_[size_t(v)]);
+        break;
+      default:
+        break;
+    }
+  }
+
+  void visit(int32_t id) {
+    const ir::Node& n = f_.nodes[size_t(id)];
+    switch (op_kind(n.op)) {
+      case OpKind::Parameter:
+        state_[size_t(id)] = State::stored;
+        return;
+      case OpKind::Nullary:
+        if (n.op == Op::iota) emit(make_structural(f_, id, p_.num_threads));
+        state_[size_t(id)] = State::stored;
+        return;
+      case OpKind::Unary:
+      case OpKind::Binary:
+      case OpKind::Ternary:
+        return elementwise(id);
+      case OpKind::Structural:
+        break;
+    }
+    bool viewable = n.op == Op::broadcast_in_dim || n.op == Op::transpose || n.op == Op::slice ||
+                    n.op == Op::reshape;
+    if (fuse_ && viewable) {
+      int32_t x = n.operands[0];
+      if (n.op == Op::reshape && state_[size_t(x)] == State::member &&
+          groups_[size_t(group_[size_t(x)])].open) {
+        join(id, {group_[size_t(x)]});
+        return;
+      }
+      need_if_member(x);
+      auto v = view_of(n, view(x));
+      if (!v) {
+        need(x);
+        v = view_of(n, view(x));
+      }
+      view_[size_t(id)] = *v;
+      state_[size_t(id)] = State::view;
+      return;
+    }
+    for (ir::ValueId o : n.operands) need(o);
+    if (n.op == Op::reduce)
+      emit(make_reduce(f_, id));
+    else if (n.op == Op::dot_general)
+      emit(make_dot(f_, id, p_.num_threads));
+    else
+      emit(make_structural(f_, id, p_.num_threads));
+    state_[size_t(id)] = State::stored;
+  }
+
+  void need_if_member(int32_t v) {
+    if (state_[size_t(v)] == State::member) need(v);
+  }
+
+  void elementwise(int32_t id) {
+    const ir::Node& n = f_.nodes[size_t(id)];
+    int64_t size = n.type.shape.numel();
+    std::vector<int> gs;
+    for (ir::ValueId o : n.operands) {
+      if (state_[size_t(o)] != State::member) continue;
+      int g = group_[size_t(o)];
+      if (!fuse_ || groups_[size_t(g)].n != size) {
+        need(o);
+        continue;
+      }
+      if (std::find(gs.begin(), gs.end(), g) == gs.end()) gs.push_back(g);
+    }
+    if (!fuse_)
+      for (ir::ValueId o : n.operands) need(o);
+    join(id, gs);
+    if (!fuse_) close(group_[size_t(id)]);
+  }
+
+  // Adds id to the union of open groups gs (a new group if empty).
+  void join(int32_t id, const std::vector<int>& gs) {
+    int g;
+    if (gs.empty()) {
+      g = int(groups_.size());
+      groups_.push_back({f_.type(id).shape.numel(), {}, true});
+    } else {
+      g = gs[0];
+      for (size_t k = 1; k < gs.size(); ++k) {
+        for (int32_t m : groups_[size_t(gs[k])].members) {
+          group_[size_t(m)] = g;
+          groups_[size_t(g)].members.push_back(m);
+        }
+        groups_[size_t(gs[k])].members.clear();
+        groups_[size_t(gs[k])].open = false;
+      }
+      std::sort(groups_[size_t(g)].members.begin(), groups_[size_t(g)].members.end());
+    }
+    groups_[size_t(g)].members.push_back(id);
+    group_[size_t(id)] = g;
+    state_[size_t(id)] = State::member;
+  }
+
+  void close(int g) {
+    Group& G = groups_[size_t(g)];
+    if (!G.open) return;
+    G.open = false;
+    ProgramBuilder b(G.n, p_.num_threads);
+    std::map<int32_t, int> reg;  // member or loaded value -> register
+    auto operand_reg = [&](int32_t o) {
+      auto it = reg.find(o);
+      if (it != reg.end()) return it->second;
+      int r = b.load(view(o));
+      reg[o] = r;
+      return r;
+    };
+    bool any_store = false;
+    for (int32_t m : G.members) {
+      const ir::Node& n = f_.nodes[size_t(m)];
+      std::vector<int> regs;
+      std::vector<DType> dts;
+      for (ir::ValueId o : n.operands) {
+        regs.push_back(operand_reg(o));
+        dts.push_back(f_.type(o).dtype);
+      }
+      reg[m] = n.op == Op::reshape ? b.alias(regs[0]) : b.op(n, regs, dts);
+      bool outside = is_result_[size_t(m)];
+      for (int32_t u : users_[size_t(m)])
+        outside |= state_[size_t(u)] != State::member || group_[size_t(u)] != g;
+      if (outside) {
+        b.store(reg[m], m, n.type.dtype);
+        any_store = true;
+      }
+    }
+    for (int32_t m : G.members) state_[size_t(m)] = State::stored;
+    if (any_store) emit(b.finish());
+  }
+
+  const ir::Function& f_;
+  bool fuse_;
+  Plan& p_;
+  std::vector<State> state_;
+  std::vector<View> view_;
+  std::vector<int> group_;
+  std::vector<std::vector<int32_t>> users_;
+  std::vector<bool> is_result_, live_;
+  std::vector<Group> groups_;
+};
+
+// First-fit allocator over a growing arena, 64-byte granules.
+class Arena {
+ public:
+  int64_t alloc(int64_t bytes) {
+    bytes = std::max<int64_t>((bytes + 63) / 64 * 64, 64);
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < bytes) continue;
+      int64_t at = it->first;
+      if (it->second == bytes)
+        free_.erase(it);
+      else
+        *it = {at + bytes, it->second - bytes};
+      return at;
+    }
+    int64_t at = top_;
+    top_ += bytes;
+    return at;
+  }
+  void release(int64_t at, int64_t bytes) {
+    bytes = std::max<int64_t>((bytes + 63) / 64 * 64, 64);
+    auto it = std::lower_bound(free_.begin(), free_.end(), std::pair<int64_t, int64_t>{at, 0});
+    it = free_.insert(it, {at, bytes});
+    if (auto nx = std::next(it); nx != free_.end() && it->first + it->second == nx->first) {
+      it->second += nx->second;
+      free_.erase(nx);
+    }
+    if (it != free_.begin()) {
+      auto pv = std::prev(it);
+      if (pv->first + pv->second == it->first) {
+        pv->second += it->second;
+        free_.erase(it);
+      }
+    }
+  }
+  int64_t size() const { return top_; }
+
+ private:
+  std::vector<std::pair<int64_t, int64_t>> free_;  // (offset, bytes), sorted by offset
+  int64_t top_ = 0;
+};
+
+}  // namespace
+
+Plan make_plan(const ir::Function& f, const Options& o) {
+  Plan p;
+  p.num_threads = o.num_threads > 0 ? o.num_threads : std::max(omp_get_max_threads(), 1);
+  Planner(f, o, p).run();
+
+  const size_t nv = f.nodes.size();
+  const int64_t ns = int64_t(p.steps.size());
+  p.storage.assign(nv, Storage::none);
+  p.arena_offset.assign(nv, -1);
+  for (ir::ValueId v : f.inputs) p.storage[size_t(v)] = Storage::input;
+  for (size_t i = 0; i < nv; ++i)
+    if (f.nodes[i].op == Op::constant) p.storage[i] = Storage::constant;
+
+  std::vector<int64_t> writer(nv, -1), last_read(nv, -1);
+  for (int64_t s = 0; s < ns; ++s) {
+    for (int32_t v : p.steps[size_t(s)]->writes) writer[size_t(v)] = s;
+    for (int32_t v : p.steps[size_t(s)]->reads) last_read[size_t(v)] = s;
+  }
+  // Outputs: the first output naming a computed value is written in place by its step.
+  p.output_direct.assign(size_t(f.num_outputs()), false);
+  std::vector<bool> seen(nv, false);
+  for (int i = 0; i < f.num_outputs(); ++i) {
+    ir::ValueId v = f.results[size_t(i)];
+    if (writer[size_t(v)] >= 0 && !seen[size_t(v)]) {
+      p.output_direct[size_t(i)] = true;
+      p.storage[size_t(v)] = Storage::output;
+    }
+    seen[size_t(v)] = true;
+  }
+  // In-place donation: the step writing output i may write input j's storage if every read of
+  // input j happens before that step, or in it as an element-wise read of a fused loop.
+  std::vector<int> donated(size_t(f.num_inputs()), 0);
+  for (const ir::Alias& a : f.aliases)
+    if (donated[size_t(a.input)]++)
+      fail("function {}: input {} is donated to more than one output", f.name, a.input);
+  for (const ir::Alias& a : f.aliases) {
+    ir::ValueId v = f.results[size_t(a.output)], x = f.inputs[size_t(a.input)];
+    bool ok = p.output_direct[size_t(a.output)];
+    if (ok) {
+      int64_t s = writer[size_t(v)], lr = last_read[size_t(x)];
+      const Kernel& k = *p.steps[size_t(s)];
+      if (lr == s) {
+        auto cnt = [&](const std::vector<int32_t>& l) { return std::count(l.begin(), l.end(), x); };
+        ok = cnt(k.reads) == cnt(k.in_place) && k.writes.size() >= 1;
+      } else {
+        ok = lr < s;
+      }
+    }
+    p.alias_in_place.push_back(ok);
+  }
+  // Arena by liveness: a value lives from the step writing it to the last step reading it.
+  Arena arena;
+  std::vector<std::vector<int32_t>> dies(static_cast<size_t>(ns));
+  for (int64_t s = 0; s < ns; ++s) {
+    for (int32_t v : p.steps[size_t(s)]->writes) {
+      if (p.storage[size_t(v)] != Storage::none) continue;
+      p.storage[size_t(v)] = Storage::arena;
+      int64_t bytes = int64_t(f.type(v).shape.numel() * int64_t(size_of(f.type(v).dtype)));
+      p.arena_offset[size_t(v)] = arena.alloc(bytes);
+      dies[size_t(std::max(last_read[size_t(v)], s))].push_back(v);
+    }
+    for (int32_t v : dies[size_t(s)]) {
+      int64_t bytes = int64_t(f.type(v).shape.numel() * int64_t(size_of(f.type(v).dtype)));
+      arena.release(p.arena_offset[size_t(v)], bytes);
+    }
+    p.scratch_bytes = std::max(p.scratch_bytes, p.steps[size_t(s)]->scratch_bytes);
+  }
+  p.arena_bytes = arena.size();
+  return p;
+}
+
+}  // namespace tlaloc::runtime::host

@@ -1,0 +1,26 @@
+// Internal: turns a verified ir::Function into an ordered list of kernels (steps), fusing
+// elementwise nodes into groups when asked, and plans buffers by liveness into one arena.
+#pragma once
+
+#include "tlaloc/runtime/host/compile.h"
+#include "tlaloc/runtime/host/kernel.h"
+
+namespace tlaloc::runtime::host {
+
+enum class Storage : uint8_t { none, input, constant, arena, output };
+
+struct Plan {
+  std::vector<std::unique_ptr<Kernel>> steps;
+  std::vector<Storage> storage;       // per value
+  std::vector<int64_t> arena_offset;  // per value (Storage::arena)
+  int64_t arena_bytes = 0, scratch_bytes = 0;
+  // Per output: written directly by a step into the output buffer, or copied afterwards.
+  std::vector<bool> output_direct;
+  // Per alias of the function: the step may write the donated input's storage in place.
+  std::vector<bool> alias_in_place;
+  int num_threads = 1;
+};
+
+Plan make_plan(const ir::Function& f, const Options& options);
+
+}  // namespace tlaloc::runtime::host

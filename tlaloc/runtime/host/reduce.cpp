@@ -1,0 +1,220 @@
+// reduce (sum / max / min over dimensions). The input is viewed as [A, R, C] (kept, reduced,
+// kept); other layouts are first transposed into [kept..., reduced...] in scratch. Summation
+// order is fixed by the shapes alone (16 interleaved lanes over chunks of kChunk elements,
+// partials combined in chunk order), never by the thread count, so results are bitwise
+// reproducible. Inits: sum 0, max -inf (integers: lowest), min +inf (integers: highest).
+// max / min propagate NaN. bf16 / f16 accumulate in f32 and round once at the end.
+#include "tlaloc/runtime/host/kernels.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "tlaloc/runtime/host/copy.h"
+
+namespace tlaloc::runtime::host {
+namespace {
+
+constexpr int64_t kChunk = 8192;
+constexpr int kLanes = 16;
+
+template <class C, ir::ReduceKind K>
+struct Acc {
+  static C init() {
+    if constexpr (K == ir::ReduceKind::sum) return C(0);
+    if constexpr (K == ir::ReduceKind::max)
+      return std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
+                                                  : std::numeric_limits<C>::lowest();
+    if constexpr (K == ir::ReduceKind::min)
+      return std::numeric_limits<C>::has_infinity ? std::numeric_limits<C>::infinity()
+                                                  : std::numeric_limits<C>::max();
+  }
+  static C f(C a, C b) {
+    if constexpr (K == ir::ReduceKind::sum) {
+      if constexpr (std::is_integral_v<C>)
+        return C(uint32_t(a) + uint32_t(b));
+      else
+        return a + b;
+    } else if constexpr (std::is_integral_v<C>) {
+      return K == ir::ReduceKind::max ? (a > b ? a : b) : (a < b ? a : b);
+    } else {
+      if (a != a || b != b) return a + b;
+      if constexpr (K == ir::ReduceKind::max)
+        return (a > b || (a == b && std::signbit(b))) ? a : b;
+      else
+        return (a < b || (a == b && std::signbit(a))) ? a : b;
+    }
+  }
+};
+
+struct ReduceKernel : Kernel {
+  int32_t in = -1, out = -1;
+  DType dtype;
+  ir::ReduceKind kind;
+  int64_t A = 1, R = 1, C = 1;
+  bool transpose_first = false;
+  CopyPlan to_canonical;  // input -> scratch [kept..., reduced...]
+  int64_t partial_offset = 0;
+
+  template <DType T, ir::ReduceKind K>
+  void go(const Frame& f) const {
+    using Cm = Compute<T>;
+    using Ac = Acc<Cm, K>;
+    const void* src = f.ptr[in];
+    if (transpose_first) {
+      to_canonical.run(f.scratch, src, 0, 0, f.num_threads);
+      src = f.scratch;
+    }
+    void* dst = f.ptr[out];
+    if (C == 1) {
+      // Row reductions in fixed chunks; partials of all (a, chunk) pairs, then combine.
+      int64_t nch = std::max<int64_t>((R + kChunk - 1) / kChunk, 1);
+      auto* part = reinterpret_cast<Cm*>(f.scratch + partial_offset);
+      int64_t jobs = A * nch;
+      auto job = [&](int64_t j) {
+        int64_t a = j / nch, c = j % nch;
+        int64_t r0 = c * kChunk, r1 = std::min(R, r0 + kChunk);
+        Cm lane[kLanes];
+        for (int l = 0; l < kLanes; ++l) lane[l] = Ac::init();
+        int64_t base = a * R, r = r0;
+        if constexpr (T == DType::f32 || T == DType::f64 || T == DType::s32 || T == DType::u32) {
+          const Cm* x = static_cast<const Cm*>(src) + base;
+          for (; r + kLanes <= r1; r += kLanes)
+            for (int l = 0; l < kLanes; ++l) lane[l] = Ac::f(lane[l], x[r + l]);
+        }
+        for (int l = 0; r < r1; ++r, l = (l + 1) % kLanes)
+          lane[l] = Ac::f(lane[l], load_elem<T>(src, base + r));
+        for (int w = kLanes / 2; w >= 1; w /= 2)
+          for (int l = 0; l < w; ++l) lane[l] = Ac::f(lane[l], lane[l + w]);
+        part[j] = lane[0];
+      };
+      if (jobs * std::min(R, kChunk) >= kParallelElements && f.num_threads > 1 && jobs > 1) {
+#pragma omp parallel for num_threads(f.num_threads) schedule(static)
+        for (int64_t j = 0; j < jobs; ++j) job(j);
+      } else {
+        for (int64_t j = 0; j < jobs; ++j) job(j);
+      }
+      for (int64_t a = 0; a < A; ++a) {
+        Cm v = part[a * nch];
+        for (int64_t c = 1; c < nch; ++c) v = Ac::f(v, part[a * nch + c]);
+        store_elem<T>(dst, a, v);
+      }
+      return;
+    }
+    // Column reductions: out[a, c] folds in[a, r, c] over r in order; vectorizes over c.
+    auto* acc = reinterpret_cast<Cm*>(f.scratch + partial_offset);
+    auto rows = [&](int64_t a0, int64_t a1) {
+      for (int64_t a = a0; a < a1; ++a) {
+        Cm* o = acc + a * C;
+        for (int64_t c = 0; c < C; ++c) o[c] = Ac::init();
+        for (int64_t r = 0; r < R; ++r) {
+          int64_t base = (a * R + r) * C;
+          if constexpr (T == DType::bf16 || T == DType::f16) {
+            for (int64_t c = 0; c < C; ++c) o[c] = Ac::f(o[c], load_elem<T>(src, base + c));
+          } else {
+            const Cm* x = static_cast<const Cm*>(src) + base;
+            for (int64_t c = 0; c < C; ++c) o[c] = Ac::f(o[c], x[c]);
+          }
+        }
+        for (int64_t c = 0; c < C; ++c) store_elem<T>(dst, a * C + c, o[c]);
+      }
+    };
+    if (A > 1 && A * R * C >= kParallelElements && f.num_threads > 1) {
+      int nt = int(std::min<int64_t>(f.num_threads, A));
+#pragma omp parallel for num_threads(nt) schedule(static)
+      for (int t = 0; t < nt; ++t) rows(A * t / nt, A * (t + 1) / nt);
+    } else {
+      rows(0, A);
+    }
+  }
+
+  static void exec(const Kernel& k, const Frame& f) {
+    const auto& r = as<ReduceKernel>(k);
+    dispatch(r.dtype, [&]<DType T>() {
+      if constexpr (T != DType::i1) {
+        switch (r.kind) {
+          case ir::ReduceKind::sum:
+            return r.go<T, ir::ReduceKind::sum>(f);
+          case ir::ReduceKind::max:
+            return r.go<T, ir::ReduceKind::max>(f);
+          case ir::ReduceKind::min:
+            return r.go<T, ir::ReduceKind::min>(f);
+        }
+      }
+    });
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_reduce(const ir::Function& f, int32_t id) {
+  const ir::Node& n = f.nodes[size_t(id)];
+  const Shape& s = f.type(n.operands[0]).shape;
+  auto k = std::make_unique<ReduceKernel>();
+  k->in = n.operands[0];
+  k->out = id;
+  k->dtype = n.type.dtype;
+  k->kind = n.attrs.reduce_kind;
+  std::vector<bool> red(size_t(s.rank()), false);
+  for (int64_t d : n.attrs.dimensions) red[size_t(d)] = true;
+  // Segments of non-trivial dims: kept / reduced runs.
+  std::vector<std::pair<bool, int64_t>> seg;
+  for (int64_t d = 0; d < s.rank(); ++d) {
+    if (s[d] == 1) continue;
+    if (!seg.empty() && seg.back().first == red[size_t(d)])
+      seg.back().second *= s[d];
+    else
+      seg.push_back({red[size_t(d)], s[d]});
+  }
+  int nred = 0;
+  for (auto& sg : seg) nred += sg.first;
+  size_t csize = size_of(k->dtype) <= 4 ? 4 : 8;  // accumulator bytes (bf16/f16 in f32)
+  int64_t canon_bytes = 0;
+  if (nred <= 1) {
+    bool seen = false;
+    for (auto& [r, sz] : seg) {
+      if (r) {
+        k->R = sz;
+        seen = true;
+      } else {
+        (seen ? k->C : k->A) *= sz;
+      }
+    }
+  } else {
+    // Transpose into [kept..., reduced...].
+    std::vector<int64_t> kept, reduced;
+    for (int64_t d = 0; d < s.rank(); ++d) (red[size_t(d)] ? reduced : kept).push_back(d);
+    auto st = s.strides();
+    std::vector<int64_t> order = kept;
+    order.insert(order.end(), reduced.begin(), reduced.end());
+    Shape box;
+    std::vector<int64_t> src_strides;
+    for (int64_t d : order) {
+      box.dims.push_back(s[d]);
+      src_strides.push_back(st[size_t(d)]);
+    }
+    CopyPlan p;
+    p.dims = box.dims;
+    p.dst_strides = box.strides();
+    p.src_strides = src_strides;
+    p.elem_size = size_of(k->dtype);
+    p.collapse();
+    k->to_canonical = p;
+    k->transpose_first = true;
+    for (int64_t d : kept) k->A *= s[d];
+    for (int64_t d : reduced) k->R *= s[d];
+    canon_bytes = (s.numel() * int64_t(size_of(k->dtype)) + 63) / 64 * 64;
+  }
+  int64_t nch = std::max<int64_t>((k->R + kChunk - 1) / kChunk, 1);
+  int64_t partial = k->C == 1 ? k->A * nch : k->A * k->C;
+  k->partial_offset = canon_bytes;
+  k->scratch_bytes = canon_bytes + partial * int64_t(csize);
+  k->run = &ReduceKernel::exec;
+  k->reads = {k->in};
+  k->writes = {id};
+  return k;
+}
+
+}  // namespace tlaloc::runtime::host
