@@ -3,23 +3,35 @@
 namespace tlaloc::random {
 namespace {
 
-inline uint32_t rotl(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+template <int R>
+inline void mix(uint32_t& x0, uint32_t& x1) {
+  x0 += x1;
+  x1 = (x1 << R) | (x1 >> (32 - R));
+  x1 ^= x0;
+}
 
-// Threefry-2x32-20 (Salmon et al. 2011): 5 groups of 4 rounds with a key injection after each.
+// Four rounds with rotations R0..R3, then the key injection (a, b + i).
+template <int R0, int R1, int R2, int R3>
+inline void group(uint32_t& x0, uint32_t& x1, uint32_t a, uint32_t b, uint32_t i) {
+  mix<R0>(x0, x1);
+  mix<R1>(x0, x1);
+  mix<R2>(x0, x1);
+  mix<R3>(x0, x1);
+  x0 += a;
+  x1 += b + i;
+}
+
+// Threefry-2x32-20 (Salmon et al. 2011): 5 groups of 4 rounds with a key injection after each,
+// fully unrolled so that loops over counters vectorise.
 inline void hash(uint32_t k0, uint32_t k1, uint32_t& x0, uint32_t& x1) {
-  const uint32_t ks[3] = {k0, k1, k0 ^ k1 ^ 0x1BD11BDAu};
-  static constexpr int kRot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
-  x0 += ks[0];
-  x1 += ks[1];
-  for (int g = 0; g < 5; ++g) {
-    for (int r : kRot[g % 2]) {
-      x0 += x1;
-      x1 = rotl(x1, r);
-      x1 ^= x0;
-    }
-    x0 += ks[(g + 1) % 3];
-    x1 += ks[(g + 2) % 3] + uint32_t(g + 1);
-  }
+  const uint32_t k2 = k0 ^ k1 ^ 0x1BD11BDAu;
+  x0 += k0;
+  x1 += k1;
+  group<13, 15, 26, 6>(x0, x1, k1, k2, 1);
+  group<17, 29, 16, 24>(x0, x1, k2, k0, 2);
+  group<13, 15, 26, 6>(x0, x1, k0, k1, 3);
+  group<17, 29, 16, 24>(x0, x1, k1, k2, 4);
+  group<13, 15, 26, 6>(x0, x1, k2, k0, 5);
 }
 
 // Legacy threefry_2x32(key, iota(m)): the counts are padded to even length m', cut into halves
