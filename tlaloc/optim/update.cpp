@@ -9,6 +9,12 @@ using trace::Tensor;
 
 namespace {
 
+// select(pred, on_true, on_false) with a scalar i1 predicate kept scalar (StableHLO allows it).
+Tensor select_scalar(const Tensor& pred, const Tensor& on_true, const Tensor& on_false) {
+  ir::Builder& b = on_true.builder();
+  return {&b, b.select(pred.id(), on_true.id(), on_false.id())};
+}
+
 struct Group {
   Tensor lr;  // f64 scalar input
   double wd;
@@ -26,8 +32,8 @@ Tensor update_param(const Optimizer& opt, const Group& grp, const Tensor& step, 
     if (o->momentum != 0) {
       int s = slot(StateKind::momentum_buffer);
       Tensor damped = o->dampening == 0 ? d : d * (1 - o->dampening);
-      Tensor buf = trace::where(equal(step, trace::scalar(0, DType::s32)), d,
-                                st[size_t(s)] * o->momentum + damped);
+      Tensor first = equal(step, trace::scalar(0, DType::s32));
+      Tensor buf = select_scalar(first, d, st[size_t(s)] * o->momentum + damped);
       st[size_t(s)] = buf;
       d = o->nesterov ? d + buf * o->momentum : buf;
     }
@@ -82,6 +88,33 @@ std::vector<Array> TrainStep::scalar_inputs(std::span<const double> lr, double g
   for (double x : lr) out.push_back(Array::scalar<double>(x));
   out.push_back(Array::scalar<double>(grad_scale));
   return out;
+}
+
+std::vector<Array> TrainStep::inputs(std::vector<Array> other, std::vector<Array>& params,
+                                     std::vector<Array>& state, std::span<const double> lr,
+                                     double grad_scale) const {
+  if (int(other.size()) != num_other_inputs || int(params.size()) != num_params ||
+      int(state.size()) != this->state.size())
+    fail("train step: got {} other inputs, {} params, {} state tensors; expected {}, {}, {}",
+         other.size(), params.size(), state.size(), num_other_inputs, num_params,
+         this->state.size());
+  std::vector<Array> in = std::move(other);
+  for (Array& p : params) in.push_back(std::move(p));
+  for (Array& s : state) in.push_back(std::move(s));
+  for (Array& s : scalar_inputs(lr, grad_scale)) in.push_back(std::move(s));
+  return in;
+}
+
+void TrainStep::take_updated(std::vector<Array>& outputs, std::vector<Array>& params,
+                             std::vector<Array>& state) const {
+  if (outputs.size() != size_t(fn.num_outputs()))
+    fail("train step: {} outputs, the program has {}", outputs.size(), fn.num_outputs());
+  params.resize(size_t(num_params));
+  state.resize(size_t(this->state.size()));
+  for (int i = 0; i < num_params; ++i)
+    params[size_t(i)] = std::move(outputs[size_t(param_output(i))]);
+  for (int j = 0; j < this->state.size(); ++j)
+    state[size_t(j)] = std::move(outputs[size_t(state_output(j))]);
 }
 
 TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_params,
@@ -205,11 +238,11 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
     names.push_back(out_name(r, r == 0 ? "loss" : fmt::format("aux{}", r - 1)));
   }
   for (int i = 0; i < num_params; ++i) {
-    results.push_back(where(found_inf, params[size_t(i)], new_params[size_t(i)]).id());
+    results.push_back(select_scalar(found_inf, params[size_t(i)], new_params[size_t(i)]).id());
     names.push_back(pnames[size_t(i)]);
   }
   for (int j = 0; j < ts.state.size(); ++j) {
-    results.push_back(where(found_inf, state[size_t(j)], new_state[size_t(j)]).id());
+    results.push_back(select_scalar(found_inf, state[size_t(j)], new_state[size_t(j)]).id());
     names.push_back(ts.state.slots[size_t(j)].name);
   }
   results.push_back(found_inf.id());

@@ -53,6 +53,14 @@ struct TrainStep {
   // The trailing scalar inputs: one f64 lr per group, then f64 grad_scale. Throws if lr has
   // the wrong count or grad_scale <= 0.
   std::vector<Array> scalar_inputs(std::span<const double> lr, double grad_scale = 1.0) const;
+  // The full input list for one step: `other` (the batch...), then params and state moved in
+  // (they are left empty), then scalar_inputs(lr, grad_scale). Throws on wrong counts.
+  std::vector<Array> inputs(std::vector<Array> other, std::vector<Array>& params,
+                            std::vector<Array>& state, std::span<const double> lr,
+                            double grad_scale = 1.0) const;
+  // Moves params' and state' out of a step's outputs into params and state (resized).
+  void take_updated(std::vector<Array>& outputs, std::vector<Array>& params,
+                    std::vector<Array>& state) const;
 };
 
 // Builds the train step from G (see above); `num_params` is the number of trailing inputs of
