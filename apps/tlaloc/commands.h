@@ -3,10 +3,25 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+#include "tlaloc/ir/ir.h"
 
 namespace tlaloc::app {
 
 // A new command: declare its register_* here, define it in cmd_<name>.cpp, call it in main.cpp.
-void register_train(CLI::App& app);  // tlaloc train disc|fmnist|lm
+void register_train(CLI::App& app);   // tlaloc train disc|fmnist|lm
+void register_export(CLI::App& app);  // tlaloc export RECIPE: the train step as StableHLO
+
+// A recipe whose train step `tlaloc export NAME` prints: `step` builds the whole captured
+// train step (forward, gradient, optimizer update, aliases). Register before parsing.
+struct ExportRecipe {
+  std::string name;  // "disc", "fmnist", "lm"
+  std::string help;  // one line
+  std::function<ir::Function()> step;
+};
+// Adds (or replaces, by name) a recipe; throws tlaloc::Error if name is empty or step unset.
+void add_export_recipe(ExportRecipe recipe);
 
 }  // namespace tlaloc::app

@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", TLALOC_VERSION);
   tlaloc::app::register_train(app);
+  tlaloc::app::register_export(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,91 @@
+// tlaloc export RECIPE: prints the recipe's whole train step as StableHLO (stablehlo::emit), the
+// program the pjrt lane compiles, so a user can read it or hand it to any PJRT client.
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "apps/tlaloc/commands.h"
+#include "tlaloc/core/error.h"
+#include "tlaloc/stablehlo/emit.h"
+#include "tlaloc/stablehlo/parse.h"
+
+namespace tlaloc::app {
+namespace {
+
+std::map<std::string, ExportRecipe>& recipes() {
+  static std::map<std::string, ExportRecipe> r;
+  return r;
+}
+
+struct ExportArgs {
+  std::string recipe;
+  std::string output;  // "" or "-": stdout
+  std::string precision = "default";
+  bool no_names = false;
+};
+
+void write_file(const std::string& path, const std::string& text) {
+  // Write beside the target and rename, so a failed write never leaves a truncated file.
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) fail("tlaloc export: cannot write {}", tmp);
+    f << text;
+    if (!f.flush()) fail("tlaloc export: cannot write {}", tmp);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail("tlaloc export: cannot rename {} to {}", tmp, path);
+  }
+}
+
+void run_export(const ExportArgs& a) {
+  auto it = recipes().find(a.recipe);
+  if (it == recipes().end()) {
+    std::string known;
+    for (auto& [name, r] : recipes()) known += (known.empty() ? "" : ", ") + name;
+    fail("tlaloc export: unknown recipe '{}' (known: {})", a.recipe,
+         known.empty() ? "none registered in this build" : known);
+  }
+  stablehlo::EmitOptions o;
+  if (a.precision == "default")
+    o.precision = stablehlo::Precision::DEFAULT;
+  else if (a.precision == "high")
+    o.precision = stablehlo::Precision::HIGH;
+  else if (a.precision == "highest")
+    o.precision = stablehlo::Precision::HIGHEST;
+  else
+    fail("tlaloc export: --precision {} (use default, high or highest)", a.precision);
+  o.names = !a.no_names;
+  std::string text = stablehlo::emit(it->second.step(), o);
+  stablehlo::parse(text);  // what tlaloc exports, tlaloc reads back
+  if (a.output.empty() || a.output == "-")
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  else
+    write_file(a.output, text);
+}
+
+}  // namespace
+
+void add_export_recipe(ExportRecipe recipe) {
+  if (recipe.name.empty() || !recipe.step)
+    fail("add_export_recipe: a recipe needs a name and a step");
+  std::string name = recipe.name;
+  recipes()[name] = std::move(recipe);
+}
+
+void register_export(CLI::App& app) {
+  auto args = std::make_shared<ExportArgs>();
+  auto* cmd = app.add_subcommand(
+      "export", "print a recipe's train step as StableHLO (MLIR text for any PJRT client)");
+  cmd->add_option("recipe", args->recipe, "recipe whose train step to export (disc, fmnist, lm)")
+      ->required();
+  cmd->add_option("-o,--output", args->output, "write to this file instead of stdout");
+  cmd->add_option("--precision", args->precision,
+                  "dot_general precision: default (XLA may use TF32), high, highest (full f32)")
+      ->capture_default_str();
+  cmd->add_flag("--no-names", args->no_names, "omit tlaloc.name attributes");
+  cmd->callback([args] { run_export(*args); });
+}
+
+}  // namespace tlaloc::app
