@@ -32,23 +32,28 @@ TEST(ProgramRandom, EqualsHostBitsForSeveralShapes) {
                           Shape{3, 5}, Shape{5, 3, 3}, Shape{1000}, Shape{17, 31}};
   for (Mode m : {Mode::partitionable, Mode::legacy}) {
     for (const Shape& s : shapes) {
-      auto exe = runtime::host::compile(draws(s, m));
-      for (uint64_t seed : {0ull, 1701ull, 0x123456789abcdefull}) {
-        const Key k = key(seed);
-        const int32_t step = 12345;
-        std::vector<Array> in{key_data(k), Array::scalar<int32_t>(step)};
-        auto out = exe->run(in);
-        const std::string where = to_string(s) + (m == Mode::legacy ? " legacy" : " partitionable");
-        EXPECT_TRUE(out[0].bitwise_equal(bits(k, s, m))) << where;
-        EXPECT_TRUE(out[1].bitwise_equal(uniform(k, s, DType::f32, 0, 1, m))) << where;
-        EXPECT_TRUE(out[2].bitwise_equal(uniform(k, s, DType::f32, -2.5, 3, m))) << where;
-        EXPECT_TRUE(out[3].bitwise_equal(bernoulli(k, 0.3, s, m))) << where;
-        std::vector<uint32_t> want_keys;
-        for (Key kk : split(k, 3, m)) want_keys.push_back(kk.hi), want_keys.push_back(kk.lo);
-        EXPECT_EQ(out[4].to_vector<uint32_t>(), want_keys) << where;
-        const Key folded = fold_in(k, uint32_t(step));
-        EXPECT_TRUE(out[5].bitwise_equal(key_data(folded))) << where;
-        EXPECT_TRUE(out[6].bitwise_equal(bits(folded, s, m))) << where;
+      // Fused and unfused kernels must agree with the host functions alike.
+      for (bool fuse : {true, false}) {
+        auto exe = runtime::host::compile(draws(s, m), {.num_threads = 0, .fuse = fuse});
+        for (uint64_t seed : {0ull, 1701ull, 0x123456789abcdefull}) {
+          const Key k = key(seed);
+          const int32_t step = 12345;
+          std::vector<Array> in{key_data(k), Array::scalar<int32_t>(step)};
+          auto out = exe->run(in);
+          const std::string where = to_string(s) +
+                                    (m == Mode::legacy ? " legacy" : " partitionable") +
+                                    (fuse ? " fused" : " unfused");
+          EXPECT_TRUE(out[0].bitwise_equal(bits(k, s, m))) << where;
+          EXPECT_TRUE(out[1].bitwise_equal(uniform(k, s, DType::f32, 0, 1, m))) << where;
+          EXPECT_TRUE(out[2].bitwise_equal(uniform(k, s, DType::f32, -2.5, 3, m))) << where;
+          EXPECT_TRUE(out[3].bitwise_equal(bernoulli(k, 0.3, s, m))) << where;
+          std::vector<uint32_t> want_keys;
+          for (Key kk : split(k, 3, m)) want_keys.push_back(kk.hi), want_keys.push_back(kk.lo);
+          EXPECT_EQ(out[4].to_vector<uint32_t>(), want_keys) << where;
+          const Key folded = fold_in(k, uint32_t(step));
+          EXPECT_TRUE(out[5].bitwise_equal(key_data(folded))) << where;
+          EXPECT_TRUE(out[6].bitwise_equal(bits(folded, s, m))) << where;
+        }
       }
     }
   }
