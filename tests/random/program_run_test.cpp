@@ -2,6 +2,7 @@
 // host functions' values bit for bit (several shapes, odd sizes, both modes).
 #include <gtest/gtest.h>
 
+#include "support/stablehlo_roundtrip.h"
 #include "tlaloc/random/program.h"
 #include "tlaloc/random/random.h"
 #include "tlaloc/runtime/host/compile.h"
@@ -55,6 +56,18 @@ TEST(ProgramRandom, EqualsHostBitsForSeveralShapes) {
           EXPECT_TRUE(out[6].bitwise_equal(bits(folded, s, m))) << where;
         }
       }
+    }
+  }
+}
+
+// The same programs as StableHLO text (what the pjrt lane compiles): emit -> parse -> run equals
+// the captured function bit for bit.
+TEST(ProgramRandom, StableHloRoundTrip) {
+  for (Mode m : {Mode::partitionable, Mode::legacy}) {
+    for (const Shape& s : {Shape{7}, Shape{4, 3}}) {
+      std::vector<Array> in{key_data(key(99)), Array::scalar<int32_t>(3)};
+      std::string text = tlaloc::testing::expect_stablehlo_roundtrip(draws(s, m), in);
+      EXPECT_NE(text.find("shift_right_logical"), std::string::npos);
     }
   }
 }
