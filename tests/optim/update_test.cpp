@@ -1,6 +1,6 @@
 // The in-program update (append_update), run by the IR reference interpreter
-// (passes::interpret), against the host reference step (the oracle), the PyTorch fixtures and
-// hand-computed values. host_update_test.cpp runs the same program on the host lane.
+// (passes::interpret) and by the host lane (runtime::host, donated in place), against the host
+// reference step (the oracle), the PyTorch fixtures and hand-computed values.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,6 +10,7 @@
 #include "tlaloc/autodiff/autodiff.h"
 #include "tlaloc/optim/update.h"
 #include "tlaloc/passes/evaluate.h"
+#include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/trace/tensor.h"
 
 namespace tlaloc::optim {
@@ -39,28 +40,50 @@ ir::Function given_grads_fn(const std::vector<Shape>& shapes, DType pdtype = DTy
       in);
 }
 
-// Runs a TrainStep built from given_grads_fn with the interpreter.
+enum class Engine { interpreter, host };
+
+// Runs a program: the interpreter reads its inputs; the host lane consumes the donated ones.
+struct Runner {
+  Engine engine;
+  std::unique_ptr<runtime::Executable> exe;
+  Runner(Engine e, const ir::Function& f) : engine(e) {
+    if (e == Engine::host) exe = runtime::host::compile(f);
+  }
+  std::vector<Array> operator()(const ir::Function& f, std::vector<Array>& in) {
+    if (engine == Engine::interpreter) return passes::interpret(f, in);
+    std::vector<Array> out = exe->run_donated(in);
+    for (const ir::Alias& a : f.aliases)
+      EXPECT_TRUE(in[size_t(a.input)].empty()) << "input " << a.input << " was not donated";
+    return out;
+  }
+};
+
+// Runs a TrainStep built from given_grads_fn.
 struct Stepper {
   TrainStep ts;
+  std::unique_ptr<Runner> run;
   std::vector<Array> params, state;
   std::vector<Array> last;  // outputs of the last step (params and state moved out)
 
-  Stepper(const Optimizer& opt, const UpdateOptions& o, std::vector<Array> init,
+  Stepper(Engine e, const Optimizer& opt, const UpdateOptions& o, std::vector<Array> init,
           DType gdtype = DType::f32, DType pdtype = DType::f32) {
     std::vector<Shape> shapes;
     for (const Array& a : init) shapes.push_back(a.shape());
     ts = append_update(opt, given_grads_fn(shapes, pdtype, gdtype), int(shapes.size()), o);
+    run = std::make_unique<Runner>(e, ts.fn);
     params = std::move(init);
     state = init_state(ts.state);
   }
   // One step; returns found_inf.
   bool step(const std::vector<Array>& grads, std::span<const double> lr, double grad_scale = 1) {
     std::vector<Array> in = ts.inputs(grads, params, state, lr, grad_scale);
-    last = passes::interpret(ts.fn, in);
+    last = (*run)(ts.fn, in);
     ts.take_updated(last, params, state);
     return last[size_t(ts.found_inf_output())].at(0) != 0;
   }
 };
+
+class OptimUpdate : public ::testing::TestWithParam<Engine> {};
 
 double worst_err(const std::vector<Array>& a, const std::vector<Array>& b) {
   double w = 0;
@@ -71,14 +94,14 @@ double worst_err(const std::vector<Array>& a, const std::vector<Array>& b) {
   return w;
 }
 
-TEST(OptimUpdate, InProgramMatchesReferenceAndTorch) {
+TEST_P(OptimUpdate, InProgramMatchesReferenceAndTorch) {
   for (const json& c : torch_fixtures().at("cases")) {
     const std::string name = c.at("name");
     SCOPED_TRACE(name);
     const Optimizer opt = optimizer_from(c);
     const UpdateOptions options = options_from(c);
     const std::vector<Shape> shapes = shapes_from(c);
-    Stepper prog(opt, options, arrays_from(c.at("init"), shapes));
+    Stepper prog(GetParam(), opt, options, arrays_from(c.at("init"), shapes));
     std::vector<Array> ref_params = arrays_from(c.at("init"), shapes);
     std::vector<Array> ref_state = init_state(prog.ts.state);
     const std::vector<double> lr = prog.ts.group_lr();
@@ -105,13 +128,13 @@ TEST(OptimUpdate, InProgramMatchesReferenceAndTorch) {
   }
 }
 
-TEST(OptimUpdate, HandComputedConventions) {
+TEST_P(OptimUpdate, HandComputedConventions) {
   for (const HandCase& hc : hand_cases()) {
     SCOPED_TRACE(hc.name);
     std::vector<Array> init;
     for (const auto& v : hc.init)
       init.push_back(Array::from_doubles(DType::f32, Shape{int64_t(v.size())}, v));
-    Stepper prog(hc.opt, hc.options, init);
+    Stepper prog(GetParam(), hc.opt, hc.options, init);
     for (const auto& step : hc.grads) {
       std::vector<Array> grads;
       for (const auto& g : step)
@@ -126,7 +149,7 @@ TEST(OptimUpdate, HandComputedConventions) {
 
 // found-inf: a non-finite value anywhere in any gradient leaves params, moments and the step
 // count bit-identical, for every optimizer; the next finite step then matches a first step.
-TEST(OptimUpdate, FoundInfSkipsEverythingBitwise) {
+TEST_P(OptimUpdate, FoundInfSkipsEverythingBitwise) {
   const std::vector<Optimizer> opts{SGD{.lr = 0.1, .momentum = 0.9},
                                     Adam{.lr = 0.1, .weight_decay = 0.1, .amsgrad = true},
                                     AdamW{.lr = 0.1}};
@@ -147,7 +170,7 @@ TEST(OptimUpdate, FoundInfSkipsEverythingBitwise) {
                             Array::from_doubles(DType::f32, shapes[1], {-1, -2, -3, -4})};
     UpdateOptions o;
     o.max_norm = 10.0;
-    Stepper prog(opt, o, init);
+    Stepper prog(GetParam(), opt, o, init);
     std::vector<double> lr = prog.ts.group_lr();
     for (double bad : {double(INFINITY), -double(INFINITY), double(NAN)})
       for (auto [param, index] : {std::pair{0, 0}, {0, 5}, {1, 2}}) {
@@ -170,12 +193,12 @@ TEST(OptimUpdate, FoundInfSkipsEverythingBitwise) {
   }
 }
 
-TEST(OptimUpdate, StepCountPast2To24) {
+TEST_P(OptimUpdate, StepCountPast2To24) {
   // β2 = 1 − 1e-8 so the bias correction still matters at t ≈ 2^24 (1 − β2^t ≈ 0.155): an f32
   // step count would stop at 2^24 and an f32 β2 would be 1.
   const Optimizer opt = Adam{.lr = 0.1, .betas = {0.9, 1 - 1e-8}};
   std::vector<Array> init{Array::from<float>(Shape{3}, {1.f, 2.f, 3.f})};
-  Stepper prog(opt, {}, init);
+  Stepper prog(GetParam(), opt, {}, init);
   const int32_t start = (1 << 24) - 2;
   prog.state.back() = Array::scalar<int32_t>(start);
   std::vector<Array> ref = init, ref_state = init_state(prog.ts.state);
@@ -190,13 +213,13 @@ TEST(OptimUpdate, StepCountPast2To24) {
   }
 }
 
-TEST(OptimUpdate, HalfPrecisionGradientsWithF32Masters) {
+TEST_P(OptimUpdate, HalfPrecisionGradientsWithF32Masters) {
   for (DType half : {DType::bf16, DType::f16}) {
     SCOPED_TRACE(std::string(name(half)));
     const std::vector<Shape> shapes{{5}};
     std::vector<Array> init{Array::from<float>(shapes[0], {0.1f, -0.2f, 0.3f, 0.4f, -0.5f})};
     UpdateOptions o;
-    Stepper prog(AdamW{.lr = 0.01}, o, init, half, half);
+    Stepper prog(GetParam(), AdamW{.lr = 0.01}, o, init, half, half);
     EXPECT_EQ(prog.ts.fn.input_type(prog.ts.param_input(0)).dtype, DType::f32);
     std::vector<Array> ref = init, ref_state = init_state(prog.ts.state);
     for (int k = 0; k < 10; ++k) {
@@ -213,7 +236,7 @@ TEST(OptimUpdate, HalfPrecisionGradientsWithF32Masters) {
 // The whole pipeline: value_and_grad of a linear regression, append_update with decay groups
 // from parameter names, against the reference step fed the closed-form gradient
 // dL/dw = 2/N·xᵀr, dL/db = 2/N·Σr with r = x·w + b − y, N = 4.
-TEST(OptimUpdate, OnAutodiffGradientOfLinearRegression) {
+TEST_P(OptimUpdate, OnAutodiffGradientOfLinearRegression) {
   const std::vector<double> x{0.5, -1, 2, 1, 0.25, -0.5, -1.5, 2, 1, 0, 1, 3};  // [4,3]
   const std::vector<double> y{1, -2, 0.5, 3};                                   // [4,1]
   ir::Function f = trace::capture(
@@ -237,6 +260,7 @@ TEST(OptimUpdate, OnAutodiffGradientOfLinearRegression) {
                             Array::from<float>(shapes[1], {0.5f})};
   std::vector<Array> state = init_state(ts.state);
   std::vector<Array> ref = params, ref_state = state;
+  Runner run(GetParam(), ts.fn);
   const Array xa = Array::from_doubles(DType::f32, Shape{4, 3}, x);
   const Array ya = Array::from_doubles(DType::f32, Shape{4, 1}, y);
   for (int k = 0; k < 5; ++k) {
@@ -254,13 +278,53 @@ TEST(OptimUpdate, OnAutodiffGradientOfLinearRegression) {
                              Array::from_doubles(DType::f32, shapes[1], {gb})};
     reference_step(opt, o, ref, grads, ref_state, ts.group_lr());
     std::vector<Array> in = ts.inputs({xa, ya}, params, state, ts.group_lr());
-    std::vector<Array> out = passes::interpret(ts.fn, in);
+    std::vector<Array> out = run(ts.fn, in);
     EXPECT_NEAR(out[0].at(0), loss, 1e-6 * loss);
     ts.take_updated(out, params, state);
     EXPECT_LE(worst_err(params, ref), 1e-6) << "step " << k;
     EXPECT_LE(worst_err(state, ref_state), 1e-6) << "step " << k;
   }
 }
+
+TEST(OptimUpdateHost, LrChangesEveryStepWithOneExecutable) {
+  const std::vector<Shape> shapes{{8}};
+  std::vector<Array> init{Array::filled(DType::f32, shapes[0], 1.0)};
+  const int64_t before = runtime::host::compile_count();
+  Stepper prog(Engine::host, AdamW{.lr = 0.01}, {}, init);
+  std::vector<Array> ref = init, ref_state = init_state(prog.ts.state);
+  double worst = 0;
+  for (int k = 0; k < 100; ++k) {
+    std::vector<double> lr{0.01 * (1 + std::cos(0.07 * k))};  // a new value every step
+    std::vector<Array> g{Array::filled(DType::f32, shapes[0], std::sin(0.3 * k))};
+    prog.step(g, lr);
+    reference_step(AdamW{.lr = 0.01}, {}, ref, g, ref_state, lr);
+    worst = std::max(worst, worst_err(prog.params, ref));
+  }
+  EXPECT_EQ(runtime::host::compile_count() - before, 1);
+  EXPECT_LE(worst, kTol);
+  EXPECT_EQ(prog.state.back().at(0), 100);
+}
+
+TEST(OptimUpdateHost, ReusingADonatedBufferIsAnError) {
+  const std::vector<Shape> shapes{{4}};
+  Stepper prog(Engine::host, Adam{}, {}, {Array::filled(DType::f32, shapes[0], 1.0)});
+  std::vector<Array> in = prog.ts.inputs({Array::filled(DType::f32, shapes[0], 0.5)}, prog.params,
+                                         prog.state, prog.ts.group_lr());
+  std::vector<Array> out = prog.run->exe->run_donated(in);
+  EXPECT_TRUE(in[size_t(prog.ts.param_input(0))].empty());
+  // The same inputs again: the params and state were donated by the first call.
+  try {
+    prog.run->exe->run_donated(in);
+    FAIL() << "reusing a donated input did not throw";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("donated"), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, OptimUpdate, ::testing::Values(Engine::interpreter, Engine::host),
+                         [](const auto& info) {
+                           return info.param == Engine::host ? "host" : "interpreter";
+                         });
 
 }  // namespace
 }  // namespace tlaloc::optim
