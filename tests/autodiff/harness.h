@@ -6,18 +6,23 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "tlaloc/autodiff/autodiff.h"
 #include "tlaloc/ir/builder.h"
 #include "tlaloc/passes/evaluate.h"
+#include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/trace/tensor.h"
 
 namespace tlaloc::testing {
 
-// Runs f on inputs.
+// Runs f on the host lane (compiled once per call; use compile_host to run many times).
+inline std::unique_ptr<runtime::Executable> compile_host(const ir::Function& f) {
+  return runtime::host::compile(f);
+}
 inline std::vector<Array> execute(const ir::Function& f, const std::vector<Array>& inputs) {
-  return passes::interpret(f, inputs);
+  return compile_host(f)->run(inputs);
 }
 
 // Deterministic values in [lo, hi) (a 64-bit LCG), as f64.
@@ -42,7 +47,8 @@ inline double dot(const Array& a, const Array& b) {
 }
 
 // Checks vjp(f, wrt) at `x` against central differences of L(x) = sum_k <ct_k, f(x)_k> with
-// step h: |analytic - fd| <= tol * max(1, |fd|) for every element of every wrt input.
+// step h: |analytic - fd| <= tol * max(1, |fd|) for every element of every wrt input. Both run
+// on the host lane; the gradient is also cross-checked against the reference interpreter.
 inline void expect_vjp_matches_fd(const ir::Function& f, const std::vector<Array>& x,
                                   std::vector<int> wrt, double h = 1e-6, double tol = 1e-6,
                                   uint64_t seed = 99) {
@@ -58,8 +64,14 @@ inline void expect_vjp_matches_fd(const ir::Function& f, const std::vector<Array
   gin.insert(gin.end(), cts.begin(), cts.end());
   std::vector<Array> grads = execute(g, gin);
   ASSERT_EQ(grads.size(), wrt.size());
+  std::vector<Array> ref = passes::interpret(g, gin);
+  for (size_t j = 0; j < grads.size(); ++j)
+    for (int64_t e = 0; e < grads[j].numel(); ++e)
+      EXPECT_NEAR(grads[j].at(e), ref[j].at(e), 1e-12 * std::max(1.0, std::fabs(ref[j].at(e))))
+          << f.name << ": host lane vs interpreter, output " << j << " element " << e;
+  auto fexe = compile_host(f);
   auto loss = [&](const std::vector<Array>& in) {
-    std::vector<Array> out = execute(f, in);
+    std::vector<Array> out = fexe->run(in);
     double s = 0;
     for (size_t k = 0; k < out.size(); ++k)
       if (is_floating(out[k].dtype())) s += dot(cts[k], out[k]);
