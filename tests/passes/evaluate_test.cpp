@@ -8,6 +8,7 @@
 
 #include "tlaloc/ir/builder.h"
 #include "tlaloc/passes/evaluate.h"
+#include "tlaloc/runtime/host/compile.h"
 
 using namespace tlaloc;
 using namespace tlaloc::ir;
@@ -177,9 +178,9 @@ std::multimap<Op, Case> cases() {
   return m;
 }
 
-}  // namespace
-
-TEST(Evaluate, EveryOpAgainstHandValues) {
+// Runs every case with `run` and compares with the hand values.
+void check_all(
+    const std::function<std::vector<Array>(const Function&, const std::vector<Array>&)>& run) {
   auto table = cases();
   for (Op op : kAllOps) EXPECT_TRUE(table.count(op) > 0) << op_name(op) << " has no case";
   for (auto& [op, c] : table) {
@@ -188,7 +189,7 @@ TEST(Evaluate, EveryOpAgainstHandValues) {
     std::vector<ValueId> params;
     for (auto& a : c.in) params.push_back(b.parameter({a.dtype(), a.shape()}));
     Function f = b.build({c.build(b, params)});
-    auto out = passes::interpret(f, c.in)[0].to_doubles();
+    auto out = run(f, c.in)[0].to_doubles();
     ASSERT_EQ(out.size(), c.expected.size());
     for (size_t i = 0; i < out.size(); ++i) {
       if (std::isnan(c.expected[i]))
@@ -197,6 +198,20 @@ TEST(Evaluate, EveryOpAgainstHandValues) {
         EXPECT_EQ(out[i], c.expected[i]) << i;
     }
   }
+}
+
+}  // namespace
+
+TEST(Evaluate, EveryOpAgainstHandValues) {
+  check_all(
+      [](const Function& f, const std::vector<Array>& in) { return passes::interpret(f, in); });
+}
+
+// Folding must not change a program's results on the host lane: the same edge cases there.
+TEST(Evaluate, HostLaneAgreesOnTheSameCases) {
+  check_all([](const Function& f, const std::vector<Array>& in) {
+    return runtime::host::compile(f)->run(in);
+  });
 }
 
 TEST(Evaluate, RejectsWrongInputs) {
