@@ -2,6 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+
 #include "tlaloc/passes/evaluate.h"
 #include "tlaloc/stablehlo/emit.h"
 #include "tlaloc/stablehlo/parse.h"
@@ -15,6 +19,10 @@ Runner default_runner() {
 std::string expect_stablehlo_roundtrip(const ir::Function& f, std::span<const Array> inputs,
                                        const Runner& run) {
   std::string text = stablehlo::emit(f);
+  if (const char* dir = std::getenv("TLALOC_STABLEHLO_DUMP_DIR")) {
+    static std::atomic<int> counter{0};
+    std::ofstream(fmt::format("{}/{:04d}_{}.mlir", dir, counter++, f.name)) << text;
+  }
   ir::Function g;
   try {
     g = stablehlo::parse(text);

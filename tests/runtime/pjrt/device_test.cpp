@@ -2,7 +2,12 @@
 // Expected values are hand-computed.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "support/op_cases.h"
+#include "support/stablehlo_roundtrip.h"
 #include "tlaloc/ir/builder.h"
+#include "tlaloc/passes/evaluate.h"
 #include "tlaloc/runtime/pjrt/executable.h"
 
 using namespace tlaloc;
@@ -29,7 +34,66 @@ Function sgd_step() {
   return f;
 }
 
+// |got - want| <= tol * (1 + |want|) elementwise, NaN matching NaN; integers and i1 exact.
+// tol: a few ulps of the dtype (XLA's GPU transcendental functions are approximations).
+void expect_close(const Array& got, const Array& want, const std::string& what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  double tol = 0;
+  switch (want.dtype()) {
+    case DType::f64:
+      tol = 1e-12;
+      break;
+    case DType::f32:
+      tol = 1e-5;
+      break;
+    case DType::f16:
+      tol = 4e-3;
+      break;
+    case DType::bf16:
+      tol = 1.6e-2;
+      break;
+    default:
+      tol = 0;
+  }
+  int bad = 0;
+  for (int64_t i = 0; i < want.numel() && bad < 5; ++i) {
+    double g = got.at(i), w = want.at(i);
+    bool ok = (std::isnan(g) && std::isnan(w)) || g == w ||
+              (tol > 0 && std::fabs(g - w) <= tol * (1 + std::fabs(w)));
+    if (!ok) {
+      ++bad;
+      ADD_FAILURE() << what << ": element " << i << " is " << g << ", reference " << w;
+    }
+  }
+}
+
 }  // namespace
+
+// The backend-ops test: every op over its dtypes on the device vs the reference evaluator.
+TEST(PjrtDevice, EveryOpAgreesWithReference) {
+  REQUIRE_DEVICE();
+  Options o;
+  o.emit.precision = tlaloc::stablehlo::Precision::HIGHEST;  // no TF32 in dots
+  for (auto& [op, fs] : tlaloc::testing::op_cases()) {
+    uint64_t seed = 1;
+    for (const Function& f : fs) {
+      std::string what = std::string(op_name(op)) + " case " + std::to_string(seed);
+      auto in = tlaloc::testing::sample_inputs(f, seed++);
+      std::vector<Array> got;
+      try {
+        got = compile(f, default_client(), o)->run(in);
+      } catch (const Error& e) {
+        ADD_FAILURE() << what << ": " << e.what();
+        continue;
+      }
+      auto want = passes::interpret(f, in);
+      ASSERT_EQ(got.size(), want.size()) << what;
+      for (size_t k = 0; k < want.size(); ++k)
+        expect_close(got[k], want[k], what + " output " + std::to_string(k));
+    }
+  }
+}
 
 TEST(PjrtDevice, RunsAndCachesByProgramText) {
   REQUIRE_DEVICE();
