@@ -6,14 +6,16 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "tlaloc/passes/evaluate.h"
+#include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/stablehlo/emit.h"
 #include "tlaloc/stablehlo/parse.h"
 
 namespace tlaloc::testing {
 
 Runner default_runner() {
-  return [](const ir::Function& f, std::span<const Array> in) { return passes::interpret(f, in); };
+  return [](const ir::Function& f, std::span<const Array> in) {
+    return runtime::host::compile(f)->run(in);
+  };
 }
 
 std::string expect_stablehlo_roundtrip(const ir::Function& f, std::span<const Array> inputs,

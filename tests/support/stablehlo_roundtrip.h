@@ -16,8 +16,7 @@ namespace tlaloc::testing {
 // Runs a function on inputs (one per input) and returns its outputs.
 using Runner = std::function<std::vector<Array>(const ir::Function&, std::span<const Array>)>;
 
-// The lane that runs both sides: the host lane (runtime::host) once it is linked in, else the
-// reference interpreter (passes::interpret).
+// The lane that runs both sides: the host lane (runtime::host::compile, default options).
 Runner default_runner();
 
 // Emits `f`, parses the text and expects (gtest EXPECT_*): same input/output types, names and

@@ -7,7 +7,7 @@
 #include "support/op_cases.h"
 #include "support/stablehlo_roundtrip.h"
 #include "tlaloc/ir/builder.h"
-#include "tlaloc/passes/evaluate.h"
+#include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/runtime/pjrt/executable.h"
 
 using namespace tlaloc;
@@ -70,7 +70,7 @@ void expect_close(const Array& got, const Array& want, const std::string& what) 
 
 }  // namespace
 
-// The backend-ops test: every op over its dtypes on the device vs the reference evaluator.
+// The backend-ops test: every op over its dtypes on the device vs the host lane.
 TEST(PjrtDevice, EveryOpAgreesWithReference) {
   REQUIRE_DEVICE();
   Options o;
@@ -87,7 +87,7 @@ TEST(PjrtDevice, EveryOpAgreesWithReference) {
         ADD_FAILURE() << what << ": " << e.what();
         continue;
       }
-      auto want = passes::interpret(f, in);
+      auto want = runtime::host::compile(f)->run(in);
       ASSERT_EQ(got.size(), want.size()) << what;
       for (size_t k = 0; k < want.size(); ++k)
         expect_close(got[k], want[k], what + " output " + std::to_string(k));
