@@ -1,5 +1,7 @@
 #include "tlaloc/optim/update.h"
 
+#include <cmath>
+
 #include "tlaloc/ir/builder.h"
 #include "tlaloc/trace/tensor.h"
 
@@ -83,7 +85,8 @@ std::vector<double> TrainStep::group_lr(double multiplier) const {
 std::vector<Array> TrainStep::scalar_inputs(std::span<const double> lr, double grad_scale) const {
   if (lr.size() != groups.size())
     fail("train step: {} learning rates for {} parameter groups", lr.size(), groups.size());
-  if (!(grad_scale > 0)) fail("train step: grad_scale {} must be > 0", grad_scale);
+  if (!(grad_scale > 0) || !std::isfinite(grad_scale))
+    fail("train step: grad_scale {} must be finite and > 0", grad_scale);
   std::vector<Array> out;
   for (double x : lr) out.push_back(Array::scalar<double>(x));
   out.push_back(Array::scalar<double>(grad_scale));
@@ -192,22 +195,25 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   // Unscale; found-inf over every gradient; global norm; clipping.
   Tensor inv_scale = 1.0 / grad_scale;
   std::vector<Tensor> grads;
-  Tensor nonfinite, sumsq;
+  Tensor found, sumsq;
   for (int i = 0; i < num_params; ++i) {
     const DType dt = masters[size_t(i)].dtype;
     Tensor g = astype(result(1 + ts.num_aux + i), dt) * astype(inv_scale, dt);
     grads.push_back(g);
     if (options.check_finite) {
-      Tensor z = astype(sum(g * 0.0), DType::f32);  // NaN iff g holds an inf or NaN
-      nonfinite = nonfinite.valid() ? nonfinite + z : z;
+      // Σg is inf or NaN iff g holds one (or the sum overflows, see update.h). Reducing the raw
+      // gradient reads it once and materializes nothing; 16-bit gradients are summed in f32.
+      Tensor raw = result(1 + ts.num_aux + i);
+      Tensor z = sum(raw.dtype() == DType::f64 ? raw : astype(raw, DType::f32)) * 0.0;
+      Tensor bad = not_equal(z, z);  // z = Σg·0 is NaN iff Σg is not finite
+      found = found.valid() ? (found | bad) : bad;
     }
     if (options.max_norm) {
       Tensor s = astype(sum(g * g), DType::f32);
       sumsq = sumsq.valid() ? sumsq + s : s;
     }
   }
-  Tensor found_inf = options.check_finite && nonfinite.valid() ? not_equal(nonfinite, nonfinite)
-                                                               : trace::scalar(0, DType::i1);
+  Tensor found_inf = found.valid() ? found : trace::scalar(0, DType::i1);
   Tensor grad_norm;
   if (options.max_norm) {
     grad_norm = sumsq.valid() ? sqrt(sumsq) : trace::scalar(0, DType::f32);

@@ -14,8 +14,11 @@
 // convert(master). state is StateLayout's list (moments of the master type, then the s32 step
 // count). lr inputs are f64 scalars, one per resolved parameter group; grad_scale is an f64
 // scalar that gradients are divided by (1 without loss scaling). found_inf is an i1 scalar:
-// true when any unscaled gradient holds an inf or NaN, in which case params', state' (step
-// included) equal params, state bit for bit. grad_norm (f32 scalar, present when max_norm is
+// true when any gradient holds an inf or NaN, in which case params', state' (step included)
+// equal params, state bit for bit. It is computed as "Σg is not finite" per gradient tensor
+// (one read of g, no temporary), so a finite gradient whose f32 sum overflows (|Σg| ≥ 2^128,
+// entries beyond ~1e34) also counts; gradients that only overflow when unscaled by a
+// grad_scale < 1 do not. grad_norm (f32 scalar, present when max_norm is
 // set) is the global L2 norm of the unscaled gradients before clipping.
 //
 // Per-step scalars (bias corrections 1 − β^t, the decoupled decay 1 − lr·wd, 1/grad_scale)
