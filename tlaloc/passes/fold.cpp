@@ -21,16 +21,16 @@ struct Splat {
 
 class Folder {
  public:
-  explicit Folder(const ir::Function& f) : rb_(f) {}
+  explicit Folder(ir::Function f) : rb_(std::move(f)) {}
 
   ir::Function run(bool* changed) {
-    const ir::Function& f = rb_.f;
+    ir::Function& f = rb_.f;
     for (size_t i = 0; i < f.nodes.size(); ++i) {
       if (f.nodes[i].op == Op::parameter) {
         rb_.copy(ValueId(i));
         continue;
       }
-      Node n = f.nodes[i];
+      Node n = std::move(f.nodes[i]);
       for (auto& o : n.operands) o = rb_.map[size_t(o)];
       rb_.map[i] = rewrite(std::move(n));
     }
@@ -222,6 +222,6 @@ class Folder {
 
 }  // namespace
 
-ir::Function fold(const ir::Function& f, bool* changed) { return Folder(f).run(changed); }
+ir::Function fold(ir::Function f, bool* changed) { return Folder(std::move(f)).run(changed); }
 
 }  // namespace tlaloc::passes::detail

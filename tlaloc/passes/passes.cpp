@@ -13,7 +13,8 @@ namespace detail {
 using ir::Op;
 using ir::ValueId;
 
-Rebuild::Rebuild(const ir::Function& src) : f(src), map(src.nodes.size(), -1) {
+Rebuild::Rebuild(ir::Function src) : f(std::move(src)), map(f.nodes.size(), -1) {
+  out.nodes.reserve(f.nodes.size());
   out.name = f.name;
   out.input_names = f.input_names;
   out.output_names = f.output_names;
@@ -26,7 +27,7 @@ ValueId Rebuild::emit(ir::Node n) {
 }
 
 ValueId Rebuild::copy(ValueId id) {
-  ir::Node n = f.nodes[size_t(id)];
+  ir::Node n = std::move(f.nodes[size_t(id)]);
   for (auto& o : n.operands) o = map[size_t(o)];
   return map[size_t(id)] = emit(std::move(n));
 }
@@ -34,25 +35,30 @@ ValueId Rebuild::copy(ValueId id) {
 ir::Function Rebuild::finish() {
   for (ValueId v : f.inputs) out.inputs.push_back(map[size_t(v)]);
   for (ValueId v : f.results) out.results.push_back(map[size_t(v)]);
-  try {
-    ir::verify(out);
-  } catch (const Error& e) {
-    fail("passes: rewritten function {} fails verification: {}", f.name, e.what());
-  }
   return std::move(out);
 }
 
-ir::Function dce(const ir::Function& f, bool* changed) {
+ir::Function verified(ir::Function f, const char* pass) {
+  try {
+    ir::verify(f);
+  } catch (const Error& e) {
+    fail("passes::{}: the rewritten function {} fails verification: {}", pass, f.name, e.what());
+  }
+  return f;
+}
+
+ir::Function dce(ir::Function f, bool* changed) {
   std::vector<char> live(f.nodes.size(), 0);
   for (ValueId r : f.results) live[size_t(r)] = 1;
   for (ValueId v : f.inputs) live[size_t(v)] = 1;
   for (size_t i = f.nodes.size(); i-- > 0;)
     if (live[i])
       for (ValueId o : f.nodes[i].operands) live[size_t(o)] = 1;
-  Rebuild rb(f);
-  for (size_t i = 0; i < f.nodes.size(); ++i)
+  size_t before = f.nodes.size();
+  Rebuild rb(std::move(f));
+  for (size_t i = 0; i < before; ++i)
     if (live[i]) rb.copy(ValueId(i));
-  if (changed) *changed = rb.out.nodes.size() != f.nodes.size();
+  if (changed) *changed = rb.out.nodes.size() != before;
   return rb.finish();
 }
 
@@ -87,17 +93,17 @@ size_t hash_node(const ir::Node& n) {
 
 }  // namespace
 
-ir::Function cse(const ir::Function& f, bool* changed) {
-  Rebuild rb(f);
+ir::Function cse(ir::Function f_in, bool* changed) {
+  Rebuild rb(std::move(f_in));
+  const ir::Function& f = rb.f;
   std::unordered_multimap<size_t, ValueId> seen;  // hash -> new id
   bool any = false;
   for (size_t i = 0; i < f.nodes.size(); ++i) {
-    const ir::Node& old = f.nodes[i];
-    if (old.op == Op::parameter) {
+    if (f.nodes[i].op == Op::parameter) {
       rb.copy(ValueId(i));
       continue;
     }
-    ir::Node n = old;
+    ir::Node n = std::move(rb.f.nodes[i]);
     for (auto& o : n.operands) o = rb.map[size_t(o)];
     if (commutative(n) && n.operands[0] > n.operands[1]) std::swap(n.operands[0], n.operands[1]);
     size_t h = hash_node(n);
@@ -123,20 +129,22 @@ ir::Function cse(const ir::Function& f, bool* changed) {
 
 }  // namespace detail
 
-ir::Function dce(const ir::Function& f) { return detail::dce(f, nullptr); }
-ir::Function cse(const ir::Function& f) { return detail::cse(f, nullptr); }
-ir::Function fold_constants(const ir::Function& f) { return detail::fold(f, nullptr); }
+ir::Function dce(const ir::Function& f) { return detail::verified(detail::dce(f, nullptr), "dce"); }
+ir::Function cse(const ir::Function& f) { return detail::verified(detail::cse(f, nullptr), "cse"); }
+ir::Function fold_constants(const ir::Function& f) {
+  return detail::verified(detail::fold(f, nullptr), "fold_constants");
+}
 
 ir::Function simplify(const ir::Function& f) {
-  ir::Function g = f;
+  ir::Function g = f;  // the one copy: the rounds below move nodes
   for (int round = 0; round < 32; ++round) {
     bool a = false, b = false, c = false;
-    g = detail::cse(g, &a);
-    g = detail::fold(g, &b);
-    g = detail::dce(g, &c);
+    g = detail::cse(std::move(g), &a);
+    g = detail::fold(std::move(g), &b);
+    g = detail::dce(std::move(g), &c);
     if (!a && !b && !c) break;
   }
-  return g;
+  return detail::verified(std::move(g), "simplify");
 }
 
 }  // namespace tlaloc::passes

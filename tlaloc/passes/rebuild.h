@@ -7,25 +7,28 @@
 
 namespace tlaloc::passes::detail {
 
-// Copies f's metadata; nodes are appended with emit() in topological order (operands already
-// renumbered), map[old id] records each old value's new id.
+// Takes f (its nodes are moved out as they are processed); nodes are appended with emit() in
+// topological order (operands already renumbered), map[old id] records each old value's new id.
 struct Rebuild {
-  const ir::Function& f;
+  ir::Function f;
   ir::Function out;
   std::vector<ir::ValueId> map;
 
-  explicit Rebuild(const ir::Function& src);
+  explicit Rebuild(ir::Function src);
   // Appends n (operands are new ids); returns its new id.
   ir::ValueId emit(ir::Node n);
-  // Copies old node `id` with its operands renumbered; records and returns the new id.
+  // Moves old node `id` over with its operands renumbered; records and returns the new id.
   ir::ValueId copy(ir::ValueId id);
-  // Renumbers inputs and results through map and verifies.
+  // Renumbers inputs and results through map (no verification: see verified()).
   ir::Function finish();
 };
 
+// f after ir::verify; a failure is a tlaloc::Error naming the pass and the function.
+ir::Function verified(ir::Function f, const char* pass);
+
 // Pass bodies that also report whether they changed anything.
-ir::Function dce(const ir::Function& f, bool* changed);
-ir::Function cse(const ir::Function& f, bool* changed);
-ir::Function fold(const ir::Function& f, bool* changed);
+ir::Function dce(ir::Function f, bool* changed);
+ir::Function cse(ir::Function f, bool* changed);
+ir::Function fold(ir::Function f, bool* changed);
 
 }  // namespace tlaloc::passes::detail
