@@ -81,7 +81,8 @@ c::Error* client_devices(c::ClientAddressableDevicesArgs* a) {
 }
 c::Error* client_compile(c::ClientCompileArgs* a) {
   return make_error("fake plugin cannot compile " + std::to_string(a->program->code_size) +
-                        " bytes of " + std::string(a->program->format, a->program->format_size),
+                        " bytes of " + std::string(a->program->format, a->program->format_size) +
+                        " with " + std::to_string(a->compile_options_size) + " bytes of options",
                     c::kUnimplemented);
 }
 

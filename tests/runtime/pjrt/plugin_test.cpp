@@ -156,7 +156,9 @@ TEST(PjrtPlugin, LoadsInitializesOnceAndCarriesPluginErrors) {
   EXPECT_EQ(c->num_devices(), 0);
   // The plugin's own message and code come through.
   std::string e = error_of([&] { c->compile("module {}"); });
-  EXPECT_EQ(e, "PJRT_Client_Compile: fake plugin cannot compile 9 bytes of mlir (UNIMPLEMENTED)");
+  EXPECT_EQ(e,
+            "PJRT_Client_Compile: fake plugin cannot compile 9 bytes of mlir with 17 bytes of "
+            "options (UNIMPLEMENTED)");
   EXPECT_EQ(c->cache_size(), 0u);
   e = error_of([&] { c->to_device(Array::scalar(1.0f)); });
   EXPECT_NE(e.find("no device"), std::string::npos) << e;
@@ -167,6 +169,34 @@ TEST(PjrtPlugin, LoadsInitializesOnceAndCarriesPluginErrors) {
   o.memory_fraction = 1.5f;
   e = error_of([&] { Client::create(p, o); });
   EXPECT_EQ(e, "pjrt: memory_fraction 1.5 is not in (0, 1]");
+}
+
+TEST(PjrtDiscovery, WheelSiteCudaDataDirAndPreload) {
+  TempDir t;
+  std::string site = (t.path / "lib/python3.12/site-packages").string();
+  std::string so = site + "/jax_plugins/xla_cuda13/xla_cuda_plugin.so";
+  fs::create_directories(fs::path(so).parent_path());
+  fs::copy_file(fake("ok"), so);
+  EXPECT_EQ(site_of(so), site);
+  EXPECT_EQ(site_of("/opt/pjrt/libplugin.so"), "");
+  EXPECT_EQ(cuda_data_dir(so), "");  // no nvidia wheels
+  t.touch("lib/python3.12/site-packages/nvidia/cu13/bin/ptxas");
+  EXPECT_EQ(cuda_data_dir(so), site + "/nvidia/cu13");
+  // A loadable library and a broken one where the CUDA runtime and cuBLAS would be.
+  fs::create_directories(site + "/nvidia/cu13/lib");
+  fs::copy_file(fake("no_api"), site + "/nvidia/cu13/lib/libcudart.so.13");
+  t.touch("lib/python3.12/site-packages/nvidia/cu13/lib/libcublas.so.13");
+  EXPECT_EQ(preload_cuda_libraries(site), 1);
+  // Compilation passes the directory as the xla_gpu_cuda_data_dir override.
+  const Plugin& p = Plugin::load(so);
+  EXPECT_EQ(p.cuda_data_dir(), site + "/nvidia/cu13");
+  auto c = Client::create(p);
+  CompileOptions with_dir;
+  with_dir.overrides = {{"xla_gpu_cuda_data_dir", site + "/nvidia/cu13"}};
+  std::string e = error_of([&] { c->compile("module {}"); });
+  EXPECT_NE(e.find("with " + std::to_string(serialize(with_dir).size()) + " bytes of options"),
+            std::string::npos)
+      << e;
 }
 
 TEST(PjrtProbe, OneLineReasons) {

@@ -129,7 +129,13 @@ void Client::await(capi::Event* e, std::string_view what) const {
 
 std::shared_ptr<LoadedExecutable> Client::compile(const std::string& mlir,
                                                   const CompileOptions& options) {
-  std::string opts = serialize(options);
+  CompileOptions o = options;
+  bool has_dir = false;
+  for (const OptionOverride& ov : o.overrides)
+    has_dir = has_dir || ov.name == "xla_gpu_cuda_data_dir";
+  if (!has_dir && !plugin_->cuda_data_dir().empty())
+    o.overrides.push_back({"xla_gpu_cuda_data_dir", plugin_->cuda_data_dir()});
+  std::string opts = serialize(o);
   std::string key = opts + '\0' + mlir;
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = cache_.find(key); it != cache_.end()) return it->second;

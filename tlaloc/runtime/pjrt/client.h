@@ -83,7 +83,9 @@ class Client {
   int num_devices() const { return int(devices_.size()); }  // addressable devices
 
   // Compiles StableHLO text (format "mlir") for device 0. Cached by (text, options): a second
-  // call with the same program returns the same executable. Throws with XLA's message.
+  // call with the same program returns the same executable. Adds the override
+  // xla_gpu_cuda_data_dir = plugin().cuda_data_dir() unless options set it. Throws with XLA's
+  // message.
   std::shared_ptr<LoadedExecutable> compile(const std::string& mlir,
                                             const CompileOptions& options = {});
   size_t cache_size() const;

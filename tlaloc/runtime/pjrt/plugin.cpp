@@ -89,6 +89,50 @@ std::optional<std::string> find_plugin(const SearchPaths& paths) {
   return std::nullopt;
 }
 
+std::string site_of(const std::string& plugin_path) {
+  size_t p = plugin_path.rfind("/jax_plugins/");
+  return p == std::string::npos ? "" : plugin_path.substr(0, p);
+}
+
+std::string cuda_data_dir(const std::string& plugin_path) {
+  std::string site = site_of(plugin_path);
+  if (site.empty()) return "";
+  for (const char* d : {"/nvidia/cu13", "/nvidia/cuda_nvcc"}) {
+    struct stat st {};
+    std::string dir = site + d;
+    if (::stat((dir + "/bin/ptxas").c_str(), &st) == 0 ||
+        ::stat((dir + "/nvvm/libdevice").c_str(), &st) == 0)
+      return dir;
+  }
+  return "";
+}
+
+int preload_cuda_libraries(const std::string& site) {
+  // Dependency order (cudart first, cublas after cublasLt, cusolver after cublas/cusparse).
+  static constexpr const char* kLibs[] = {
+      "cu13/lib/libcudart.so.*", "cu13/lib/libnvJitLink.so.*",
+      "cu13/lib/libnvrtc.so.*",  "cu13/lib/libcublasLt.so.*",
+      "cu13/lib/libcublas.so.*", "cu13/lib/libcusparse.so.*",
+      "cu13/lib/libcufft.so.*",  "cu13/lib/libcusolver.so.*",
+      "cu13/lib/libcupti.so.*",  "cudnn/lib/libcudnn.so.*",
+      "nccl/lib/libnccl.so.*",   "nvshmem/lib/libnvshmem_host.so.*"};
+  std::vector<std::string> todo;
+  for (const char* pattern : kLibs)
+    for (std::string& p : glob_sorted(site + "/nvidia/" + pattern)) todo.push_back(std::move(p));
+  int loaded = 0;
+  for (int pass = 0; pass < 2; ++pass) {  // a second pass for order surprises
+    std::vector<std::string> failed;
+    for (const std::string& p : todo) {
+      if (::dlopen(p.c_str(), RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE))
+        ++loaded;
+      else
+        failed.push_back(p);
+    }
+    todo = std::move(failed);
+  }
+  return loaded;
+}
+
 std::string_view error_code_name(int code) {
   static constexpr const char* kNames[] = {"OK",
                                            "CANCELLED",
@@ -117,6 +161,8 @@ const Plugin& Plugin::load(const std::string& path) {
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = loaded.find(path); it != loaded.end()) return *it->second;
   if (!is_file(path)) fail("PJRT plugin {}: no such file", path);
+  std::string site = site_of(path);
+  if (!site.empty()) preload_cuda_libraries(site);
   // RTLD_NODELETE: a plugin cannot be unloaded safely (threads, CUDA state).
   void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!h) fail("PJRT plugin {}: cannot load: {}", path, ::dlerror());
@@ -132,6 +178,7 @@ const Plugin& Plugin::load(const std::string& path) {
   if (api->struct_size < need)
     fail("PJRT plugin {}: PJRT_Api is {} bytes, tlaloc needs {}", path, api->struct_size, need);
   std::unique_ptr<Plugin> p(new Plugin(path, api));
+  p->cuda_data_dir_ = pjrt::cuda_data_dir(path);
   capi::PluginInitializeArgs init{sizeof(init), nullptr};
   p->call(capi::kPluginInitialize, &init, "PJRT_Plugin_Initialize");
   return *loaded.emplace(path, std::move(p)).first->second;

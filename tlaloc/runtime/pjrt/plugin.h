@@ -32,18 +32,32 @@ std::optional<std::string> find_plugin(const SearchPaths& paths);
 inline constexpr const char* kNoPluginReason =
     "no PJRT plugin: set TLALOC_PJRT_PLUGIN or install jax-cuda13-pjrt";
 
+// The Python site directory of a plugin installed as a wheel (".../site-packages" for
+// ".../site-packages/jax_plugins/xla_cuda13/xla_cuda_plugin.so"); "" otherwise.
+std::string site_of(const std::string& plugin_path);
+// The CUDA toolkit directory that the nvidia-* wheels put beside the plugin (<site>/nvidia/cu13,
+// else <site>/nvidia/cuda_nvcc: holds bin/ptxas and nvvm/libdevice), "" if none. XLA does not
+// look there by itself, so compilation passes it as the xla_gpu_cuda_data_dir option.
+std::string cuda_data_dir(const std::string& plugin_path);
+// Loads (RTLD_GLOBAL) the CUDA libraries of the nvidia-* wheels in <site>/nvidia/*/lib that the
+// plugin needs, as JAX does before loading it; libraries that fail to load are left to the
+// plugin's own loader. Returns how many were loaded.
+int preload_cuda_libraries(const std::string& site);
+
 // A loaded plugin. Obtained from Plugin::load, lives until the process ends.
 class Plugin {
  public:
-  // dlopen + GetPjrtApi + version check + PJRT_Plugin_Initialize; cached per path. Throws
-  // tlaloc::Error naming the path: cannot be opened (dlerror), no GetPjrtApi symbol, PJRT API
-  // "0.N, tlaloc needs >= 0.M", API table too short, or the plugin's initialize error.
+  // preload_cuda_libraries + dlopen + GetPjrtApi + version check + PJRT_Plugin_Initialize; cached
+  // per path. Throws tlaloc::Error naming the path: cannot be opened (dlerror), no GetPjrtApi
+  // symbol, PJRT API "0.N, tlaloc needs >= 0.M", API table too short, or the plugin's initialize
+  // error.
   static const Plugin& load(const std::string& path);
 
   const std::string& path() const { return path_; }
   int major() const { return api_->pjrt_api_version.major_version; }
   int minor() const { return api_->pjrt_api_version.minor_version; }
   const capi::Api* api() const { return api_; }
+  const std::string& cuda_data_dir() const { return cuda_data_dir_; }  // see cuda_data_dir()
 
   // Calls function `index` of the API table with `args` (struct_size set by the caller);
   // a returned PJRT_Error becomes a tlaloc::Error "<what>: <plugin message> (<code>)".
@@ -63,6 +77,7 @@ class Plugin {
 
   std::string path_;
   const capi::Api* api_;
+  std::string cuda_data_dir_;
 };
 
 // Name of a PJRT_Error_Code ("INVALID_ARGUMENT").
