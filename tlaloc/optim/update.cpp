@@ -22,14 +22,19 @@ struct Group {
   double wd;
 };
 
-// One parameter's update. g: unscaled, clipped gradient in the master dtype. Returns p' and
-// writes the new state tensors into st (indexed like the layout).
+// One parameter's update. g: the raw gradient in the master dtype; scale: the f64 scalar that
+// unscales and clips it (the gradient the formulas see is g·scale). Per-element work is kept
+// small by folding scalars together: Adam's m and v take g with the scale folded into their
+// coefficients, and the bias corrections enter as α = lr·√(1−β2^t)/(1−β1^t) and
+// ε̂ = eps·√(1−β2^t) (Kingma & Ba 2015, end of section 2), so p' = p − α·m / (√v + ε̂).
+// Returns p' and writes the new state tensors into st (indexed like the layout).
 Tensor update_param(const Optimizer& opt, const Group& grp, const Tensor& step, const Tensor& t64,
-                    Tensor p, Tensor g, const StateLayout& layout, int i, std::vector<Tensor>& st) {
+                    Tensor p, const Tensor& g, const Tensor& scale, const StateLayout& layout,
+                    int i, std::vector<Tensor>& st) {
   const DType dt = p.dtype();
   auto slot = [&](StateKind k) { return layout.find(i, k); };
   if (const SGD* o = std::get_if<SGD>(&opt)) {
-    Tensor d = o->maximize ? -g : g;
+    Tensor d = g * astype(o->maximize ? -scale : scale, dt);
     if (grp.wd != 0) d = d + p * grp.wd;
     if (o->momentum != 0) {
       int s = slot(StateKind::momentum_buffer);
@@ -41,33 +46,35 @@ Tensor update_param(const Optimizer& opt, const Group& grp, const Tensor& step, 
     }
     return p - d * astype(grp.lr, dt);
   }
-  bool decoupled = std::holds_alternative<AdamW>(opt);
+  const bool decoupled = std::holds_alternative<AdamW>(opt);
   std::visit(
       [&](const auto& o) {
         if constexpr (!std::is_same_v<std::decay_t<decltype(o)>, SGD>) {
           const double b1 = o.betas[0], b2 = o.betas[1];
           Tensor bc1 = 1.0 - pow(trace::scalar(b1, DType::f64), t64);
-          Tensor bc2 = 1.0 - pow(trace::scalar(b2, DType::f64), t64);
-          Tensor step_size = astype(grp.lr / bc1, dt);
-          Tensor inv_bc2_sqrt = astype(rsqrt(bc2), dt);
-          if (o.maximize) g = -g;
-          if (grp.wd != 0) {
-            if (decoupled)
-              p = p * astype(1.0 - grp.lr * grp.wd, dt);
-            else
-              g = g + p * grp.wd;
-          }
+          Tensor bc2_sqrt = sqrt(1.0 - pow(trace::scalar(b2, DType::f64), t64));
+          Tensor alpha = astype(grp.lr * bc2_sqrt / bc1, dt);
+          Tensor eps_hat = astype(o.eps * bc2_sqrt, dt);
+          Tensor s = o.maximize ? -scale : scale;
           int sm = slot(StateKind::exp_avg), sv = slot(StateKind::exp_avg_sq);
-          Tensor m = st[size_t(sm)] * b1 + g * (1 - b1);
-          Tensor v = st[size_t(sv)] * b2 + g * g * (1 - b2);
+          Tensor m, v;
+          if (grp.wd != 0 && !decoupled) {  // L2: the gradient itself is needed
+            Tensor gl = g * astype(s, dt) + p * grp.wd;
+            m = st[size_t(sm)] * b1 + gl * (1 - b1);
+            v = st[size_t(sv)] * b2 + gl * gl * (1 - b2);
+          } else {
+            m = st[size_t(sm)] * b1 + g * astype(s * (1 - b1), dt);
+            Tensor gc = g * astype(s * std::sqrt(1 - b2), dt);  // scaled before squaring
+            v = st[size_t(sv)] * b2 + gc * gc;
+          }
+          if (grp.wd != 0 && decoupled) p = p * astype(1.0 - grp.lr * grp.wd, dt);
           st[size_t(sm)] = m;
           st[size_t(sv)] = v;
           if (o.amsgrad) {
             int sx = slot(StateKind::max_exp_avg_sq);
             v = st[size_t(sx)] = maximum(st[size_t(sx)], v);
           }
-          Tensor denom = sqrt(v) * inv_bc2_sqrt + o.eps;
-          p = p - step_size * (m / denom);
+          p = p - alpha * (m / (sqrt(v) + eps_hat));
         }
       },
       opt);
@@ -192,33 +199,34 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   }
   auto result = [&](int r) { return Tensor(&b, map[size_t(G.results[size_t(r)])]); };
 
-  // Unscale; found-inf over every gradient; global norm; clipping.
-  Tensor inv_scale = 1.0 / grad_scale;
+  // found-inf over every gradient; global norm of the unscaled gradients; the scale that
+  // unscales and clips (applied inside update_param).
+  Tensor scale = 1.0 / grad_scale;  // f64
   std::vector<Tensor> grads;
   Tensor found, sumsq;
   for (int i = 0; i < num_params; ++i) {
-    const DType dt = masters[size_t(i)].dtype;
-    Tensor g = astype(result(1 + ts.num_aux + i), dt) * astype(inv_scale, dt);
-    grads.push_back(g);
+    Tensor raw = result(1 + ts.num_aux + i);
+    grads.push_back(astype(raw, masters[size_t(i)].dtype));
     if (options.check_finite) {
       // Σg is inf or NaN iff g holds one (or the sum overflows, see update.h). Reducing the raw
       // gradient reads it once and materializes nothing; 16-bit gradients are summed in f32.
-      Tensor raw = result(1 + ts.num_aux + i);
       Tensor z = sum(raw.dtype() == DType::f64 ? raw : astype(raw, DType::f32)) * 0.0;
       Tensor bad = not_equal(z, z);  // z = Σg·0 is NaN iff Σg is not finite
       found = found.valid() ? (found | bad) : bad;
     }
     if (options.max_norm) {
-      Tensor s = astype(sum(g * g), DType::f32);
+      Tensor g32 = astype(raw, DType::f32);
+      Tensor s = sum(g32 * g32);
       sumsq = sumsq.valid() ? sumsq + s : s;
     }
   }
   Tensor found_inf = found.valid() ? found : trace::scalar(0, DType::i1);
   Tensor grad_norm;
   if (options.max_norm) {
-    grad_norm = sumsq.valid() ? sqrt(sumsq) : trace::scalar(0, DType::f32);
+    grad_norm =
+        sumsq.valid() ? sqrt(sumsq) * astype(scale, DType::f32) : trace::scalar(0, DType::f32);
     Tensor coef = minimum(*options.max_norm / (grad_norm + 1e-6), trace::scalar(1, DType::f32));
-    for (Tensor& g : grads) g = g * astype(coef, g.dtype());
+    scale = scale * astype(coef, DType::f64);
   }
 
   // The update, then the skip: every output is select(found_inf, old, new).
@@ -229,7 +237,7 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   for (size_t gi = 0; gi < ts.groups.size(); ++gi)
     for (int i : ts.groups[gi].params)
       new_params[size_t(i)] = update_param(opt, groups[gi], step, t64, params[size_t(i)],
-                                           grads[size_t(i)], ts.state, i, new_state);
+                                           grads[size_t(i)], scale, ts.state, i, new_state);
   new_state[size_t(ts.state.step_index())] = step + 1.0;
 
   std::vector<ir::ValueId> results;
