@@ -11,8 +11,9 @@
 namespace tlaloc::app {
 
 // A new command: declare its register_* here, define it in cmd_<name>.cpp, call it in main.cpp.
-void register_train(CLI::App& app);   // tlaloc train disc|fmnist|lm
-void register_export(CLI::App& app);  // tlaloc export RECIPE: the train step as StableHLO
+void register_train(CLI::App& app);    // tlaloc train disc|fmnist|lm
+void register_export(CLI::App& app);   // tlaloc export RECIPE: the train step as StableHLO
+void register_inspect(CLI::App& app);  // tlaloc inspect FILE: a safetensors listing
 
 // A recipe whose train step `tlaloc export NAME` prints: `step` builds the whole captured
 // train step (forward, gradient, optimizer update, aliases). Register before parsing.
