@@ -1,29 +1,20 @@
 // Fake PJRT plugins for the CPU tests of tlaloc's plugin loading (built as shared libraries
 // by fake_plugins.cmake; not a test binary). FAKE_MODE 0: no GetPjrtApi symbol; 1: an old
 // API version (0.40); 2: API 0.105 with errors, initialize and a client with no device whose
-// create options are checked the way the CUDA plugin checks them.
+// create options are checked the way the CUDA plugin checks them; 3: as 2 with one device
+// that computes through an executor the test installs (fake_device.cc).
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
-#include "tlaloc/runtime/pjrt/c_api.h"
+#include "fake_device.h"
 
-namespace c = tlaloc::runtime::pjrt::capi;
-
-struct tlaloc::runtime::pjrt::capi::Error {
-  std::string message;
-  c::ErrorCode code;
-};
-struct tlaloc::runtime::pjrt::capi::Client {
-  int unused;
-};
+using fake_pjrt::make_error;
 
 #if FAKE_MODE == 0
 extern "C" __attribute__((visibility("default"))) int not_a_pjrt_plugin() { return 1; }
 #else
 namespace {
-
-c::Error* make_error(std::string m, c::ErrorCode code) { return new c::Error{std::move(m), code}; }
 
 void error_destroy(c::ErrorDestroyArgs* a) { delete a->error; }
 void error_message(c::ErrorMessageArgs* a) {
@@ -105,6 +96,9 @@ ApiStorage make_api() {
   f[c::kClientPlatformName] = reinterpret_cast<void*>(&client_platform_name);
   f[c::kClientAddressableDevices] = reinterpret_cast<void*>(&client_devices);
   f[c::kClientCompile] = reinterpret_cast<void*>(&client_compile);
+#if FAKE_MODE == 3
+  fake_pjrt::install(f);
+#endif
   return s;
 }
 
@@ -116,4 +110,10 @@ extern "C" __attribute__((visibility("default"))) const c::Api* GetPjrtApi() { r
 extern "C" __attribute__((visibility("default"))) int fake_pjrt_initialize_count() {
   return initialized;
 }
+#if FAKE_MODE == 3
+extern "C" __attribute__((visibility("default"))) void fake_pjrt_set_executor(
+    fake_pjrt::CompileFn c, fake_pjrt::RunFn r) {
+  fake_pjrt::set_executor(c, r);
+}
+#endif
 #endif

@@ -1,0 +1,193 @@
+// The pjrt lane's plumbing on CPU: a fake PJRT plugin with one device (fake_device.cc) that
+// computes with tlaloc's StableHLO parser and host lane, so buffers, events, compilation,
+// the compile cache, execution and donation run through tlaloc's real PJRT client code.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "fake_executor.h"
+#include "support/op_cases.h"
+#include "support/stablehlo_roundtrip.h"
+#include "tlaloc/ir/builder.h"
+#include "tlaloc/runtime/host/compile.h"
+#include "tlaloc/runtime/pjrt/executable.h"
+#include "tlaloc/stablehlo/parse.h"
+
+using namespace tlaloc;
+using namespace tlaloc::ir;
+using namespace tlaloc::runtime::pjrt;
+
+namespace {
+
+struct Program {
+  Function f;
+  std::unique_ptr<runtime::Executable> exe;
+};
+std::vector<std::unique_ptr<Program>> programs;  // owned here; the fake keeps raw handles
+std::string last_options;
+
+DType dtype_of(int type) {
+  for (DType d : kAllDTypes)
+    if (int(buffer_type(d)) == type) return d;
+  fail("fake executor: PJRT buffer type {}", type);
+}
+
+void* fake_compile(const std::string& mlir, const std::string& options, std::string* error,
+                   size_t* num_outputs, std::vector<int>* aliased) {
+  try {
+    auto p = std::make_unique<Program>();
+    p->f = stablehlo::parse(mlir);
+    p->exe = runtime::host::compile(p->f);
+    *num_outputs = size_t(p->f.num_outputs());
+    for (const Alias& a : p->f.aliases) aliased->push_back(a.input);
+    last_options = options;
+    programs.push_back(std::move(p));
+    return programs.back().get();
+  } catch (const Error& e) {
+    *error = e.what();
+    return nullptr;
+  }
+}
+
+bool fake_run(void* program, const std::vector<const fake_pjrt::Tensor*>& args,
+              std::vector<fake_pjrt::Tensor>* outs, std::string* error) {
+  try {
+    std::vector<Array> in;
+    for (const fake_pjrt::Tensor* t : args) {
+      Array a(dtype_of(t->type), Shape(t->dims));
+      if (a.nbytes() != t->bytes.size())
+        fail("fake executor: {} bytes for {}", t->bytes.size(), describe(a));
+      if (a.nbytes()) std::memcpy(a.raw(), t->bytes.data(), a.nbytes());
+      in.push_back(std::move(a));
+    }
+    for (const Array& o : static_cast<Program*>(program)->exe->run(in))
+      outs->push_back({int(buffer_type(o.dtype())), o.shape().dims,
+                       std::string(static_cast<const char*>(o.raw()), o.nbytes())});
+    return true;
+  } catch (const Error& e) {
+    *error = e.what();
+    return false;
+  }
+}
+
+std::string fake_path() {
+  return std::string(TLALOC_BINARY_DIR) + "/tests/fake_pjrt/libfake_pjrt_device.so";
+}
+
+// A client of the fake device plugin, with the executor installed.
+std::unique_ptr<Client> fake_client() {
+  const Plugin& p = Plugin::load(fake_path());
+  void* h = ::dlopen(fake_path().c_str(), RTLD_NOW | RTLD_NOLOAD);
+  auto set = reinterpret_cast<fake_pjrt::SetExecutorFn>(::dlsym(h, "fake_pjrt_set_executor"));
+  if (!set) fail("fake device plugin lacks fake_pjrt_set_executor");
+  set(&fake_compile, &fake_run);
+  return Client::create(p);
+}
+
+// step(w, g, lr) = (w - lr * g, sum(w)); output 0 aliases (donates) w.
+Function sgd_step() {
+  Builder b("sgd");
+  auto w = b.parameter({DType::f32, {4}}, "w");
+  auto g = b.parameter({DType::f32, {4}}, "g");
+  auto lr = b.parameter({DType::f32, {}}, "lr");
+  auto upd = b.binary(Op::subtract, w, b.binary(Op::multiply, b.broadcast_in_dim(lr, {4}, {}), g));
+  Function f = b.build({upd, b.reduce(w, ReduceKind::sum, {0})}, {"w", "sum"});
+  f.aliases.push_back({0, 0});
+  return f;
+}
+
+}  // namespace
+
+TEST(PjrtFakeDevice, ProbeCompileRunAndCache) {
+  auto c = fake_client();
+  EXPECT_EQ(c->num_devices(), 1);
+  std::unique_ptr<Client> probed;
+  Status st = probe_at({fake_path(), {}, {}}, {}, &probed);
+  EXPECT_TRUE(st.ok) << st.reason;
+  EXPECT_NE(probed, nullptr);
+
+  auto exe = compile(sgd_step(), *c);
+  EXPECT_EQ(last_options, serialize({}));  // not in a wheel: no cuda data dir override
+  auto exe2 = compile(sgd_step(), *c);
+  EXPECT_EQ(c->cache_size(), 1u);
+  tlaloc::stablehlo::EmitOptions unnamed;
+  unnamed.names = false;
+  compile(sgd_step(), *c, {unnamed, {}});  // different text: a second entry
+  EXPECT_EQ(c->cache_size(), 2u);
+  std::vector<Array> in = {Array::from<float>({4}, {1, 2, 3, 4}),
+                           Array::from<float>({4}, {2, 2, 2, 2}), Array::scalar(0.25f)};
+  auto out = exe->run(in);
+  // Hand-computed: w - 0.25 * 2, sum(w) = 10.
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f}));
+  EXPECT_EQ(out[1].to_vector<float>(), (std::vector<float>{10.0f}));
+  EXPECT_FALSE(in[0].empty());
+  auto out2 = exe2->run_donated(in);
+  EXPECT_TRUE(in[0].empty());
+  EXPECT_FALSE(in[1].empty());
+  EXPECT_EQ(out2[0].to_vector<float>(), out[0].to_vector<float>());
+  EXPECT_THROW(exe2->run_donated(in), Error);  // w was given up
+}
+
+TEST(PjrtFakeDevice, DeviceResidentStateIsDonatedEachStep) {
+  auto c = fake_client();
+  auto exe = compile(sgd_step(), *c);
+  std::vector<Buffer> args;
+  args.push_back(c->to_device(Array::from<float>({4}, {1, 2, 3, 4})));
+  args.push_back(c->to_device(Array::from<float>({4}, {1, 1, 1, 1})));
+  args.push_back(c->to_device(Array::scalar(0.5f)));
+  std::vector<Buffer> kept = exe->run_buffers(args, false);  // reads only
+  EXPECT_FALSE(args[0].empty());
+  for (int step = 0; step < 3; ++step) {
+    std::vector<Buffer> out = exe->run_buffers(args, true);
+    EXPECT_TRUE(args[0].empty());
+    EXPECT_FALSE(args[1].empty());
+    args[0] = std::move(out[0]);
+  }
+  // w - 3 * 0.5 * 1
+  EXPECT_EQ(c->to_host(args[0]).to_vector<float>(), (std::vector<float>{-0.5f, 0.5f, 1.5f, 2.5f}));
+  EXPECT_EQ(c->to_host(kept[1]).to_vector<float>(), (std::vector<float>{10.0f}));
+  std::vector<Buffer> bad;
+  bad.push_back(Buffer());
+  bad.push_back(c->to_device(Array::from<float>({4}, {1, 1, 1, 1})));
+  bad.push_back(c->to_device(Array::scalar(0.5f)));
+  EXPECT_THROW(exe->run_buffers(bad, true), Error);
+  bad[0] = c->to_device(Array::from<int32_t>({4}, {1, 2, 3, 4}));
+  try {
+    exe->run_buffers(bad, true);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("device input 0 is s32[4] but the function takes f32[4]"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(PjrtFakeDevice, PluginErrorsCarryTheirMessage) {
+  auto c = fake_client();
+  try {
+    c->compile("module { nonsense }");
+    FAIL();
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_EQ(m.rfind("PJRT_Client_Compile: stablehlo::parse: line 1 column 10:", 0), 0u) << m;
+    EXPECT_NE(m.find("(INVALID_ARGUMENT)"), std::string::npos) << m;
+  }
+}
+
+// Every op case through the PJRT plumbing (buffers of every dtype, several outputs): the fake
+// computes on the host lane, so results are bitwise those of the host lane.
+TEST(PjrtFakeDevice, EveryOpThroughThePjrtClient) {
+  auto c = fake_client();
+  for (auto& [op, fs] : tlaloc::testing::op_cases()) {
+    uint64_t seed = 1;
+    for (const Function& f : fs) {
+      auto in = tlaloc::testing::sample_inputs(f, seed++);
+      auto got = compile(f, *c)->run(in);
+      auto want = runtime::host::compile(f)->run(in);
+      ASSERT_EQ(got.size(), want.size()) << op_name(op);
+      for (size_t k = 0; k < want.size(); ++k)
+        EXPECT_TRUE(got[k].bitwise_equal(want[k])) << op_name(op) << " case " << seed - 1;
+    }
+  }
+}
