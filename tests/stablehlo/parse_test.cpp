@@ -166,3 +166,63 @@ TEST(StablehloParse, RejectsGatherThatIsNotARowGather) {
   EXPECT_NE(e.find("line 3 column"), std::string::npos) << e;
   EXPECT_NE(e.find("row form along axis 0"), std::string::npos) << e;
 }
+
+// Damaged text never crashes the reader and never escapes as anything but tlaloc::Error.
+TEST(StablehloParse, MutatedTextOnlyThrowsTlalocError) {
+  std::vector<std::string> texts = {kHandWritten};
+  {
+    Builder b("m");
+    auto x = b.parameter({DType::f32, {4, 3}}, "x");
+    auto i = b.parameter({DType::s32, {2}});
+    auto c = b.constant(Array::from<float>({3}, {0.25f, -1.5f, 3.0f}));
+    auto g = b.gather(x, i);
+    auto s = b.scatter(x, i, g);
+    auto m = b.reduce(s, ReduceKind::min, {0});
+    Function f = b.build({b.select(b.compare(m, c, Comparison::LE), m, c),
+                          b.dot_general(x, x, {{}, {}, {0}, {0}}), b.iota({DType::u32, {3}}, 0)});
+    texts.push_back(shlo::emit(f));
+  }
+  const std::string alphabet = "0123456789x<>[](){}%:,=\"-.e#@^ abfiu";
+  uint64_t state = 12345;
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
+  int errors = 0, parsed = 0;
+  for (int k = 0; k < 4000; ++k) {
+    std::string t = texts[size_t(k) % texts.size()];
+    for (int edits = 1 + int(next() % 3); edits > 0; --edits) {
+      size_t p = next() % t.size();
+      switch (next() % 4) {
+        case 0:
+          t[p] = alphabet[next() % alphabet.size()];
+          break;
+        case 1:
+          t.erase(p, 1 + next() % 8);
+          break;
+        case 2:
+          t.insert(p, 1, alphabet[next() % alphabet.size()]);
+          break;
+        default:
+          t.insert(p, "99999999999999999999");
+      }
+    }
+    try {
+      shlo::parse(t);
+      ++parsed;
+    } catch (const Error&) {
+      ++errors;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "non-tlaloc exception " << e.what() << " for:\n" << t;
+      break;
+    }
+  }
+  EXPECT_THROW(
+      shlo::parse("module { func.func @main() -> () { %0 = \"stablehlo.constant\"() <{value "
+                  "= dense<" +
+                  std::string(100000, '[') + ">}> }}"),
+      Error);
+  EXPECT_THROW(shlo::parse("module attributes {a = " + std::string(100000, '[') + "} {}"), Error);
+  EXPECT_GT(errors, 3000);
+  EXPECT_EQ(parsed + errors, 4000);
+}

@@ -21,6 +21,9 @@ void error_at(Loc loc, const std::string& msg) {
 
 namespace {
 
+// Constants larger than this are refused (parameters carry big data, not constants).
+constexpr int64_t kMaxConstantElements = int64_t(1) << 28;
+
 bool id_char(char c) {
   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '.' ||
          c == '-';
@@ -170,7 +173,9 @@ class Parser {
           advance();
         } else if (p_ + 1 < t_.size() && std::isxdigit(static_cast<unsigned char>(c)) &&
                    std::isxdigit(static_cast<unsigned char>(t_[p_ + 1]))) {
-          s += char(std::stoi(std::string(t_.substr(p_, 2)), nullptr, 16));
+          unsigned v = 0;
+          std::from_chars(t_.data() + p_, t_.data() + p_ + 2, v, 16);
+          s += char(v);
           advance();
           advance();
         } else {
@@ -236,9 +241,14 @@ class Parser {
     expect("<");
     ir::TensorType t;
     while (std::isdigit(static_cast<unsigned char>(peek()))) {
+      Loc dl = loc();
       size_t b = p_;
       while (p_ < t_.size() && std::isdigit(static_cast<unsigned char>(t_[p_]))) advance();
-      t.shape.dims.push_back(std::stoll(std::string(t_.substr(b, p_ - b))));
+      int64_t d = 0;
+      auto r = std::from_chars(t_.data() + b, t_.data() + p_, d);
+      if (r.ec != std::errc() || d > (int64_t(1) << 40))
+        error_at(dl, fmt::format("dimension {} is too large", t_.substr(b, p_ - b)));
+      t.shape.dims.push_back(d);
       if (p_ >= t_.size() || t_[p_] != 'x') error_at(loc(), "expected 'x' after a dimension");
       advance();
     }
@@ -283,11 +293,13 @@ class Parser {
     } else if (c == '[') {
       a.kind = Attr::List;
       advance();
+      if (++list_depth_ > 16) error_at(a.loc, "attribute lists nested deeper than 16");
       if (!try_consume("]")) {
         do a.list.push_back(value());
         while (try_consume(","));
         expect("]");
       }
+      --list_depth_;
     } else if (c == '#') {
       advance();
       std::string w = word();
@@ -374,6 +386,9 @@ class Parser {
     expect(":");
     Loc tl = loc();
     ir::TensorType t = type();
+    if (t.shape.numel() > kMaxConstantElements)
+      error_at(tl, fmt::format("constant {} has more than {} elements", type_text(t),
+                               kMaxConstantElements));
     Array arr(t.dtype, t.shape);
     int64_t n = t.shape.numel();
     size_t w = size_of(t.dtype);
@@ -383,8 +398,14 @@ class Parser {
         error_at(a->loc, fmt::format("hex constant has {} digits, {} needs {}", hex.size() - 2,
                                      type_text(t), 2 * arr.nbytes()));
       auto* p = static_cast<unsigned char*>(arr.raw());
-      for (size_t i = 0; i < arr.nbytes(); ++i)
-        p[i] = static_cast<unsigned char>(std::stoi(hex.substr(2 + 2 * i, 2), nullptr, 16));
+      for (size_t i = 0; i < arr.nbytes(); ++i) {
+        unsigned v = 0;
+        auto r = std::from_chars(hex.data() + 2 + 2 * i, hex.data() + 4 + 2 * i, v, 16);
+        if (r.ec != std::errc() || r.ptr != hex.data() + 4 + 2 * i)
+          error_at(a->loc,
+                   fmt::format("bad hex digits '{}' in constant", hex.substr(2 + 2 * i, 2)));
+        p[i] = static_cast<unsigned char>(v);
+      }
     } else if (empty) {
       if (n != 0) error_at(a->loc, fmt::format("dense<> for {} elements", n));
     } else if (!list || (elems.size() == 1 && n == 1 && nest.empty())) {
@@ -404,6 +425,7 @@ class Parser {
   }
   void elements(size_t depth, std::vector<int64_t>* nest, std::vector<std::string>* out) {
     Loc l = loc();
+    if (depth > 64) error_at(l, "constant list nested deeper than 64");
     expect("[");
     int64_t count = 0;
     if (peek() != ']') {
@@ -507,6 +529,7 @@ class Parser {
       expect(">");
     }
     if (try_consume("(")) {
+      if (region_depth_ > 0) error_at(o.loc, "nested regions are not supported");
       o.has_region = true;
       expect("{");
       expect("^");
@@ -519,7 +542,9 @@ class Parser {
       } while (try_consume(","));
       expect(")");
       expect(":");
+      ++region_depth_;
       while (!try_consume("}")) o.region.push_back(op());
+      --region_depth_;
       expect(")");
     }
     if (peek() == '{')
@@ -538,6 +563,7 @@ class Parser {
   }
 
   std::string_view t_;
+  int region_depth_ = 0, list_depth_ = 0;
   size_t p_ = 0;
   int line_ = 1, col_ = 1;
 };
