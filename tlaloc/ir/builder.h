@@ -64,6 +64,7 @@ class Builder {
   // Generic append: verifies and fills n.type where inferable; returns the new value.
   ValueId add(Node n);
 
+  // The reference is invalidated when a node is added: copy it first if you keep it.
   const TensorType& type(ValueId v) const { return f_.type(v); }
   const Function& function() const { return f_; }
   // Finishes the function with these results.

@@ -21,13 +21,14 @@ class Tensor {
   ir::Builder& builder() const;
   ir::ValueId id() const { return id_; }
   bool valid() const { return b_ != nullptr; }
-  const ir::TensorType& type() const { return builder().type(id_); }
-  DType dtype() const { return type().dtype; }
-  const Shape& shape() const { return type().shape; }
-  int64_t rank() const { return shape().rank(); }
+  // By value: a reference into the builder would dangle once another node is added.
+  ir::TensorType type() const { return builder().type(id_); }
+  DType dtype() const { return builder().type(id_).dtype; }
+  Shape shape() const { return builder().type(id_).shape; }
+  int64_t rank() const { return builder().type(id_).shape.rank(); }
   // Size of dimension i; negative i counts from the end.
   int64_t dim(int64_t i) const;
-  int64_t numel() const { return shape().numel(); }
+  int64_t numel() const { return builder().type(id_).shape.numel(); }
 
  private:
   ir::Builder* b_ = nullptr;
