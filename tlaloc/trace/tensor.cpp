@@ -307,8 +307,9 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   if (a.dim(-1) != b.dim(-2))
     fail("matmul: {} @ {}: inner dimensions {} and {} differ", to_string(a0.shape()),
          to_string(b0.shape()), a.dim(-1), b.dim(-2));
-  Shape ab(std::vector<int64_t>(a.shape().dims.begin(), a.shape().dims.end() - 2));
-  Shape bb(std::vector<int64_t>(b.shape().dims.begin(), b.shape().dims.end() - 2));
+  Shape ab = a.shape(), bb = b.shape();
+  ab.dims.resize(ab.dims.size() - 2);
+  bb.dims.resize(bb.dims.size() - 2);
   Shape batch = broadcast_shapes(ab, bb, "matmul");
   ir::Builder& bl = a.builder();
   int64_t nb = batch.rank();
