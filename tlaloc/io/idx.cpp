@@ -93,7 +93,7 @@ std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& p
       fail("{}: corrupt gzip data after {} bytes inflated: {}", path, out.size(),
            msg.empty() ? "zlib error " + std::to_string(rc) : msg);
     }
-    if (!want) want = declared_size(out, path);
+    if (!want && (want = declared_size(out, path))) out.reserve(size_t(want) + 1);
     if (want && out.size() > want) {
       inflateEnd(&z);
       fail("{}: inflates to more than the {} bytes its idx header declares", path, want);

@@ -73,14 +73,15 @@ struct TensorView {
 // open()); afterwards every view lies inside the file.
 class SafetensorsFile {
  public:
-  // mmaps `path` read-only and validates it. Throws tlaloc::Error naming the file and the
-  // tensor / field with the disagreeing numbers for: a file shorter than 8 bytes; a header
-  // length that wraps when added to 8, exceeds kMaxHeaderSize or the file; a header that is
-  // not UTF-8, not JSON, or not an object, or has a duplicate key; an unknown dtype or field;
-  // a shape that is not a list of non-negative integers or whose element count (or byte
-  // size) overflows 64 bits; data_offsets reversed, out of range, overlapping, leaving gaps
-  // (including trailing bytes), or whose length disagrees with shape x dtype size; a tensor
-  // named __metadata__; a __metadata__ that is not an object of strings.
+  // mmaps `path` read-only and validates it. The file must not be truncated while open
+  // (a mapping cannot guard against that; tlaloc's own saves replace files by rename). Throws
+  // tlaloc::Error naming the file and the tensor / field with the disagreeing numbers for: a file
+  // shorter than 8 bytes; a header length that wraps when added to 8, exceeds kMaxHeaderSize or the
+  // file; a header that is not UTF-8, not JSON, or not an object, or has a duplicate key; an
+  // unknown dtype or field; a shape that is not a list of non-negative integers or whose element
+  // count (or byte size) overflows 64 bits; data_offsets reversed, out of range, overlapping,
+  // leaving gaps (including trailing bytes), or whose length disagrees with shape x dtype size; a
+  // tensor named __metadata__; a __metadata__ that is not an object of strings.
   static SafetensorsFile open(const std::string& path);
   // Validates bytes already in memory (no copy; the views point into `bytes`, which must
   // outlive the result). `what` names the source in errors.

@@ -136,6 +136,9 @@ bool is_utf8(std::string_view s) {
 }
 
 int64_t TensorView::numel() const {
+  // Validation bounded non-empty shapes by the file size; empty ones may hold huge dims.
+  for (int64_t d : shape)
+    if (d == 0) return 0;
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;

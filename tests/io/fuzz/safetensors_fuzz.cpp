@@ -24,6 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const TensorView& v : f.tensors()) {
       if (!v.data.empty() && (v.data.data() < buf || v.data.data() + v.data.size() > buf + size))
         std::abort();
+      if (v.numel() < 0 || (v.numel() == 0) != v.data.empty()) std::abort();
       refs.push_back({v.name, v.dtype, v.shape, v.data});
       if (to_tlaloc(v.dtype)) {
         try {
