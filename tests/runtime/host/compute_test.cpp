@@ -174,5 +174,48 @@ KERNEL_TEST(dot_general, layouts_batches_dtypes) {
   check_dot(DType::f32, {64, 96}, {96, 80}, {{}, {}, {1}, {0}}, 1e-5);
 }
 
+// Transposes around dots are folded into CBLAS flags / operand swaps at compile time; the
+// results must equal the naive evaluation of the unfolded program.
+TEST(HostDot, TransposesFoldedIntoDots) {
+  Array x = Array::from_doubles(DType::f32, {5, 3}, pseudo(15, 3)),
+        y = Array::from_doubles(DType::f32, {5, 4}, pseudo(20, 5));
+  // dot(transpose(x), y): [3,5] x [5,4]
+  auto f = one_op({{DType::f32, {5, 3}}, {DType::f32, {5, 4}}}, [](ir::Builder& b, auto& p) {
+    return b.dot_general(b.transpose(p[0], {1, 0}), p[1], {{}, {}, {1}, {0}});
+  });
+  auto want = naive_dot(x, y, {{}, {}, {0}, {0}}, {3, 4});
+  expect_values(run_all(f, {x, y})[0], want, 1e-5);
+  // transpose(dot(x^T, y)) = y^T x: [4,3].
+  auto g = one_op({{DType::f32, {5, 3}}, {DType::f32, {5, 4}}}, [](ir::Builder& b, auto& p) {
+    auto d = b.dot_general(p[0], p[1], {{}, {}, {0}, {0}});
+    return b.transpose(d, {1, 0});
+  });
+  auto want_t = naive_dot(y, x, {{}, {}, {0}, {0}}, {4, 3});
+  expect_values(run_all(g, {x, y})[0], want_t, 1e-5);
+  // Batched: transpose(dot) with batch dims kept in front; operand transpose that reorders
+  // free dims is not folded (still correct).
+  Array a = Array::from_doubles(DType::f64, {2, 3, 4}, pseudo(24, 9)),
+        c = Array::from_doubles(DType::f64, {2, 4, 5}, pseudo(40, 13));
+  auto h = one_op({{DType::f64, {2, 3, 4}}, {DType::f64, {2, 4, 5}}}, [](ir::Builder& b, auto& p) {
+    auto d = b.dot_general(p[0], p[1], {{0}, {0}, {2}, {1}});
+    return b.transpose(d, {0, 2, 1});
+  });
+  auto wd = naive_dot(c, a, {{0}, {0}, {1}, {2}}, {2, 5, 3});
+  expect_values(run_all(h, {a, c})[0], wd, 1e-12);
+  Array q = Array::from_doubles(DType::f32, {2, 3, 4}, pseudo(24, 17));
+  auto k = one_op({{DType::f32, {2, 3, 4}}, {DType::f32, {4, 2}}}, [](ir::Builder& b, auto& p) {
+    return b.dot_general(b.transpose(p[0], {1, 0, 2}), p[1], {{}, {}, {2}, {0}});  // [3,2,2]
+  });
+  Array w = Array::from_doubles(DType::f32, {4, 2}, pseudo(8, 19));
+  auto qt = q.to_doubles();
+  std::vector<double> tq;
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j)
+      for (int l = 0; l < 4; ++l) tq.push_back(qt[size_t(j * 12 + i * 4 + l)]);
+  auto wk =
+      naive_dot(Array::from_doubles(DType::f32, {3, 2, 4}, tq), w, {{}, {}, {2}, {0}}, {3, 2, 2});
+  expect_values(run_all(k, {q, w})[0], wk, 1e-5);
+}
+
 }  // namespace
 }  // namespace tlaloc::host_test

@@ -1,14 +1,18 @@
 #include "tlaloc/runtime/host/compile.h"
 
 #include <cblas.h>
+#include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 #include "tlaloc/ir/builder.h"
 #include "tlaloc/runtime/host/plan.h"
+#include "tlaloc/runtime/host/rewrite.h"
 
 namespace tlaloc::runtime::host {
 namespace {
@@ -33,7 +37,10 @@ void copy_array(Array& dst, const void* src) {
 class HostExecutable final : public Executable {
  public:
   HostExecutable(ir::Function f, const Options& o) : Executable(std::move(f)) {
-    plan_ = make_plan(function(), o);
+    ir::Function g = fold_transposes_into_dots(function());
+    ir::verify(g);
+    plan_ = make_plan(g, o);
+    step_ns_.assign(plan_.steps.size(), 0.0);
     arena_ = allocate(plan_.arena_bytes);
     scratch_ = allocate(plan_.scratch_bytes);
     const ir::Function& fn = function();
@@ -43,6 +50,10 @@ class HostExecutable final : public Executable {
       if (plan_.storage[v] == Storage::constant)
         ptr_[v] = const_cast<void*>(fn.nodes[v].attrs.value->raw());
     }
+  }
+
+  ~HostExecutable() override {
+    if (profile_ && profiled_runs_ > 0) print_profile();
   }
 
   std::vector<Array> run(std::span<const Array> inputs) override {
@@ -153,10 +164,39 @@ class HostExecutable final : public Executable {
 
   void execute() {
     Frame fr{ptr_.data(), scratch_.get(), plan_.num_threads};
-    for (const auto& k : plan_.steps) k->run(*k, fr);
+    if (!profile_) {
+      for (const auto& k : plan_.steps) k->run(*k, fr);
+      return;
+    }
+    for (size_t s = 0; s < plan_.steps.size(); ++s) {
+      auto t0 = std::chrono::steady_clock::now();
+      plan_.steps[s]->run(*plan_.steps[s], fr);
+      step_ns_[s] +=
+          std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    }
+    ++profiled_runs_;
+  }
+
+  void print_profile() const {
+    std::vector<size_t> order(step_ns_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return step_ns_[a] > step_ns_[b]; });
+    double total = 0;
+    for (double t : step_ns_) total += t;
+    fmt::print(stderr, "host profile of {} ({} steps, {} runs, {:.1f} us/run):\n", function().name,
+               step_ns_.size(), profiled_runs_,
+               total / 1e3 / double(std::max<int64_t>(profiled_runs_, 1)));
+    for (size_t i = 0; i < order.size() && i < 25; ++i)
+      fmt::print(stderr, "  {:9.1f} us  {:5.1f}%  #{} {}\n",
+                 step_ns_[order[i]] / 1e3 / double(profiled_runs_),
+                 100 * step_ns_[order[i]] / total, order[i], plan_.steps[order[i]]->label);
   }
 
   Plan plan_;
+  bool profile_ = std::getenv("TLALOC_HOST_PROFILE") != nullptr;
+  std::vector<double> step_ns_;
+  int64_t profiled_runs_ = 0;
   Buffer arena_, scratch_;
   std::vector<void*> ptr_;
 };

@@ -193,16 +193,16 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int) {
   if (k->r.permute) k->r.perm_off = take(rs.numel());
   k->scratch_bytes = off;
   // Tiles: one per batch element; a single large matrix is split along its longer result dim
-  // into pieces of a size fixed by the shape (>= 32 rows / columns).
+  // into at most 8 pieces of >= 64 rows / columns (sizes fixed by the shape alone).
   const int64_t macs = k->B * k->M * k->N * k->K;
   for (int64_t b = 0; b < k->B; ++b) {
-    if (k->B > 1 || macs < (int64_t(1) << 18)) {
+    if (k->B > 1 || macs < (int64_t(1) << 20)) {
       k->tiles.push_back({b, 0, k->M, 0, k->N});
       continue;
     }
     bool rows = k->M >= k->N;
     int64_t dim = rows ? k->M : k->N;
-    int64_t t = std::max<int64_t>(32, ((dim + 15) / 16 + 15) / 16 * 16);
+    int64_t t = std::max<int64_t>(64, ((dim + 7) / 8 + 15) / 16 * 16);
     for (int64_t s = 0; s < dim; s += t) {
       int64_t e = std::min(dim, s + t);
       k->tiles.push_back(rows ? Tile{b, s, e, 0, k->N} : Tile{b, 0, k->M, s, e});

@@ -58,37 +58,52 @@ struct VInstr {
   int dst = -1, a = -1, b = -1, c = -1;
   int32_t value = -1;
   int map = -1;
+  bool once = false;  // prologue: run once per thread (scalar broadcasts)
+  bool late = false;  // store after every other instruction of the block
+};
+
+// Register r points straight into a value's storage for the current block.
+struct Binding {
+  int32_t slot, value;
+  int64_t offset, elem;
 };
 
 struct GroupKernel : Kernel {
   int64_t n = 0;
-  int nregs = 0;
-  std::vector<Instr> prog;
+  int nslots = 0, nscratch = 0;
+  std::vector<Instr> prologue, prog;
+  std::vector<Binding> bindings;
   std::vector<LoadMap> maps;
 
-  void block(char* regs, void* const* ptr, int64_t base, int64_t len) const {
-    for (const Instr& in : prog) in.fn(in, regs, ptr, base, len);
-  }
-  void range(char* regs, void* const* ptr, int64_t b0, int64_t b1) const {
+  void range(void** regs, void* const* ptr, int64_t b0, int64_t b1) const {
+    int64_t first = std::min(kBlock, n);
+    for (const Instr& in : prologue) in.fn(in, regs, ptr, 0, first);
     for (int64_t b = b0; b < b1; ++b) {
-      int64_t base = b * kBlock;
-      block(regs, ptr, base, std::min(kBlock, n - base));
+      int64_t base = b * kBlock, len = std::min(kBlock, n - base);
+      for (const Binding& d : bindings)
+        regs[d.slot] = static_cast<char*>(ptr[d.value]) + (d.offset + base) * d.elem;
+      for (const Instr& in : prog) in.fn(in, regs, ptr, base, len);
     }
+  }
+  int64_t thread_bytes() const { return int64_t(nscratch) * kBlockBytes + int64_t(nslots) * 8; }
+  void run_thread(const Frame& f, int t, int64_t b0, int64_t b1) const {
+    char* mem = f.scratch + t * thread_bytes();
+    void** regs = reinterpret_cast<void**>(mem + int64_t(nscratch) * kBlockBytes);
+    for (int r = 0; r < nscratch; ++r) regs[r] = mem + int64_t(r) * kBlockBytes;
+    range(regs, f.ptr, b0, b1);
   }
   static void exec(const Kernel& k, const Frame& f) {
     const auto& g = as<GroupKernel>(k);
     int64_t nblocks = (g.n + kBlock - 1) / kBlock;
-    int64_t reg_bytes = int64_t(g.nregs) * kBlockBytes;
     if (g.n >= kParallelElements && f.num_threads > 1 && nblocks > 1) {
       int nt = int(std::min<int64_t>(f.num_threads, nblocks));
 #pragma omp parallel num_threads(nt)
       {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
-        int64_t b0 = nblocks * t / T, b1 = nblocks * (t + 1) / T;
-        g.range(f.scratch + t * reg_bytes, f.ptr, b0, b1);
+        g.run_thread(f, t, nblocks * t / T, nblocks * (t + 1) / T);
       }
     } else {
-      g.range(f.scratch, f.ptr, 0, nblocks);
+      g.run_thread(f, 0, 0, nblocks);
     }
   }
 };
@@ -102,9 +117,14 @@ struct ProgramBuilder::Impl {
   std::vector<LoadMap> maps;
   std::vector<int32_t> reads, writes, in_place;
   int nvregs = 0;
-  std::vector<int> vsize;  // element bytes of each virtual register
+  std::vector<int> vsize;       // element bytes of each virtual register
+  std::vector<Binding> direct;  // virtual registers bound to storage (slot = vreg here)
+  std::vector<char> is_direct, is_once, from_op;
   int fresh(DType t) {
     vsize.push_back(int(size_of(compute_dtype(t))));
+    is_direct.push_back(0);
+    is_once.push_back(0);
+    from_op.push_back(0);
     return nvregs++;
   }
 };
@@ -115,19 +135,31 @@ ProgramBuilder::ProgramBuilder(int64_t n, int max_threads) : impl_(std::make_uni
 }
 ProgramBuilder::~ProgramBuilder() = default;
 
+namespace {
+bool plain(DType t) { return compute_dtype(t) == t; }  // stored as computed (not bf16/f16)
+}  // namespace
+
 int ProgramBuilder::load(const View& v) {
   auto& I = *impl_;
   LoadMap m = collapse(v);
   if (m.kind == 1 && v.shape.numel() != I.n) m.kind = 2;
-  VInstr in{load_fn(v.dtype, m.kind)};
-  in.dst = I.fresh(v.dtype);
-  in.value = v.src;
-  in.map = int(I.maps.size());
-  I.maps.push_back(std::move(m));
   I.reads.push_back(v.src);
   if (v.contiguous() && v.shape.numel() == I.n) I.in_place.push_back(v.src);
+  int r = I.fresh(v.dtype);
+  if (m.kind == 1 && plain(v.dtype)) {  // read in place: no instruction
+    I.is_direct[size_t(r)] = 1;
+    I.direct.push_back({r, v.src, m.offset, int64_t(size_of(v.dtype))});
+    return r;
+  }
+  VInstr in{load_fn(v.dtype, m.kind)};
+  in.dst = r;
+  in.value = v.src;
+  in.map = int(I.maps.size());
+  in.once = m.kind == 0;
+  I.is_once[size_t(r)] = in.once;
+  I.maps.push_back(std::move(m));
   I.code.push_back(in);
-  return in.dst;
+  return r;
 }
 
 int ProgramBuilder::op(const ir::Node& node, const std::vector<int>& regs,
@@ -139,15 +171,19 @@ int ProgramBuilder::op(const ir::Node& node, const std::vector<int>& regs,
     VInstr in{fn};
     in.a = regs[0];
     in.dst = I.fresh(node.type.dtype);
+    I.from_op[size_t(in.dst)] = 1;
     I.code.push_back(in);
     return in.dst;
   }
   DType t = node.op == ir::Op::select || node.op == ir::Op::clamp ? dtypes[1] : dtypes[0];
-  VInstr in{op_fn(node.op, t, node.attrs.comparison_direction)};
+  VInstr in{node.op == ir::Op::select && I.is_once[size_t(regs[0])]
+                ? select_scalar_fn(t)
+                : op_fn(node.op, t, node.attrs.comparison_direction)};
   in.a = regs[0];
   if (regs.size() > 1) in.b = regs[1];
   if (regs.size() > 2) in.c = regs[2];
   in.dst = I.fresh(node.type.dtype);
+  I.from_op[size_t(in.dst)] = 1;
   I.code.push_back(in);
   if (InstrFn r = round_fn(node.type.dtype)) {
     VInstr rd{r};
@@ -157,24 +193,39 @@ int ProgramBuilder::op(const ir::Node& node, const std::vector<int>& regs,
   return in.dst;
 }
 
-void ProgramBuilder::store(int reg, int32_t value, DType dtype) {
+void ProgramBuilder::store(int reg, int32_t value, DType dtype, bool late) {
   auto& I = *impl_;
+  I.writes.push_back(value);
+  if (!late && plain(dtype) && I.from_op[size_t(reg)] && !I.is_direct[size_t(reg)]) {
+    // The op writes the value's storage directly.
+    I.is_direct[size_t(reg)] = 1;
+    I.direct.push_back({reg, value, 0, int64_t(size_of(dtype))});
+    return;
+  }
   VInstr in{store_fn(dtype)};
   in.a = reg;
   in.value = value;
-  I.writes.push_back(value);
+  in.late = late;
   I.code.push_back(in);
 }
 
 std::unique_ptr<Kernel> ProgramBuilder::finish() {
   auto& I = *impl_;
+  // Order: prologue, block body, late stores.
+  std::vector<VInstr> code;
+  for (auto& v : I.code)
+    if (v.once) code.push_back(v);
+  size_t nonce = code.size();
+  for (auto& v : I.code)
+    if (!v.once && !v.late) code.push_back(v);
+  for (auto& v : I.code)
+    if (v.late) code.push_back(v);
   // Last instruction reading each virtual register.
   std::vector<int> last(size_t(I.nvregs), -1);
-  for (size_t i = 0; i < I.code.size(); ++i)
-    for (int r : {I.code[i].a, I.code[i].b, I.code[i].c})
+  for (size_t i = 0; i < code.size(); ++i)
+    for (int r : {code[i].a, code[i].b, code[i].c})
       if (r >= 0) last[size_t(r)] = int(i);
-  // Linear-scan allocation: operands dying here free their register before dst is assigned
-  // (an instruction may write its own operand's register; loops are elementwise).
+  // Slots: scratch registers by linear scan (prologue registers never freed), then direct ones.
   std::vector<int> phys(size_t(I.nvregs), -1), free_regs;
   int nphys = 0;
   auto get = [&] {
@@ -183,15 +234,11 @@ std::unique_ptr<Kernel> ProgramBuilder::finish() {
     free_regs.pop_back();
     return r;
   };
-  auto k = std::make_unique<GroupKernel>();
-  for (size_t i = 0; i < I.code.size(); ++i) {
-    VInstr& v = I.code[i];
-    Instr in;
-    in.fn = v.fn;
-    in.value = v.value;
+  auto pooled = [&](int r) { return r >= 0 && !I.is_direct[size_t(r)] && !I.is_once[size_t(r)]; };
+  std::vector<int> dst_slot(code.size(), -1);
+  for (size_t i = 0; i < code.size(); ++i) {
+    VInstr& v = code[i];
     int ops[3] = {v.a, v.b, v.c};
-    int32_t* outs[3] = {&in.a, &in.b, &in.c};
-    for (int j = 0; j < 3; ++j) *outs[j] = ops[j] >= 0 ? phys[size_t(ops[j])] : -1;
     // Operands dying here are freed before dst is assigned (so dst may reuse one) only when
     // their element size equals dst's; others after, since loops write d[i] after reading a[i].
     std::vector<int> later;
@@ -199,27 +246,43 @@ std::unique_ptr<Kernel> ProgramBuilder::finish() {
       int r = ops[j];
       bool dup = false;
       for (int q = 0; q < j; ++q) dup |= ops[q] == r;
-      if (r < 0 || dup || last[size_t(r)] != int(i) || r == v.dst) continue;
+      if (!pooled(r) || dup || last[size_t(r)] != int(i) || r == v.dst) continue;
       if (v.dst >= 0 && I.vsize[size_t(r)] == I.vsize[size_t(v.dst)])
         free_regs.push_back(phys[size_t(r)]);
       else
         later.push_back(phys[size_t(r)]);
     }
-    if (v.dst >= 0) {
-      if (phys[size_t(v.dst)] < 0) phys[size_t(v.dst)] = get();
-      in.dst = phys[size_t(v.dst)];
-      if (last[size_t(v.dst)] < 0 && v.dst != v.a) later.push_back(in.dst);  // never read
+    if (v.dst >= 0 && !I.is_direct[size_t(v.dst)] && phys[size_t(v.dst)] < 0) {
+      phys[size_t(v.dst)] = get();
+      if (last[size_t(v.dst)] < 0 && pooled(v.dst)) later.push_back(phys[size_t(v.dst)]);
     }
     free_regs.insert(free_regs.end(), later.begin(), later.end());
-    k->prog.push_back(in);
   }
+  auto k = std::make_unique<GroupKernel>();
+  k->nscratch = std::max(nphys, 1);
+  int nslots = k->nscratch;
+  for (const Binding& d : I.direct) {
+    phys[size_t(d.slot)] = nslots;
+    k->bindings.push_back({nslots++, d.value, d.offset, d.elem});
+  }
+  k->nslots = nslots;
   k->maps = std::move(I.maps);
-  for (size_t i = 0, m = 0; i < k->prog.size(); ++i)
-    if (I.code[i].map >= 0) k->prog[i].map = &k->maps[m++];
+  for (size_t i = 0; i < code.size(); ++i) {
+    const VInstr& v = code[i];
+    Instr in;
+    in.fn = v.fn;
+    in.value = v.value;
+    auto slot = [&](int r) { return r >= 0 ? phys[size_t(r)] : -1; };
+    in.dst = slot(v.dst);
+    in.a = slot(v.a);
+    in.b = slot(v.b);
+    in.c = slot(v.c);
+    if (v.map >= 0) in.map = &k->maps[size_t(v.map)];
+    (i < nonce ? k->prologue : k->prog).push_back(in);
+  }
   k->n = I.n;
-  k->nregs = std::max(nphys, 1);
   k->run = &GroupKernel::exec;
-  k->scratch_bytes = int64_t(k->nregs) * kBlockBytes * std::max(I.max_threads, 1);
+  k->scratch_bytes = k->thread_bytes() * std::max(I.max_threads, 1);
   k->reads = std::move(I.reads);
   k->writes = std::move(I.writes);
   k->in_place = std::move(I.in_place);

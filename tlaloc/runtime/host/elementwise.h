@@ -35,7 +35,9 @@ class ProgramBuilder {
   int op(const ir::Node& node, const std::vector<int>& regs, const std::vector<DType>& dtypes);
   // Register reinterpretation (reshape of a member): no instruction.
   int alias(int reg) { return reg; }
-  void store(int reg, int32_t value, DType dtype);
+  // Writes the register to `value`'s storage. A late store runs after every other instruction
+  // of the block (needed when the storage may be a donated input the block still reads).
+  void store(int reg, int32_t value, DType dtype, bool late = false);
   std::unique_ptr<Kernel> finish();
 
  private:

@@ -180,20 +180,20 @@ struct Shr {
 
 // ---- loops ----------------------------------------------------------------------------------
 template <class T, class F>
-void unary_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+void unary_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   T* d = reg<T>(r, in.dst);
   const T* a = reg<T>(r, in.a);
   for (int64_t i = 0; i < n; ++i) d[i] = F::template f<T>(a[i]);
 }
 template <class T, class F>
-void binary_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+void binary_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   T* d = reg<T>(r, in.dst);
   const T* a = reg<T>(r, in.a);
   const T* b = reg<T>(r, in.b);
   for (int64_t i = 0; i < n; ++i) d[i] = F::template f<T>(a[i], b[i]);
 }
 template <class T, ir::Comparison C>
-void compare_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+void compare_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   uint8_t* d = reg<uint8_t>(r, in.dst);
   const T* a = reg<T>(r, in.a);
   const T* b = reg<T>(r, in.b);
@@ -209,15 +209,22 @@ void compare_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
   }
 }
 template <class T>
-void select_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+void select_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   T* d = reg<T>(r, in.dst);
   const uint8_t* p = reg<uint8_t>(r, in.a);
   const T* x = reg<T>(r, in.b);
   const T* y = reg<T>(r, in.c);
   for (int64_t i = 0; i < n; ++i) d[i] = p[i] ? x[i] : y[i];
 }
+// select with a scalar (broadcast) predicate: copies one whole operand.
 template <class T>
-void clamp_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+void select_scalar_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
+  const T* s = reg<uint8_t>(r, in.a)[0] ? reg<T>(r, in.b) : reg<T>(r, in.c);
+  T* d = reg<T>(r, in.dst);
+  if (d != s) std::memcpy(d, s, size_t(n) * sizeof(T));
+}
+template <class T>
+void clamp_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   T* d = reg<T>(r, in.dst);
   const T* lo = reg<T>(r, in.a);
   const T* x = reg<T>(r, in.b);
@@ -274,6 +281,10 @@ struct SelectL {
   static constexpr InstrFn fn = &select_loop<T>;
 };
 template <class T>
+struct SelectScalarL {
+  static constexpr InstrFn fn = &select_scalar_loop<T>;
+};
+template <class T>
 struct ClampL {
   static constexpr InstrFn fn = &clamp_loop<T>;
 };
@@ -288,14 +299,14 @@ InstrFn binary(DType t) {
 
 // ---- loads, stores, rounding, convert -------------------------------------------------------
 template <DType S>
-void load_scalar(const Instr& in, char* r, void* const* ptr, int64_t, int64_t n) {
+void load_scalar(const Instr& in, void* const* r, void* const* ptr, int64_t, int64_t n) {
   using T = Compute<S>;
   T v = load_elem<S>(ptr[in.value], in.map->offset);
   T* d = reg<T>(r, in.dst);
   for (int64_t i = 0; i < n; ++i) d[i] = v;
 }
 template <DType S>
-void load_contiguous(const Instr& in, char* r, void* const* ptr, int64_t base, int64_t n) {
+void load_contiguous(const Instr& in, void* const* r, void* const* ptr, int64_t base, int64_t n) {
   using T = Compute<S>;
   const void* p = ptr[in.value];
   int64_t o = in.map->offset + base;
@@ -306,7 +317,7 @@ void load_contiguous(const Instr& in, char* r, void* const* ptr, int64_t base, i
     std::memcpy(d, static_cast<const T*>(p) + o, size_t(n) * sizeof(T));
 }
 template <DType S>
-void load_general(const Instr& in, char* r, void* const* ptr, int64_t base, int64_t n) {
+void load_general(const Instr& in, void* const* r, void* const* ptr, int64_t base, int64_t n) {
   using T = Compute<S>;
   const LoadMap& m = *in.map;
   const void* p = ptr[in.value];
@@ -340,7 +351,7 @@ void load_general(const Instr& in, char* r, void* const* ptr, int64_t base, int6
   }
 }
 template <DType S>
-void store(const Instr& in, char* r, void* const* ptr, int64_t base, int64_t n) {
+void store(const Instr& in, void* const* r, void* const* ptr, int64_t base, int64_t n) {
   using T = Compute<S>;
   void* p = ptr[in.value];
   const T* a = reg<T>(r, in.a);
@@ -357,7 +368,7 @@ float round_to(float f) {
     return from_f16(to_f16(f));
 }
 template <DType S>
-void round_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+void round_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   float* d = reg<float>(r, in.dst);
   const float* a = reg<float>(r, in.a);
   for (int64_t i = 0; i < n; ++i) d[i] = round_to<S>(a[i]);
@@ -387,14 +398,14 @@ D convert_value(S x) {
   }
 }
 template <class S, class D>
-void convert_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+void convert_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   D* d = reg<D>(r, in.dst);
   const S* a = reg<S>(r, in.a);
   for (int64_t i = 0; i < n; ++i) d[i] = convert_value<D, S>(a[i]);
 }
 // Any source to bf16 / f16 with a single rounding.
 template <class S, DType To>
-void convert_round_loop(const Instr& in, char* r, void* const*, int64_t, int64_t n) {
+void convert_round_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   float* d = reg<float>(r, in.dst);
   const S* a = reg<S>(r, in.a);
   for (int64_t i = 0; i < n; ++i) {
@@ -460,6 +471,8 @@ InstrFn convert_fn(DType from, DType to) {
       return convert_from<float>(to);
   }
 }
+
+InstrFn select_scalar_fn(DType t) { return by_type<SelectScalarL, kF | kS | kU | kB>(t); }
 
 InstrFn op_fn(Op op, DType t, ir::Comparison cmp) {
   InstrFn f = nullptr;

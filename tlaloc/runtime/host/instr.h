@@ -16,7 +16,10 @@ struct LoadMap {
 };
 
 struct Instr;
-using InstrFn = void (*)(const Instr&, char* regs, void* const* ptr, int64_t base, int64_t len);
+// regs[r]: where register r's block lives (scratch, or storage bound for this block);
+// ptr: the frame's value storage; the block is elements [base, base + len).
+using InstrFn = void (*)(const Instr&, void* const* regs, void* const* ptr, int64_t base,
+                         int64_t len);
 
 struct Instr {
   InstrFn fn = nullptr;
@@ -25,10 +28,10 @@ struct Instr {
   const LoadMap* map = nullptr;              // load
 };
 
-// Register r of the block scratch, as T elements.
+// Register r of the block, as T elements.
 template <class T>
-inline T* reg(char* regs, int32_t r) {
-  return reinterpret_cast<T*>(regs + int64_t(r) * kBlockBytes);
+inline T* reg(void* const* regs, int32_t r) {
+  return static_cast<T*>(regs[r]);
 }
 
 // Dtype registers compute in: f32 for f32 / bf16 / f16.
@@ -40,6 +43,8 @@ InstrFn store_fn(DType storage);
 InstrFn round_fn(DType storage);  // nullptr unless bf16 / f16
 // For an elementwise node (not convert) on operands of `dtype`.
 InstrFn op_fn(ir::Op op, DType dtype, ir::Comparison cmp);
+// select whose predicate register holds one broadcast value.
+InstrFn select_scalar_fn(DType dtype);
 // convert between dtypes (compute types); nullptr when it is a register alias.
 InstrFn convert_fn(DType from, DType to);
 

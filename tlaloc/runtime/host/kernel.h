@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tlaloc/core/dtype.h"
@@ -25,6 +26,7 @@ struct Kernel {
   std::vector<int32_t> reads;     // values whose storage this kernel reads
   std::vector<int32_t> writes;    // values whose storage this kernel writes
   std::vector<int32_t> in_place;  // reads that are read element-wise in write order (fused)
+  std::string label;              // for profiles: "fused x12 n=4096: add multiply ..."
 };
 
 template <class K>

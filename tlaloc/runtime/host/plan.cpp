@@ -12,6 +12,8 @@
 #include <algorithm>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "tlaloc/ir/builder.h"
 #include "tlaloc/runtime/host/elementwise.h"
 #include "tlaloc/runtime/host/kernels.h"
@@ -43,6 +45,9 @@ class Planner {
     is_result_.assign(nv, false);
     live_.assign(nv, false);
     for (ir::ValueId r : f.results) is_result_[size_t(r)] = live_[size_t(r)] = true;
+    donated_result_.assign(nv, false);
+    for (const ir::Alias& a : f.aliases)
+      donated_result_[size_t(f.results[size_t(a.output)])] = true;
     for (size_t i = nv; i-- > 0;)
       if (live_[i])
         for (ir::ValueId o : f.nodes[i].operands) live_[size_t(o)] = true;
@@ -60,7 +65,12 @@ class Planner {
   }
 
  private:
-  void emit(std::unique_ptr<Kernel> k) { p_.steps.push_back(std::move(k)); }
+  void emit(std::unique_ptr<Kernel> k, int32_t id = -1) {
+    if (id >= 0)
+      k->label =
+          fmt::format("{} {}", ir::op_name(f_.nodes[size_t(id)].op), ir::to_string(f_.type(id)));
+    p_.steps.push_back(std::move(k));
+  }
 
   const View& view(int32_t v) {
     if (state_[size_t(v)] == State::stored) view_[size_t(v)] = dense_view(v, f_.type(v));
@@ -71,7 +81,7 @@ class Planner {
   void need(int32_t v) {
     switch (state_[size_t(v)]) {
       case State::view:
-        emit(make_view_copy(view_[size_t(v)], v, p_.num_threads));
+        emit(make_view_copy(view_[size_t(v)], v, p_.num_threads), v);
         state_[size_t(v)] = State::stored;
         break;
       case State::member:
@@ -89,7 +99,7 @@ class Planner {
         state_[size_t(id)] = State::stored;
         return;
       case OpKind::Nullary:
-        if (n.op == Op::iota) emit(make_structural(f_, id, p_.num_threads));
+        if (n.op == Op::iota) emit(make_structural(f_, id, p_.num_threads), id);
         state_[size_t(id)] = State::stored;
         return;
       case OpKind::Unary:
@@ -120,11 +130,11 @@ class Planner {
     }
     for (ir::ValueId o : n.operands) need(o);
     if (n.op == Op::reduce)
-      emit(make_reduce(f_, id));
+      emit(make_reduce(f_, id), id);
     else if (n.op == Op::dot_general)
-      emit(make_dot(f_, id, p_.num_threads));
+      emit(make_dot(f_, id, p_.num_threads), id);
     else
-      emit(make_structural(f_, id, p_.num_threads));
+      emit(make_structural(f_, id, p_.num_threads), id);
     state_[size_t(id)] = State::stored;
   }
 
@@ -201,12 +211,18 @@ class Planner {
       for (int32_t u : users_[size_t(m)])
         outside |= state_[size_t(u)] != State::member || group_[size_t(u)] != g;
       if (outside) {
-        b.store(reg[m], m, n.type.dtype);
+        b.store(reg[m], m, n.type.dtype, donated_result_[size_t(m)]);
         any_store = true;
       }
     }
     for (int32_t m : G.members) state_[size_t(m)] = State::stored;
-    if (any_store) emit(b.finish());
+    if (any_store) {
+      auto k = b.finish();
+      k->label = fmt::format("fused x{} n={}:", G.members.size(), G.n);
+      for (size_t i = 0; i < G.members.size() && i < 40; ++i)
+        k->label += fmt::format(" {}", ir::op_name(f_.nodes[size_t(G.members[i])].op));
+      emit(std::move(k));
+    }
   }
 
   const ir::Function& f_;
@@ -216,7 +232,7 @@ class Planner {
   std::vector<View> view_;
   std::vector<int> group_;
   std::vector<std::vector<int32_t>> users_;
-  std::vector<bool> is_result_, live_;
+  std::vector<bool> is_result_, live_, donated_result_;
   std::vector<Group> groups_;
 };
 
