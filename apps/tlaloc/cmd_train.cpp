@@ -1,11 +1,42 @@
-// tlaloc train (placeholder registration until the command lands).
+// tlaloc train RECIPE: registers the recipes (disc, ...) and their shared options.
+#include <cstdlib>
+
 #include "apps/tlaloc/commands.h"
+#include "apps/tlaloc/train_common.h"
+#include "tlaloc/core/error.h"
 
 namespace tlaloc::app {
 
+void add_common_options(CLI::App* cmd, CommonTrainOptions& o) {
+  cmd->add_option("--seed", o.seed, "seed of every random draw (data, init, shuffles)")
+      ->capture_default_str();
+  cmd->add_option("--log-every", o.log_every, "read and print the loss every N steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", o.threads, "host threads (0: OMP_NUM_THREADS or all cores)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--schedule", o.schedule, "lr schedule: constant|cosine|warmup-cosine|step")
+      ->capture_default_str();
+  cmd->add_option("--warmup", o.warmup, "linear warm-up steps")->capture_default_str();
+  cmd->add_option("--lane", o.lane, "where the step runs: host|pjrt|auto (env TLALOC_LANE)")
+      ->envname("TLALOC_LANE")
+      ->capture_default_str();
+}
+
+optim::Schedule resolve_common(const CommonTrainOptions& o, int64_t total_steps) {
+  if (o.lane != "host" && o.lane != "auto" && o.lane != "pjrt")
+    fail("--lane must be host, pjrt or auto, got '{}'", o.lane);
+  if (o.lane == "pjrt")
+    fail("--lane pjrt: this build has no PJRT lane for training yet; use --lane host or auto");
+  return optim::parse_schedule(o.schedule, total_steps, o.warmup);
+}
+
 void register_train(CLI::App& app) {
-  auto* cmd = app.add_subcommand("train", "not available yet in this build");
-  cmd->callback([] { throw CLI::RuntimeError("tlaloc train is not implemented yet", 2); });
+  auto* train = app.add_subcommand("train", "train a model (recipes: disc, fmnist)");
+  train->require_subcommand(1);
+  register_train_disc(*train);
+  register_train_fmnist(*train);
 }
 
 }  // namespace tlaloc::app

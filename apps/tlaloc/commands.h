@@ -24,5 +24,8 @@ struct ExportRecipe {
 };
 // Adds (or replaces, by name) a recipe; throws tlaloc::Error if name is empty or step unset.
 void add_export_recipe(ExportRecipe recipe);
+void register_train_disc(CLI::App& train);    // tlaloc train disc
+void register_train_fmnist(CLI::App& train);  // tlaloc train fmnist
+void register_eval(CLI::App& app);            // tlaloc eval CKPT
 
 }  // namespace tlaloc::app

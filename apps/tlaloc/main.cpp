@@ -10,6 +10,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", TLALOC_VERSION);
   tlaloc::app::register_train(app);
   tlaloc::app::register_export(app);
+  tlaloc::app::register_eval(app);
+  tlaloc::app::register_inspect(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# tlaloc train fmnist vs the same job in PyTorch (bench/fmnist_torch.py) on this machine, in one
+# run, arms alternated (A B A B ...). PyTorch at its best settings: OMP_WAIT_POLICY=passive with
+# 1 and 2 threads; tlaloc with 1 and 2 threads. Prints every epoch time, the median and spread
+# per arm, the ratio of tlaloc's best to PyTorch's best, and tlaloc's achieved GFLOP/s over the
+# step's matrix FLOPs beside the sgemm rate measured here.
+# Usage: bench/run_fmnist_bench.sh [ROUNDS=2] [EPOCHS=2]   (needs build/ from scripts/build.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-2}
+epochs=${2:-2}
+tlaloc=build/tlaloc
+[ -x "$tlaloc" ] || { echo "build first: scripts/build.sh" >&2; exit 1; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+for r in $(seq 1 "$rounds"); do
+  for th in 1 2; do
+    OMP_NUM_THREADS=$th "$tlaloc" train fmnist --epochs "$epochs" --threads "$th" --save "$out/ck.safetensors" \
+      | sed -n 's/^epoch \([0-9]*\): .*test accuracy \([0-9.]*\)% *(\([0-9.]*\) s.*/\1 \3 \2/p' \
+      >>"$out/tlaloc_$th"
+    OMP_WAIT_POLICY=passive OMP_NUM_THREADS=$th /usr/bin/python3 bench/fmnist_torch.py --epochs "$epochs" --threads "$th" \
+      | sed -n 's/^epoch \([0-9]*\) time \([0-9.]*\) test_accuracy \([0-9.]*\)/\1 \2 \3/p' \
+      >>"$out/torch_$th"
+  done
+done
+
+sgemm=$(build/bench/bench_sgemm --benchmark_format=csv 2>/dev/null | awk -F, '/BM_SgemmStepShapes/ {print $NF}' | tail -1)
+/usr/bin/python3 - "$out" "$epochs" "${sgemm:-}" <<'PY'
+import os, statistics, sys
+out, epochs, sgemm = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+arms = {}
+for name in sorted(os.listdir(out)):
+    if not (name.startswith('tlaloc_') or name.startswith('torch_')):
+        continue
+    rows = [l.split() for l in open(os.path.join(out, name)) if l.strip()]
+    times = [float(r[1]) for r in rows]
+    acc = [float(r[2]) for r in rows]
+    arms[name] = (times, acc)
+    print(f"{name:10s} epoch times (s): {' '.join(f'{t:.3f}' for t in times)}")
+def med(t): return statistics.median(t)
+print()
+for name, (t, acc) in arms.items():
+    accs = [a if a <= 1 else a / 100 for a in acc]
+    print(f"{name:10s} median {med(t):.3f} s  min {min(t):.3f}  max {max(t):.3f}  last-epoch accuracy {accs[-1]*100:.2f}%")
+tl = min(med(arms[k][0]) for k in arms if k.startswith('tlaloc'))
+tb = min(med(arms[k][0]) for k in arms if k.startswith('torch'))
+print(f"\nratio: PyTorch best / tlaloc best = {tb / tl:.2f}x  (target >= 1.5x)")
+# Matrix FLOPs per epoch: forward 2·B·Σ in·out; backward dW for every layer + dX for all but
+# the first: 2·B·Σ in·out + 2·B·Σ_{l>0} in·out.
+B, n = 128, 60000
+sizes = [784, 256, 10]
+pairs = list(zip(sizes[:-1], sizes[1:]))
+steps = (n + B - 1) // B
+flops = steps * 2 * B * (2 * sum(i * o for i, o in pairs) + sum(i * o for i, o in pairs[1:]))
+print(f"tlaloc: {flops / tl / 1e9:.1f} GFLOP/s of matrix work per epoch", end="")
+print(f"; sgemm at the step's shapes here: {float(sgemm) / 1e9:.1f} GFLOP/s" if sgemm else "")
+PY

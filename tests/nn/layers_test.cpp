@@ -1,0 +1,99 @@
+// nn layers and losses against hand computations and PyTorch's definitions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tlaloc/nn/layers.h"
+#include "tlaloc/nn/losses.h"
+#include "tlaloc/runtime/host/compile.h"
+
+using namespace tlaloc;
+using trace::Tensor;
+
+namespace {
+std::vector<Array> run(const ir::Function& f, std::vector<Array> in) {
+  return runtime::host::compile(f)->run(in);
+}
+}  // namespace
+
+TEST(Linear, ForwardIsXWtPlusB) {
+  nn::Linear lin(3, 2);
+  lin.init(random::key(0));
+  auto named = lin.named_parameters();
+  ASSERT_EQ(named.size(), 2u);
+  EXPECT_EQ(named[0].name, "weight");
+  EXPECT_EQ(named[0].param->value.shape(), (Shape{2, 3}));
+  // PyTorch default init bound 1/sqrt(in).
+  for (double v : named[0].param->value.to_doubles()) EXPECT_LE(std::abs(v), 1 / std::sqrt(3.0));
+  named[0].param->value = Array::from<float>({2, 3}, {1, 2, 3, -1, 0, 1});
+  named[1].param->value = Array::from<float>({2}, {0.5f, -0.5f});
+  ir::Function f = trace::capture(
+      [&](std::span<const Tensor> in) {
+        lin.bind(in.subspan(1));
+        return std::vector<Tensor>{lin(in[0])};
+      },
+      {{DType::f32, {2, 3}}, {DType::f32, {2, 3}}, {DType::f32, {2}}});
+  auto out = run(f, {Array::from<float>({2, 3}, {1, 1, 1, 2, 0, -1}), named[0].param->value,
+                     named[1].param->value});
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{6.5f, -0.5f, -0.5f, -3.5f}));
+}
+
+TEST(Sequential, DottedNamesAndPrintout) {
+  auto m = nn::mlp({2, 16, 16, 1});
+  auto named = m->named_parameters();
+  std::vector<std::string> names;
+  for (auto& p : named) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias", "4.weight",
+                                             "4.bias"}));
+  EXPECT_EQ(m->num_parameters(), 2 * 16 + 16 + 16 * 16 + 16 + 16 + 1);
+  EXPECT_NE(m->to_string().find("(1): ReLU()"), std::string::npos) << m->to_string();
+}
+
+TEST(Losses, CrossEntropyIsStableForHugeAndInfiniteLogits) {
+  // Row 0: logits ±1e8 -> loss 0 for label 0, 2e8 for label 1. Row 1: -inf on wrong classes.
+  ir::Function f = trace::capture(
+      [](std::span<const Tensor> in) {
+        return std::vector<Tensor>{nn::cross_entropy_per_row(in[0], in[1])};
+      },
+      {{DType::f32, {3, 3}}, {DType::s32, {3}}});
+  float inf = INFINITY;
+  auto out = run(f, {Array::from<float>({3, 3}, {1e8f, -1e8f, 0, 1e8f, -1e8f, 0, -inf, 2, -inf}),
+                     Array::from<int32_t>({3}, {0, 1, 1})});
+  auto v = out[0].to_vector<float>();
+  EXPECT_EQ(v[0], 0.0f);
+  EXPECT_FLOAT_EQ(v[1], 2e8f);
+  EXPECT_EQ(v[2], 0.0f);
+}
+
+TEST(Losses, CrossEntropyMatchesHandValue) {
+  ir::Function f = trace::capture(
+      [](std::span<const Tensor> in) {
+        return std::vector<Tensor>{nn::cross_entropy(in[0], in[1])};
+      },
+      {{DType::f32, {2, 3}}, {DType::s32, {2}}});
+  auto out =
+      run(f, {Array::from<float>({2, 3}, {1, 2, 3, 0, 0, 0}), Array::from<int32_t>({2}, {2, 0})});
+  double l0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3;
+  double l1 = std::log(3.0);
+  EXPECT_NEAR(out[0].at(0), (l0 + l1) / 2, 1e-6);
+}
+
+TEST(Losses, WeightedCrossEntropyIgnoresMaskedRows) {
+  ir::Function f = trace::capture(
+      [](std::span<const Tensor> in) {
+        return std::vector<Tensor>{nn::cross_entropy(in[0], in[1], in[2])};
+      },
+      {{DType::f32, {2, 2}}, {DType::s32, {2}}, {DType::f32, {2}}});
+  auto out = run(f, {Array::from<float>({2, 2}, {0, 0, 50, -50}), Array::from<int32_t>({2}, {1, 1}),
+                     Array::from<float>({2}, {1, 0})});
+  EXPECT_NEAR(out[0].at(0), std::log(2.0), 1e-6);
+}
+
+TEST(Losses, MseMismatchIsAnError) {
+  EXPECT_THROW(trace::capture(
+                   [](std::span<const Tensor> in) {
+                     return std::vector<Tensor>{nn::mse_loss(in[0], in[1])};
+                   },
+                   {{DType::f32, {2, 1}}, {DType::f32, {2}}}),
+               Error);
+}

@@ -1,0 +1,124 @@
+// A run trained N steps, saved, restored in a new process and continued M steps ends bitwise
+// identical (parameters, moments, step, losses) to an uninterrupted N+M run (Adam, as disc).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "tlaloc/train/checkpointing.h"
+#include "tlaloc/train/disc.h"
+
+using namespace tlaloc;
+using namespace tlaloc::train;
+
+namespace {
+
+constexpr int64_t kPoints = 64;
+
+struct Run {
+  std::shared_ptr<nn::Sequential> model;
+  std::unique_ptr<Trainer> trainer;
+};
+
+Run make_run(uint64_t init_seed) {
+  Run r;
+  r.model = disc::make_model();
+  r.model->init(random::key(init_seed));
+  TrainerOptions o;
+  o.schedule = optim::parse_schedule("warmup-cosine", 30, 5);
+  r.trainer = std::make_unique<Trainer>(*r.model, disc::mse_loss_fn(), disc::data_inputs(kPoints),
+                                        optim::Adam{.lr = 0.02, .amsgrad = true}, o);
+  disc::Data d = disc::make_data(random::key(7), kPoints);
+  r.trainer->set_resident(0, d.x);
+  r.trainer->set_resident(1, d.y);
+  return r;
+}
+
+std::vector<double> steps(Trainer& t, int n) {
+  std::vector<double> losses;
+  for (int i = 0; i < n; ++i) {
+    t.step({});
+    losses.push_back(t.read_last().loss);
+  }
+  return losses;
+}
+
+}  // namespace
+
+TEST(Resume, SaveRestoreInNewProcessIsBitwiseIdentical) {
+  const int N = 12, M = 18;
+  auto dir = std::filesystem::temp_directory_path() / ("tlaloc_resume_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string ckpt = (dir / "a.safetensors").string();
+  std::string loss_file = (dir / "losses.txt").string();
+
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    Run r = make_run(1);
+    auto l = steps(*r.trainer, N);
+    io::save_checkpoint(ckpt, to_checkpoint(*r.trainer, 1, r.trainer->steps_taken()));
+    std::ofstream f(loss_file);
+    f.precision(17);
+    for (double v : l) f << v << "\n";
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  // Uninterrupted run.
+  Run full = make_run(1);
+  auto full_losses = steps(*full.trainer, N + M);
+
+  // Restored into a model initialised differently: every value must come from the file.
+  Run resumed = make_run(99);
+  restore(*resumed.trainer, io::load_checkpoint(ckpt));
+  EXPECT_EQ(resumed.trainer->steps_taken(), N);
+  auto rest = steps(*resumed.trainer, M);
+
+  std::ifstream f(loss_file);
+  for (int i = 0; i < N; ++i) {
+    double v;
+    f >> v;
+    EXPECT_EQ(v, full_losses[size_t(i)]) << "step " << i;
+  }
+  for (int i = 0; i < M; ++i)
+    EXPECT_EQ(rest[size_t(i)], full_losses[size_t(N + i)]) << "step " << N + i;
+  auto pa = full.trainer->named_parameters(), pb = resumed.trainer->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_TRUE(pa[i].second.bitwise_equal(pb[i].second)) << pa[i].first;
+  auto sa = full.trainer->optimizer_state(), sb = resumed.trainer->optimizer_state();
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t i = 0; i < sa.size(); ++i)
+    EXPECT_TRUE(sa[i].second.bitwise_equal(sb[i].second)) << sa[i].first;
+  EXPECT_EQ(full.trainer->optimizer_step(), N + M);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Resume, MismatchedCheckpointListsEveryProblem) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("tlaloc_resume2_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::string ckpt = (dir / "b.safetensors").string();
+  Run r = make_run(1);
+  io::Checkpoint c = to_checkpoint(*r.trainer, 1, 0);
+  c.params.erase(c.params.begin());                                   // missing 0.weight
+  c.params.push_back({"extra.weight", Array(DType::f32, Shape{2})});  // unexpected
+  c.params[0].second = Array(DType::f32, Shape{3});                   // 0.bias mismatched
+  io::save_checkpoint(ckpt, c);
+  try {
+    restore(*r.trainer, io::load_checkpoint(ckpt));
+    FAIL() << "restore accepted a mismatched checkpoint";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("0.weight"), std::string::npos) << m;
+    EXPECT_NE(m.find("extra.weight"), std::string::npos) << m;
+    EXPECT_NE(m.find("0.bias"), std::string::npos) << m;
+  }
+  std::filesystem::remove_all(dir);
+}

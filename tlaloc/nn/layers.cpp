@@ -1,0 +1,60 @@
+#include "tlaloc/nn/layers.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace tlaloc::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool bias, DType dtype)
+    : in_(in_features), out_(out_features), bias_(bias) {
+  if (in_features <= 0 || out_features <= 0)
+    fail("Linear: in_features {} and out_features {} must be positive", in_features, out_features);
+  register_parameter("weight", Array(dtype, Shape{out_features, in_features}));
+  if (bias) register_parameter("bias", Array(dtype, Shape{out_features}));
+}
+
+trace::Tensor Linear::forward(const trace::Tensor& x) {
+  const trace::Tensor& w = param("weight");
+  if (x.rank() < 1 || x.dim(-1) != in_)
+    fail("Linear(in_features={}): input {} does not end in {}", in_, ir::to_string(x.type()), in_);
+  // Contract x's last dim with w's dim 1: [..., in] x [out, in] -> [..., out], no transpose.
+  ir::Builder& b = x.builder();
+  trace::Tensor y{&b, b.dot_general(x.id(), w.id(), {{}, {}, {x.rank() - 1}, {1}})};
+  if (bias_) y = y + param("bias");
+  return y;
+}
+
+std::string Linear::repr() const {
+  return fmt::format("Linear(in_features={}, out_features={}, bias={})", in_, out_,
+                     bias_ ? "True" : "False");
+}
+
+void Linear::reset_parameters(const random::Key& key) {
+  auto keys = random::split(key, 2);
+  double bound = 1.0 / std::sqrt(double(in_));
+  Parameter& w = parameter("weight");
+  w.value = random::uniform(keys[0], w.value.shape(), w.value.dtype(), -bound, bound);
+  if (bias_) {
+    Parameter& b = parameter("bias");
+    b.value = random::uniform(keys[1], b.value.shape(), b.value.dtype(), -bound, bound);
+  }
+}
+
+trace::Tensor Sequential::forward(const trace::Tensor& x) {
+  trace::Tensor h = x;
+  for (auto& [name, m] : children()) h = m->forward(h);
+  return h;
+}
+
+std::shared_ptr<Sequential> mlp(const std::vector<int64_t>& sizes) {
+  if (sizes.size() < 2) fail("mlp: needs at least an input and an output size");
+  auto seq = std::make_shared<Sequential>();
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    seq->add(std::make_shared<Linear>(sizes[i], sizes[i + 1]));
+    if (i + 2 < sizes.size()) seq->add(std::make_shared<ReLU>());
+  }
+  return seq;
+}
+
+}  // namespace tlaloc::nn

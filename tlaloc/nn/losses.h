@@ -1,0 +1,24 @@
+// Losses, reduced by mean over the batch as PyTorch's default reduction="mean".
+#pragma once
+
+#include "tlaloc/trace/tensor.h"
+
+namespace tlaloc::nn {
+
+// mean((pred - target)²) over all elements (torch.nn.functional.mse_loss). Shapes equal.
+trace::Tensor mse_loss(const trace::Tensor& pred, const trace::Tensor& target);
+
+// Softmax cross-entropy on integer labels (torch.nn.functional.cross_entropy):
+// logits f32 [batch, classes], labels s32 [batch] -> mean over the batch of
+// logsumexp(logits) - logits[label]. Max-subtracted, so finite and exact for logits of ±1e8,
+// and -inf logits on wrong classes are fine (the label's logit is picked with select, never
+// 0·inf). `weights` (optional, f32 [batch]) weighs each row, e.g. a 0/1 mask for the padded
+// rows of a last partial batch; the mean is then over the weight sum.
+trace::Tensor cross_entropy(const trace::Tensor& logits, const trace::Tensor& labels);
+trace::Tensor cross_entropy(const trace::Tensor& logits, const trace::Tensor& labels,
+                            const trace::Tensor& weights);
+
+// Per-row loss [batch] (no reduction).
+trace::Tensor cross_entropy_per_row(const trace::Tensor& logits, const trace::Tensor& labels);
+
+}  // namespace tlaloc::nn

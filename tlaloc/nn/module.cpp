@@ -1,0 +1,93 @@
+#include "tlaloc/nn/module.h"
+
+#include <fmt/format.h>
+
+namespace tlaloc::nn {
+
+Parameter& Module::register_parameter(std::string name, Array value) {
+  for (auto& p : params_)
+    if (p->name == name) fail("{}: parameter '{}' registered twice", repr(), name);
+  params_.push_back(std::make_unique<Parameter>(Parameter{std::move(name), std::move(value), {}}));
+  return *params_.back();
+}
+
+Parameter& Module::parameter(const std::string& name) {
+  for (auto& p : params_)
+    if (p->name == name) return *p;
+  fail("{}: no parameter '{}'", repr(), name);
+}
+
+const trace::Tensor& Module::param(const std::string& name) const {
+  for (auto& p : params_)
+    if (p->name == name) {
+      if (!p->bound.valid())
+        fail("{}: parameter '{}' is not bound: run the model inside a capture after bind()", repr(),
+             name);
+      return p->bound;
+    }
+  fail("{}: no parameter '{}'", repr(), name);
+}
+
+void Module::collect(const std::string& prefix, std::vector<NamedParameter>& out) {
+  for (auto& p : params_) out.push_back({prefix + p->name, p.get()});
+  for (auto& [n, m] : children_) m->collect(prefix + n + ".", out);
+}
+
+void Module::collect_modules(std::vector<Module*>& out) {
+  out.push_back(this);
+  for (auto& c : children_) c.second->collect_modules(out);
+}
+
+std::vector<NamedParameter> Module::named_parameters() {
+  std::vector<NamedParameter> out;
+  collect("", out);
+  return out;
+}
+
+int64_t Module::num_parameters() {
+  int64_t n = 0;
+  for (auto& p : named_parameters()) n += p.param->value.numel();
+  return n;
+}
+
+void Module::bind(std::span<const trace::Tensor> params) {
+  auto named = named_parameters();
+  if (named.size() != params.size())
+    fail("{}: bind got {} tensors for {} parameters", repr(), params.size(), named.size());
+  for (size_t i = 0; i < named.size(); ++i) {
+    const Array& v = named[i].param->value;
+    const auto& t = params[i];
+    if (t.dtype() != v.dtype() || t.shape() != v.shape())
+      fail("bind: parameter '{}' is {} but the tensor is {}", named[i].name, describe(v),
+           ir::to_string(t.type()));
+    named[i].param->bound = t;
+  }
+}
+
+void Module::init(const random::Key& key) {
+  std::vector<Module*> mods;
+  collect_modules(mods);
+  auto keys = random::split(key, int(mods.size()));
+  for (size_t i = 0; i < mods.size(); ++i) mods[i]->reset_parameters(keys[i]);
+}
+
+void Module::print_tree(std::string& out, const std::string& name, int indent) const {
+  std::string pad(size_t(indent), ' ');
+  out += pad + (name.empty() ? "" : "(" + name + "): ") + repr();
+  if (!children_.empty()) {
+    out += "(\n";
+    for (auto& [n, m] : children_) {
+      m->print_tree(out, n, indent + 2);
+      out += "\n";
+    }
+    out += pad + ")";
+  }
+}
+
+std::string Module::to_string() const {
+  std::string out;
+  print_tree(out, "", 0);
+  return out;
+}
+
+}  // namespace tlaloc::nn

@@ -1,0 +1,82 @@
+// Modules in the PyTorch style: a module owns named parameters (host Arrays) and child modules;
+// forward() runs on symbolic trace::Tensors during a capture. Parameters enter a captured
+// program as inputs: bind() attaches one symbolic input per parameter before forward runs.
+// Names are PyTorch's dotted state_dict names ("0.weight", "blocks.1.attn.q_proj.bias").
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tlaloc/core/array.h"
+#include "tlaloc/random/random.h"
+#include "tlaloc/trace/tensor.h"
+
+namespace tlaloc::nn {
+
+struct Parameter {
+  std::string name;     // local name within its module ("weight")
+  Array value;          // host value; the Trainer keeps the live copy on the lane
+  trace::Tensor bound;  // the symbolic input during a capture
+};
+
+// A parameter seen from the root: its dotted name and the slot holding it.
+struct NamedParameter {
+  std::string name;
+  Parameter* param;
+};
+
+class Module {
+ public:
+  virtual ~Module() = default;
+  Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // Symbolic forward pass; parameters read through param().
+  virtual trace::Tensor forward(const trace::Tensor& x) = 0;
+  trace::Tensor operator()(const trace::Tensor& x) { return forward(x); }
+  // One line describing this module ("Linear(in_features=2, out_features=16, bias=True)").
+  virtual std::string repr() const = 0;
+  // (Re)initialises this module's own parameters from `key`; children are initialised by
+  // init(). Modules without parameters do nothing.
+  virtual void reset_parameters(const random::Key& key) { (void)key; }
+
+  // Initialises every parameter of the tree: `key` is split into one key per module
+  // (pre-order), so a model is a pure function of the seed.
+  void init(const random::Key& key);
+  // Every parameter of the tree, pre-order, in registration order, with dotted names.
+  std::vector<NamedParameter> named_parameters();
+  int64_t num_parameters();  // total element count
+  // Binds one symbolic tensor per parameter (in named_parameters() order) for a capture.
+  void bind(std::span<const trace::Tensor> params);
+  // PyTorch-style multi-line printout of the module tree.
+  std::string to_string() const;
+
+ protected:
+  Parameter& register_parameter(std::string name, Array value);
+  template <typename M>
+  M& register_module(std::string name, std::shared_ptr<M> m) {
+    M& ref = *m;
+    children_.push_back({std::move(name), std::move(m)});
+    return ref;
+  }
+  // The parameter's symbolic value; throws tlaloc::Error when called outside a bound capture.
+  const trace::Tensor& param(const std::string& name) const;
+  Parameter& parameter(const std::string& name);
+  // Direct children in registration order.
+  const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
+    return children_;
+  }
+
+ private:
+  void collect(const std::string& prefix, std::vector<NamedParameter>& out);
+  void collect_modules(std::vector<Module*>& out);
+  void print_tree(std::string& out, const std::string& name, int indent) const;
+
+  std::vector<std::unique_ptr<Parameter>> params_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+}  // namespace tlaloc::nn

@@ -1,0 +1,71 @@
+#include "tlaloc/train/checkpointing.h"
+
+#include <fmt/format.h>
+
+namespace tlaloc::train {
+
+namespace {
+
+std::vector<io::TensorSpec> specs(const std::vector<std::pair<std::string, ir::TensorType>>& v) {
+  std::vector<io::TensorSpec> out;
+  for (auto& [n, t] : v) out.push_back({n, t.dtype, t.shape});
+  return out;
+}
+
+std::string flag(bool b) { return b ? "true" : "false"; }
+
+}  // namespace
+
+std::map<std::string, std::string> hyper_parameters(const optim::Optimizer& opt) {
+  std::map<std::string, std::string> h;
+  std::visit(
+      [&](const auto& o) {
+        h["lr"] = io::exact(o.lr);
+        h["weight_decay"] = io::exact(o.weight_decay);
+        h["maximize"] = flag(o.maximize);
+        if constexpr (std::is_same_v<std::decay_t<decltype(o)>, optim::SGD>) {
+          h["momentum"] = io::exact(o.momentum);
+          h["dampening"] = io::exact(o.dampening);
+          h["nesterov"] = flag(o.nesterov);
+        } else {
+          h["betas"] = fmt::format("{},{}", io::exact(o.betas[0]), io::exact(o.betas[1]));
+          h["eps"] = io::exact(o.eps);
+          h["amsgrad"] = flag(o.amsgrad);
+        }
+      },
+      opt);
+  return h;
+}
+
+io::Checkpoint to_checkpoint(const Trainer& t, uint64_t seed, int64_t data_position,
+                             std::map<std::string, std::string> user) {
+  io::Checkpoint c;
+  c.params = t.named_parameters();
+  c.optimizer_state = t.optimizer_state();
+  c.optimizer = optim::name(t.optimizer());
+  c.hyper_parameters = hyper_parameters(t.optimizer());
+  c.step = t.steps_taken();
+  c.seed = seed;
+  c.data_position = data_position;
+  c.user = std::move(user);
+  return c;
+}
+
+void restore(Trainer& t, const io::Checkpoint& ckpt) {
+  std::string kind = optim::name(t.optimizer());
+  if (ckpt.has_optimizer_state() && ckpt.optimizer != kind)
+    fail("{}: checkpoint optimizer is {}, this run uses {}", ckpt.source, ckpt.optimizer, kind);
+  auto params = io::restore_params(ckpt, specs(t.parameter_specs()));
+  auto state = io::restore_optimizer_state(ckpt, specs(t.state_specs()));
+  t.load_state(std::move(params), std::move(state), ckpt.step);
+}
+
+void restore_model(nn::Module& m, const io::Checkpoint& ckpt) {
+  auto named = m.named_parameters();
+  std::vector<io::TensorSpec> want;
+  for (auto& p : named) want.push_back({p.name, p.param->value.dtype(), p.param->value.shape()});
+  auto arrays = io::restore_params(ckpt, want);
+  for (size_t i = 0; i < named.size(); ++i) named[i].param->value = std::move(arrays[i]);
+}
+
+}  // namespace tlaloc::train

@@ -1,0 +1,28 @@
+// Trainer <-> checkpoint: parameters under their dotted names, the optimizer's state under
+// "optimizer.<param>.<exp_avg|exp_avg_sq|max_exp_avg_sq|momentum_buffer>" and "optimizer.step",
+// the optimizer kind and hyper-parameters (PyTorch names), the schedule position (step), seed,
+// data position and the recipe's own fields.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "tlaloc/io/checkpoint.h"
+#include "tlaloc/train/trainer.h"
+
+namespace tlaloc::train {
+
+// A checkpoint of the trainer's current state. `data_position` is recipe-defined (e.g. batches
+// consumed); `user` carries recipe fields (model sizes) checked on restore.
+io::Checkpoint to_checkpoint(const Trainer& t, uint64_t seed, int64_t data_position,
+                             std::map<std::string, std::string> user = {});
+// Restores parameters, optimizer state and schedule position. Throws tlaloc::Error listing
+// every missing / unexpected / mismatched tensor, or when the optimizer kind differs.
+void restore(Trainer& t, const io::Checkpoint& ckpt);
+// Parameters only (e.g. for evaluation): into the model's Parameter values, strictly.
+void restore_model(nn::Module& m, const io::Checkpoint& ckpt);
+
+// The optimizer's hyper-parameters as PyTorch names -> exact decimal strings.
+std::map<std::string, std::string> hyper_parameters(const optim::Optimizer& opt);
+
+}  // namespace tlaloc::train

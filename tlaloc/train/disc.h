@@ -1,0 +1,43 @@
+// The disc demo (the seed case study every lane reproduces): an MLP 2 -> 16 -> 16 -> 1 with ReLU
+// learns "+1 inside the disc centred (0.15, -0.10) of radius 0.70, -1 outside" from points in
+// [-1, 1]², MSE loss, full-batch Adam (lr 0.02).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tlaloc/nn/layers.h"
+#include "tlaloc/random/key.h"
+#include "tlaloc/train/trainer.h"
+
+namespace tlaloc::train::disc {
+
+inline constexpr double kCenterX = 0.15, kCenterY = -0.10, kRadius = 0.70;
+
+// +1 inside the disc, -1 outside (the boundary counts as inside).
+float label(double x, double y);
+
+struct Data {
+  Array x;  // f32 [n, 2], uniform in [-1, 1]²
+  Array y;  // f32 [n, 1], label(x)
+};
+// n points drawn with random::uniform from `key`.
+Data make_data(random::Key key, int64_t n);
+
+// Sequential(Linear(2,16), ReLU, Linear(16,16), ReLU, Linear(16,1)).
+std::shared_ptr<nn::Sequential> make_model();
+
+// mean((model(x) - y)²); data inputs x [n,2], y [n,1], both resident (full batch).
+LossFn mse_loss_fn();
+std::vector<DataInput> data_inputs(int64_t n);
+
+// Fraction of points where sign(pred) equals the label; pred f32 [n,1].
+double accuracy(const Array& pred, const Array& y);
+
+// ASCII pictures of the learned sign (pred at grid cell centres, f32 [rows*cols, 1]) beside the
+// true disc; '#' inside, '.' outside, 'X' in the learned picture where they disagree.
+std::string ascii_boundary(const Array& pred, int rows, int cols, int* disagreeing);
+// The grid cell centres, f32 [rows*cols, 2], row-major from the top (y = +1) left (x = -1).
+Array grid_points(int rows, int cols);
+
+}  // namespace tlaloc::train::disc

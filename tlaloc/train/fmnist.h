@@ -1,0 +1,48 @@
+// The Fashion-MNIST recipe: an MLP classifier (784 -> hidden... -> 10, ReLU) trained with AdamW
+// inside the compiled step. The training set is resident on the lane; each step takes only its
+// batch's row indices (s32 [batch]) and row weights (f32 [batch]: 1, or 0 for the padding of
+// the last partial batch, so the step never recompiles).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "tlaloc/io/idx.h"
+#include "tlaloc/nn/layers.h"
+#include "tlaloc/random/key.h"
+#include "tlaloc/train/trainer.h"
+
+namespace tlaloc::train::fmnist {
+
+inline constexpr int64_t kPixels = 784, kClasses = 10;
+
+// nn::mlp({784, hidden..., 10}).
+std::shared_ptr<nn::Sequential> make_model(const std::vector<int64_t>& hidden);
+
+// Data inputs of the step: images f32 [n, 784] and labels s32 [n] (resident), then idx s32
+// [batch] and weight f32 [batch] (per step).
+std::vector<DataInput> data_inputs(int64_t n, int64_t batch);
+// Weighted mean softmax cross-entropy of model(images[idx]) against labels[idx].
+LossFn loss_fn();
+// Logits f32 [n, 10] of the model for images f32 [n, 784] (for evaluation).
+LossFn logits_fn();
+
+// The order of the training rows in `epoch` (0-based): a permutation of [0, n) drawn from
+// fold_in(key, epoch), so any epoch's order is recomputed exactly on resume.
+std::vector<int32_t> epoch_order(random::Key key, int64_t epoch, int64_t n);
+int64_t steps_per_epoch(int64_t n, int64_t batch);  // ceil(n / batch)
+// Batch `b` of an epoch's order: idx s32 [batch] and weight f32 [batch]; the tail of the last
+// partial batch repeats row 0 with weight 0.
+std::pair<Array, Array> make_batch(const std::vector<int32_t>& order, int64_t b, int64_t batch);
+
+struct Metrics {
+  double loss = 0;                              // mean cross-entropy (nats)
+  double accuracy = 0;                          // fraction
+  std::vector<std::vector<int64_t>> confusion;  // [true][predicted], 10 x 10
+};
+// Metrics of logits f32 [n, 10] against labels s32 [n], computed on the host in f64.
+Metrics evaluate(const Array& logits, const Array& labels);
+// The confusion matrix with class names and per-class accuracy, as text.
+std::string format_confusion(const Metrics& m);
+
+}  // namespace tlaloc::train::fmnist

@@ -1,0 +1,60 @@
+#include "tlaloc/train/progress.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+
+namespace tlaloc::train {
+
+Progress::Progress(std::string label, int64_t total, std::FILE* out, double plain_every)
+    : label_(std::move(label)),
+      total_(total),
+      out_(out),
+      tty_(isatty(fileno(out)) != 0),
+      plain_every_(plain_every),
+      start_(std::chrono::steady_clock::now()) {}
+
+double Progress::elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+std::string Progress::line(int64_t done, double value) const {
+  double t = elapsed();
+  double rate = t > 0 ? double(done) / t : 0;
+  double eta = rate > 0 ? double(total_ - done) / rate : 0;
+  double frac = total_ > 0 ? double(done) / double(total_) : 1;
+  std::string bar;
+  if (tty_) {
+    const int width = 24;
+    int fill = int(frac * width);
+    bar = "[" + std::string(size_t(fill), '=') + std::string(size_t(width - fill), ' ') + "] ";
+  }
+  std::string val = std::isnan(value) ? "" : fmt::format("  loss {:.4f}", value);
+  return fmt::format("{} {}{:3.0f}% {:>8.0f}/s{}  {:.1f}s elapsed, ETA {:.1f}s", label_, bar,
+                     100 * frac, rate, val, t, eta);
+}
+
+void Progress::update(int64_t done, double value) {
+  double t = elapsed();
+  if (tty_) {
+    if (t - last_print_ < 0.1) return;
+    fmt::print(out_, "\r{}\033[K", line(done, value));
+    std::fflush(out_);
+  } else {
+    if (t - last_print_ < plain_every_) return;
+    fmt::print(out_, "{}\n", line(done, value));
+  }
+  last_print_ = t;
+}
+
+void Progress::finish(int64_t done, double value) {
+  if (tty_) {
+    fmt::print(out_, "\r{}\033[K\n", line(done, value));
+  } else if (elapsed() - last_print_ >= 1.0) {
+    fmt::print(out_, "{}\n", line(done, value));
+  }
+  std::fflush(out_);
+}
+
+}  // namespace tlaloc::train

@@ -1,0 +1,33 @@
+// A progress bar for long work: items/s, a running value (loss), elapsed and ETA. On a terminal
+// it redraws one line; otherwise (a pipe, a log file, CI) it prints plain lines at most every
+// `plain_every` seconds so logs stay short.
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+namespace tlaloc::train {
+
+class Progress {
+ public:
+  // total: items (e.g. samples) in this unit of work; label: e.g. "epoch 1/5".
+  Progress(std::string label, int64_t total, std::FILE* out = stdout, double plain_every = 5.0);
+  // Reports `done` items so far and the running value (NaN: none yet).
+  void update(int64_t done, double value);
+  // Ends the line (terminal) or prints the last plain line.
+  void finish(int64_t done, double value);
+  double elapsed() const;
+
+ private:
+  std::string line(int64_t done, double value) const;
+  std::string label_;
+  int64_t total_;
+  std::FILE* out_;
+  bool tty_;
+  double plain_every_;
+  std::chrono::steady_clock::time_point start_;
+  double last_print_ = -1e9;
+};
+
+}  // namespace tlaloc::train

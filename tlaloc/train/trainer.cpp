@@ -1,0 +1,236 @@
+#include "tlaloc/train/trainer.h"
+
+#include <fmt/format.h>
+
+#include "tlaloc/autodiff/autodiff.h"
+#include "tlaloc/passes/passes.h"
+#include "tlaloc/runtime/host/compile.h"
+
+namespace tlaloc::train {
+
+namespace {
+
+// Captures (data..., params...) -> loss outputs of `fn` applied to `model`.
+ir::Function capture_model(nn::Module& model, const LossFn& fn,
+                           const std::vector<ir::TensorType>& data_types,
+                           const std::vector<std::string>& data_names, const char* name) {
+  auto named = model.named_parameters();
+  std::vector<ir::TensorType> types = data_types;
+  std::vector<std::string> names = data_names;
+  for (auto& p : named) {
+    types.push_back({p.param->value.dtype(), p.param->value.shape()});
+    names.push_back(p.name);
+  }
+  size_t nd = data_types.size();
+  ir::Function f = trace::capture(
+      [&](std::span<const trace::Tensor> in) {
+        model.bind(in.subspan(nd));
+        auto outs = fn(model, in.subspan(0, nd));
+        if (outs.empty()) fail("{}: the loss function returned no outputs", name);
+        return outs;
+      },
+      types, names, {}, name);
+  // Unbind so a stale capture is never used.
+  for (auto& p : named) p.param->bound = {};
+  return passes::simplify(f);
+}
+
+}  // namespace
+
+Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, optim::Optimizer opt,
+                 TrainerOptions options)
+    : model_(model), opt_(std::move(opt)), options_(std::move(options)), data_(std::move(data)) {
+  optim::validate(opt_);
+  options_.schedule.check();
+  std::vector<ir::TensorType> data_types;
+  std::vector<std::string> data_names;
+  for (auto& d : data_) {
+    data_types.push_back(d.type);
+    data_names.push_back(d.name);
+  }
+  ir::Function fwd = capture_model(model_, loss, data_types, data_names, "forward");
+  const ir::TensorType& lt = fwd.output_type(0);
+  if (lt.shape.rank() != 0 || !is_floating(lt.dtype))
+    fail("Trainer: the loss must be a floating scalar, got {}", ir::to_string(lt));
+  forward_ops_ = fwd.num_ops();
+  auto named = model_.named_parameters();
+  std::vector<int> wrt;
+  for (size_t i = 0; i < named.size(); ++i) {
+    wrt.push_back(int(data_.size() + i));
+    param_names_.push_back(named[i].name);
+  }
+  ir::Function grad = passes::simplify(autodiff::value_and_grad(fwd, wrt));
+  gradient_ops_ = grad.num_ops();
+  step_ = optim::append_update(opt_, grad, int(named.size()), options_.update);
+  step_.fn = passes::simplify(step_.fn);
+  runtime::host::Options ho;
+  ho.num_threads = options_.num_threads;
+  exe_ = runtime::host::compile(step_.fn, ho);
+
+  // Resident inputs: data slots stay empty until set; params from the model; fresh state.
+  inputs_.resize(size_t(step_.fn.num_inputs()));
+  for (size_t i = 0; i < named.size(); ++i)
+    inputs_[size_t(step_.param_input(int(i)))] = named[i].param->value;
+  auto state = optim::init_state(step_.state);
+  for (int j = 0; j < step_.state.size(); ++j)
+    inputs_[size_t(step_.state_input(j))] = std::move(state[size_t(j)]);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::set_resident(int index, Array value) {
+  if (index < 0 || size_t(index) >= data_.size() || !data_[size_t(index)].resident)
+    fail("Trainer::set_resident: data input {} is not a resident input", index);
+  const auto& t = data_[size_t(index)].type;
+  if (value.dtype() != t.dtype || value.shape() != t.shape)
+    fail("Trainer::set_resident: '{}' is {} but the step takes {}", data_[size_t(index)].name,
+         describe(value), ir::to_string(t));
+  inputs_[size_t(index)] = std::move(value);
+}
+
+void Trainer::step(std::vector<Array> inputs) {
+  size_t k = 0;
+  for (size_t i = 0; i < data_.size(); ++i) {
+    if (data_[i].resident) {
+      if (inputs_[i].empty())
+        fail("Trainer::step: resident input '{}' was never set", data_[i].name);
+      continue;
+    }
+    if (k >= inputs.size())
+      fail("Trainer::step: got {} per-step inputs, the step needs more ('{}')", inputs.size(),
+           data_[i].name);
+    inputs_[i] = std::move(inputs[k++]);
+  }
+  if (k != inputs.size())
+    fail("Trainer::step: got {} per-step inputs, the step takes {}", inputs.size(), k);
+  auto lr = step_.group_lr(options_.schedule.factor(steps_taken_));
+  auto scalars = step_.scalar_inputs(lr, options_.grad_scale);
+  for (size_t j = 0; j < scalars.size(); ++j)
+    inputs_[size_t(step_.lr_input(0)) + j] = std::move(scalars[j]);
+
+  outputs_ = exe_->run_donated(inputs_);
+  for (int i = 0; i < step_.num_params; ++i)
+    inputs_[size_t(step_.param_input(i))] = std::move(outputs_[size_t(step_.param_output(i))]);
+  for (int j = 0; j < step_.state.size(); ++j)
+    inputs_[size_t(step_.state_input(j))] = std::move(outputs_[size_t(step_.state_output(j))]);
+  ++steps_taken_;
+}
+
+StepReport Trainer::read_last() const {
+  if (outputs_.empty()) fail("Trainer::read_last: no step has run yet");
+  StepReport r;
+  r.loss = outputs_[size_t(step_.loss_output())].at(0);
+  r.found_inf = outputs_[size_t(step_.found_inf_output())].at(0) != 0;
+  if (step_.has_grad_norm) r.grad_norm = outputs_[size_t(step_.grad_norm_output())].at(0);
+  for (int a = 0; a < step_.num_aux; ++a) r.aux.push_back(outputs_[size_t(1 + a)]);
+  return r;
+}
+
+int64_t Trainer::optimizer_step() const {
+  return int64_t(inputs_[size_t(step_.state_input(step_.state.step_index()))].at(0));
+}
+
+double Trainer::current_lr() const {
+  return step_.group_lr(options_.schedule.factor(steps_taken_))[0];
+}
+
+void Trainer::sync_to_model() {
+  auto named = model_.named_parameters();
+  for (size_t i = 0; i < named.size(); ++i)
+    named[i].param->value = inputs_[size_t(step_.param_input(int(i)))];
+}
+
+std::vector<std::pair<std::string, Array>> Trainer::named_parameters() const {
+  std::vector<std::pair<std::string, Array>> out;
+  for (size_t i = 0; i < param_names_.size(); ++i)
+    out.emplace_back(param_names_[i], inputs_[size_t(step_.param_input(int(i)))]);
+  return out;
+}
+
+std::vector<std::pair<std::string, Array>> Trainer::optimizer_state() const {
+  std::vector<std::pair<std::string, Array>> out;
+  for (int j = 0; j < step_.state.size(); ++j) {
+    const auto& slot = step_.state.slots[size_t(j)];
+    std::string nm = slot.param >= 0
+                         ? fmt::format("optimizer.{}.{}", param_names_[size_t(slot.param)],
+                                       optim::name(slot.kind))
+                         : "optimizer.step";
+    out.emplace_back(nm, inputs_[size_t(step_.state_input(j))]);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, ir::TensorType>> Trainer::parameter_specs() const {
+  std::vector<std::pair<std::string, ir::TensorType>> out;
+  for (size_t i = 0; i < param_names_.size(); ++i)
+    out.emplace_back(param_names_[i], step_.fn.input_type(step_.param_input(int(i))));
+  return out;
+}
+
+std::vector<std::pair<std::string, ir::TensorType>> Trainer::state_specs() const {
+  std::vector<std::pair<std::string, ir::TensorType>> out;
+  auto names = optimizer_state();
+  for (int j = 0; j < step_.state.size(); ++j)
+    out.emplace_back(names[size_t(j)].first, step_.fn.input_type(step_.state_input(j)));
+  return out;
+}
+
+void Trainer::load_state(std::vector<Array> params, std::vector<Array> state, int64_t steps_taken) {
+  std::string problems;
+  auto check = [&](const std::vector<Array>& got,
+                   const std::vector<std::pair<std::string, ir::TensorType>>& want) {
+    if (got.size() != want.size()) {
+      problems += fmt::format("\n  {} arrays for {} expected", got.size(), want.size());
+      return;
+    }
+    for (size_t i = 0; i < got.size(); ++i)
+      if (got[i].dtype() != want[i].second.dtype || got[i].shape() != want[i].second.shape)
+        problems += fmt::format("\n  '{}' is {}, expected {}", want[i].first, describe(got[i]),
+                                ir::to_string(want[i].second));
+  };
+  check(params, parameter_specs());
+  check(state, state_specs());
+  if (!problems.empty()) fail("Trainer::load_state:{}", problems);
+  if (steps_taken < 0) fail("Trainer::load_state: negative step count {}", steps_taken);
+  for (size_t i = 0; i < params.size(); ++i)
+    inputs_[size_t(step_.param_input(int(i)))] = std::move(params[i]);
+  for (size_t j = 0; j < state.size(); ++j)
+    inputs_[size_t(step_.state_input(int(j)))] = std::move(state[j]);
+  steps_taken_ = steps_taken;
+  outputs_.clear();
+}
+
+int Trainer::add_eval(LossFn fn, std::vector<ir::TensorType> data_types) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < data_types.size(); ++i) names.push_back(fmt::format("data{}", i));
+  ir::Function f = capture_model(model_, fn, data_types, names, "eval");
+  runtime::host::Options ho;
+  ho.num_threads = options_.num_threads;
+  evals_.push_back(runtime::host::compile(f, ho));
+  return int(evals_.size()) - 1;
+}
+
+std::vector<Array> Trainer::run_eval(int id, std::vector<Array>& data) {
+  if (id < 0 || size_t(id) >= evals_.size()) fail("Trainer::run_eval: no evaluation {}", id);
+  size_t nd = data.size();
+  std::vector<Array> in = std::move(data);
+  for (size_t i = 0; i < param_names_.size(); ++i)
+    in.push_back(std::move(inputs_[size_t(step_.param_input(int(i)))]));
+  auto give_back = [&] {
+    for (size_t i = 0; i < param_names_.size(); ++i)
+      inputs_[size_t(step_.param_input(int(i)))] = std::move(in[nd + i]);
+    in.resize(nd);
+    data = std::move(in);
+  };
+  std::vector<Array> out;
+  try {
+    out = evals_[size_t(id)]->run(in);
+  } catch (...) {
+    give_back();
+    throw;
+  }
+  give_back();
+  return out;
+}
+
+}  // namespace tlaloc::train
