@@ -18,13 +18,13 @@ namespace {
 
 constexpr int64_t kPoints = 64;
 
-struct Run {
+struct TrainRun {
   std::shared_ptr<nn::Sequential> model;
   std::unique_ptr<Trainer> trainer;
 };
 
-Run make_run(uint64_t init_seed) {
-  Run r;
+TrainRun make_run(uint64_t init_seed) {
+  TrainRun r;
   r.model = disc::make_model();
   r.model->init(random::key(init_seed));
   TrainerOptions o;
@@ -58,7 +58,7 @@ TEST(Resume, SaveRestoreInNewProcessIsBitwiseIdentical) {
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    Run r = make_run(1);
+    TrainRun r = make_run(1);
     auto l = steps(*r.trainer, N);
     io::save_checkpoint(ckpt, to_checkpoint(*r.trainer, 1, r.trainer->steps_taken()));
     std::ofstream f(loss_file);
@@ -71,11 +71,11 @@ TEST(Resume, SaveRestoreInNewProcessIsBitwiseIdentical) {
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 
   // Uninterrupted run.
-  Run full = make_run(1);
+  TrainRun full = make_run(1);
   auto full_losses = steps(*full.trainer, N + M);
 
   // Restored into a model initialised differently: every value must come from the file.
-  Run resumed = make_run(99);
+  TrainRun resumed = make_run(99);
   restore(*resumed.trainer, io::load_checkpoint(ckpt));
   EXPECT_EQ(resumed.trainer->steps_taken(), N);
   auto rest = steps(*resumed.trainer, M);
@@ -105,7 +105,7 @@ TEST(Resume, MismatchedCheckpointListsEveryProblem) {
       std::filesystem::temp_directory_path() / ("tlaloc_resume2_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   std::string ckpt = (dir / "b.safetensors").string();
-  Run r = make_run(1);
+  TrainRun r = make_run(1);
   io::Checkpoint c = to_checkpoint(*r.trainer, 1, 0);
   c.params.erase(c.params.begin());                                   // missing 0.weight
   c.params.push_back({"extra.weight", Array(DType::f32, Shape{2})});  // unexpected
