@@ -87,6 +87,8 @@ void register_train_disc(CLI::App& train) {
   cmd->add_option("--lr", o.lr, "Adam learning rate")->capture_default_str();
   cmd->add_option("--points", o.points, "training points")->capture_default_str();
   cmd->callback([] { run_disc(o); });
+  add_export_recipe({"disc", "the disc demo's train step (MLP 2-16-16-1, Adam in the program)",
+                     [] { return train::disc::train_step().fn; }});
 }
 
 }  // namespace tlaloc::app

@@ -192,6 +192,8 @@ void register_train_fmnist(CLI::App& train) {
   cmd->add_option("--resume", o.resume, "continue from this checkpoint");
   cmd->add_option("--metrics", o.metrics, "append per-step and per-epoch metrics to this CSV");
   cmd->callback([] { run_fmnist(o); });
+  add_export_recipe({"fmnist", "the fmnist job's train step (MLP 784-256-10, AdamW in the program)",
+                     [] { return train::fmnist::train_step().fn; }});
 }
 
 }  // namespace tlaloc::app

@@ -1,12 +1,14 @@
 // A run trained N steps, saved, restored in a new process and continued M steps ends bitwise
 // identical (parameters, moments, step, losses) to an uninterrupted N+M run (Adam, as disc).
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "tlaloc/train/checkpointing.h"
 #include "tlaloc/train/disc.h"
@@ -48,27 +50,38 @@ std::vector<double> steps(Trainer& t, int n) {
 
 }  // namespace
 
+constexpr int N = 12, M = 18;
+
+// Run by SaveRestoreInNewProcessIsBitwiseIdentical in a child process.
+TEST(Resume, DISABLED_ChildTrainsAndSaves) {
+  const char* dir = std::getenv("TLALOC_RESUME_DIR");
+  ASSERT_NE(dir, nullptr);
+  TrainRun r = make_run(1);
+  auto l = steps(*r.trainer, N);
+  io::save_checkpoint(std::string(dir) + "/a.safetensors",
+                      to_checkpoint(*r.trainer, 1, r.trainer->steps_taken()));
+  std::ofstream f(std::string(dir) + "/losses.txt");
+  f.precision(17);
+  for (double v : l) f << v << "\n";
+}
+
 TEST(Resume, SaveRestoreInNewProcessIsBitwiseIdentical) {
-  const int N = 12, M = 18;
   auto dir = std::filesystem::temp_directory_path() / ("tlaloc_resume_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   std::string ckpt = (dir / "a.safetensors").string();
   std::string loss_file = (dir / "losses.txt").string();
 
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    TrainRun r = make_run(1);
-    auto l = steps(*r.trainer, N);
-    io::save_checkpoint(ckpt, to_checkpoint(*r.trainer, 1, r.trainer->steps_taken()));
-    std::ofstream f(loss_file);
-    f.precision(17);
-    for (double v : l) f << v << "\n";
-    _exit(0);
-  }
+  // The first N steps run in a new process: this test binary, re-executed on the child test.
+  std::string filter = "--gtest_filter=Resume.DISABLED_ChildTrainsAndSaves";
+  std::string also = "--gtest_also_run_disabled_tests";
+  std::string env = "TLALOC_RESUME_DIR=" + dir.string();
+  char* argv[] = {const_cast<char*>("/proc/self/exe"), filter.data(), also.data(), nullptr};
+  char* envp[] = {env.data(), nullptr};
+  pid_t pid = 0;
+  ASSERT_EQ(posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp), 0);
   int status = 0;
   waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child run failed";
 
   // Uninterrupted run.
   TrainRun full = make_run(1);

@@ -32,6 +32,12 @@ std::vector<DataInput> data_inputs(int64_t n) {
   return {{"x", {DType::f32, Shape{n, 2}}, true}, {"y", {DType::f32, Shape{n, 1}}, true}};
 }
 
+optim::TrainStep train_step(int64_t points) {
+  auto model = make_model();
+  model->init(random::key(20260921));
+  return build_train_step(*model, mse_loss_fn(), data_inputs(points), optim::Adam{.lr = 0.02});
+}
+
 double accuracy(const Array& pred, const Array& y) {
   if (pred.numel() != y.numel() || pred.numel() == 0)
     fail("disc::accuracy: {} predictions for {} labels", pred.numel(), y.numel());

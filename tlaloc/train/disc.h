@@ -31,6 +31,9 @@ std::shared_ptr<nn::Sequential> make_model();
 LossFn mse_loss_fn();
 std::vector<DataInput> data_inputs(int64_t n);
 
+// The demo's train step (512 points, Adam lr 0.02 inside the program), for export and tests.
+optim::TrainStep train_step(int64_t points = 512);
+
 // Fraction of points where sign(pred) equals the label; pred f32 [n,1].
 double accuracy(const Array& pred, const Array& y);
 

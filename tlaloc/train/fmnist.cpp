@@ -37,6 +37,13 @@ LossFn logits_fn() {
   };
 }
 
+optim::TrainStep train_step(int64_t rows, int64_t batch, const std::vector<int64_t>& hidden) {
+  auto model = make_model(hidden);
+  model->init(random::key(20260921));
+  return build_train_step(*model, loss_fn(), data_inputs(rows, batch),
+                          optim::AdamW{.lr = 1e-3, .weight_decay = 1e-2});
+}
+
 std::vector<int32_t> epoch_order(random::Key key, int64_t epoch, int64_t n) {
   return random::permutation_indices(random::fold_in(key, uint32_t(epoch)), n);
 }

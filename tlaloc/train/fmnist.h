@@ -27,6 +27,11 @@ LossFn loss_fn();
 // Logits f32 [n, 10] of the model for images f32 [n, 784] (for evaluation).
 LossFn logits_fn();
 
+// The default job's train step (60000 resident rows, batch 128, MLP 784-256-10, AdamW lr 1e-3
+// wd 1e-2 inside the program), for export and tests.
+optim::TrainStep train_step(int64_t rows = 60000, int64_t batch = 128,
+                            const std::vector<int64_t>& hidden = {256});
+
 // The order of the training rows in `epoch` (0-based): a permutation of [0, n) drawn from
 // fold_in(key, epoch), so any epoch's order is recomputed exactly on resume.
 std::vector<int32_t> epoch_order(random::Key key, int64_t epoch, int64_t n);

@@ -37,32 +37,40 @@ ir::Function capture_model(nn::Module& model, const LossFn& fn,
 
 }  // namespace
 
-Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, optim::Optimizer opt,
-                 TrainerOptions options)
-    : model_(model), opt_(std::move(opt)), options_(std::move(options)), data_(std::move(data)) {
-  optim::validate(opt_);
-  options_.schedule.check();
+optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
+                                  const std::vector<DataInput>& data, const optim::Optimizer& opt,
+                                  const optim::UpdateOptions& update, int64_t* forward_ops,
+                                  int64_t* gradient_ops) {
+  optim::validate(opt);
   std::vector<ir::TensorType> data_types;
   std::vector<std::string> data_names;
-  for (auto& d : data_) {
+  for (auto& d : data) {
     data_types.push_back(d.type);
     data_names.push_back(d.name);
   }
-  ir::Function fwd = capture_model(model_, loss, data_types, data_names, "forward");
+  ir::Function fwd = capture_model(model, loss, data_types, data_names, "forward");
   const ir::TensorType& lt = fwd.output_type(0);
   if (lt.shape.rank() != 0 || !is_floating(lt.dtype))
-    fail("Trainer: the loss must be a floating scalar, got {}", ir::to_string(lt));
-  forward_ops_ = fwd.num_ops();
-  auto named = model_.named_parameters();
+    fail("train step: the loss must be a floating scalar, got {}", ir::to_string(lt));
+  if (forward_ops) *forward_ops = fwd.num_ops();
+  int num_params = int(model.named_parameters().size());
   std::vector<int> wrt;
-  for (size_t i = 0; i < named.size(); ++i) {
-    wrt.push_back(int(data_.size() + i));
-    param_names_.push_back(named[i].name);
-  }
+  for (int i = 0; i < num_params; ++i) wrt.push_back(int(data.size()) + i);
   ir::Function grad = passes::simplify(autodiff::value_and_grad(fwd, wrt));
-  gradient_ops_ = grad.num_ops();
-  step_ = optim::append_update(opt_, grad, int(named.size()), options_.update);
-  step_.fn = passes::simplify(step_.fn);
+  if (gradient_ops) *gradient_ops = grad.num_ops();
+  optim::TrainStep step = optim::append_update(opt, grad, num_params, update);
+  step.fn = passes::simplify(step.fn);
+  return step;
+}
+
+Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, optim::Optimizer opt,
+                 TrainerOptions options)
+    : model_(model), opt_(std::move(opt)), options_(std::move(options)), data_(std::move(data)) {
+  options_.schedule.check();
+  step_ =
+      build_train_step(model_, loss, data_, opt_, options_.update, &forward_ops_, &gradient_ops_);
+  auto named = model_.named_parameters();
+  for (auto& p : named) param_names_.push_back(p.name);
   runtime::host::Options ho;
   ho.num_threads = options_.num_threads;
   exe_ = runtime::host::compile(step_.fn, ho);

@@ -46,6 +46,15 @@ struct StepReport {
   std::vector<Array> aux;  // the loss function's extra outputs
 };
 
+// The whole train-step program of `loss` on `model` (capture, value_and_grad, append_update,
+// simplify), without compiling it: what the Trainer runs and what `tlaloc export` prints.
+// Parameter types come from the model's current values. Sizes of the forward and gradient
+// programs are written to *forward_ops / *gradient_ops when given.
+optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
+                                  const std::vector<DataInput>& data, const optim::Optimizer& opt,
+                                  const optim::UpdateOptions& update = {},
+                                  int64_t* forward_ops = nullptr, int64_t* gradient_ops = nullptr);
+
 class Trainer {
  public:
   // Captures, differentiates, appends the update and compiles. Parameters come from the
