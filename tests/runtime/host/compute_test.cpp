@@ -174,6 +174,52 @@ KERNEL_TEST(dot_general, layouts_batches_dtypes) {
   check_dot(DType::f32, {64, 96}, {96, 80}, {{}, {}, {1}, {0}}, 1e-5);
 }
 
+// Full reductions of an elementwise expression run inside the fused loop (chunked lanes); the
+// result must equal the unfused reduce kernel bitwise (run_all) and the naive f64 value.
+TEST(HostReduce, FusedWithElementwiseProducer) {
+  using K = ir::ReduceKind;
+  for (int64_t n : {int64_t(5), int64_t(8192), int64_t(20001), int64_t(70000)}) {
+    for (DType dt : {DType::f32, DType::f64, DType::bf16, DType::s32}) {
+      SCOPED_TRACE(fmt::format("n={} {}", n, name(dt)));
+      auto f = one_op({{dt, {n}}, {dt, {n}}}, [&](ir::Builder& b, auto& p) {
+        auto sq = b.binary(Op::multiply, p[0], p[0]);
+        auto s = b.reduce(sq, K::sum, {0});
+        auto mx = b.reduce(b.binary(Op::subtract, sq, p[1]), K::max, {0});
+        auto mn = b.reduce(p[1], K::min, {0});  // a reduce of a stored input: not fused
+        return b.binary(Op::add, b.binary(Op::add, s, mx), mn);
+      });
+      auto xv = pseudo(n, uint32_t(n)), yv = pseudo(n, uint32_t(n + 1));
+      if (dt == DType::s32)
+        for (auto* v : {&xv, &yv})
+          for (auto& e : *v) e = std::round(e * 4);
+      Array x = Array::from_doubles(dt, {n}, xv), y = Array::from_doubles(dt, {n}, yv);
+      auto xs = x.to_doubles(), ys = y.to_doubles();
+      double s = 0, mx = -kInf, mn = kInf;
+      for (int64_t i = 0; i < n; ++i) {
+        double sq = round_to(dt, xs[size_t(i)] * xs[size_t(i)]);
+        s += sq;
+        mx = std::max(mx, round_to(dt, sq - ys[size_t(i)]));
+        mn = std::min(mn, ys[size_t(i)]);
+      }
+      double want = round_to(dt, round_to(dt, round_to(dt, s) + mx) + mn);
+      expect_values(run_all(f, {x, y})[0], {want}, dt == DType::bf16 ? 2e-2 : 1e-5);
+    }
+  }
+  // A fused reduce whose result feeds the same expression again (softmax-style): the loop must
+  // close before the broadcast reads it.
+  auto g = one_op({{DType::f32, {3000}}}, [](ir::Builder& b, auto& p) {
+    auto e = b.unary(Op::exponential, p[0]);
+    auto z = b.reduce(e, K::sum, {0});
+    return b.binary(Op::divide, e, b.broadcast_in_dim(z, {3000}, {}));
+  });
+  auto xv = pseudo(3000, 21);
+  double z = 0;
+  for (double v : xv) z += std::exp(v);
+  std::vector<double> want;
+  for (double v : xv) want.push_back(std::exp(v) / z);
+  expect_values(run_all(g, {Array::from_doubles(DType::f32, {3000}, xv)})[0], want, 1e-5);
+}
+
 // Transposes around dots are folded into CBLAS flags / operand swaps at compile time; the
 // results must equal the naive evaluation of the unfolded program.
 TEST(HostDot, TransposesFoldedIntoDots) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "tlaloc/runtime/host/instr.h"
+#include "tlaloc/runtime/host/kernels.h"
 
 namespace tlaloc::runtime::host {
 
@@ -74,37 +75,72 @@ struct GroupKernel : Kernel {
   std::vector<Instr> prologue, prog;
   std::vector<Binding> bindings;
   std::vector<LoadMap> maps;
+  std::vector<FusedReduce> reduces;  // full reductions of registers, chunk by chunk
+  static constexpr int64_t kBlocksPerChunk = kReduceChunk / kBlock;
+  static constexpr int64_t kLaneBytes = kReduceLanes * 8;
 
-  void range(void** regs, void* const* ptr, int64_t b0, int64_t b1) const {
+  int64_t nblocks() const { return (n + kBlock - 1) / kBlock; }
+  int64_t nchunks() const { return std::max<int64_t>((n + kReduceChunk - 1) / kReduceChunk, 1); }
+  void range(void** regs, char* lanes, char* partials, void* const* ptr, int64_t b0,
+             int64_t b1) const {
     int64_t first = std::min(kBlock, n);
     for (const Instr& in : prologue) in.fn(in, regs, ptr, 0, first);
+    for (size_t r = 0; r < reduces.size(); ++r) reduces[r].reset(lanes + r * kLaneBytes);
+    const int64_t nb = nblocks();
     for (int64_t b = b0; b < b1; ++b) {
       int64_t base = b * kBlock, len = std::min(kBlock, n - base);
       for (const Binding& d : bindings)
         regs[d.slot] = static_cast<char*>(ptr[d.value]) + (d.offset + base) * d.elem;
       for (const Instr& in : prog) in.fn(in, regs, ptr, base, len);
+      if (reduces.empty()) continue;
+      bool chunk_end = (b + 1) % kBlocksPerChunk == 0 || b + 1 == nb;
+      for (size_t r = 0; r < reduces.size(); ++r) {
+        const FusedReduce& fr = reduces[r];
+        char* l = lanes + r * kLaneBytes;
+        fr.accumulate(l, regs[fr.slot], len);
+        if (chunk_end) {
+          fr.finish_chunk(l, partials + int64_t(r) * nchunks() * 8, b / kBlocksPerChunk);
+          fr.reset(l);
+        }
+      }
     }
   }
-  int64_t thread_bytes() const { return int64_t(nscratch) * kBlockBytes + int64_t(nslots) * 8; }
+  int64_t thread_bytes() const {
+    return int64_t(nscratch) * kBlockBytes + int64_t(nslots) * 8 +
+           int64_t(reduces.size()) * kLaneBytes;
+  }
+  int64_t total_scratch(int threads) const {
+    return thread_bytes() * threads + int64_t(reduces.size()) * nchunks() * 8;
+  }
   void run_thread(const Frame& f, int t, int64_t b0, int64_t b1) const {
     char* mem = f.scratch + t * thread_bytes();
     void** regs = reinterpret_cast<void**>(mem + int64_t(nscratch) * kBlockBytes);
+    char* lanes = mem + int64_t(nscratch) * kBlockBytes + int64_t(nslots) * 8;
     for (int r = 0; r < nscratch; ++r) regs[r] = mem + int64_t(r) * kBlockBytes;
-    range(regs, f.ptr, b0, b1);
+    range(regs, lanes, partials(f), f.ptr, b0, b1);
   }
+  char* partials(const Frame& f) const { return f.scratch + thread_bytes() * max_threads; }
+  int max_threads = 1;
+
   static void exec(const Kernel& k, const Frame& f) {
     const auto& g = as<GroupKernel>(k);
-    int64_t nblocks = (g.n + kBlock - 1) / kBlock;
-    if (g.n >= kParallelElements && f.num_threads > 1 && nblocks > 1) {
-      int nt = int(std::min<int64_t>(f.num_threads, nblocks));
+    // Threads take contiguous ranges of blocks, in whole reduction chunks when reducing.
+    int64_t unit = g.reduces.empty() ? 1 : kBlocksPerChunk;
+    int64_t nb = g.nblocks(), units = (nb + unit - 1) / unit;
+    if (g.n >= kParallelElements && f.num_threads > 1 && units > 1) {
+      int nt = int(std::min<int64_t>(std::min(f.num_threads, g.max_threads), units));
 #pragma omp parallel num_threads(nt)
       {
         int t = omp_get_thread_num(), T = omp_get_num_threads();
-        g.run_thread(f, t, nblocks * t / T, nblocks * (t + 1) / T);
+        g.run_thread(f, t, std::min(nb, units * t / T * unit),
+                     std::min(nb, units * (t + 1) / T * unit));
       }
     } else {
-      g.run_thread(f, 0, 0, nblocks);
+      g.run_thread(f, 0, 0, nb);
     }
+    for (size_t r = 0; r < g.reduces.size(); ++r)
+      g.reduces[r].store(g.partials(f) + int64_t(r) * g.nchunks() * 8, g.nchunks(),
+                         f.ptr[g.reduces[r].out]);
   }
 };
 
@@ -120,6 +156,7 @@ struct ProgramBuilder::Impl {
   std::vector<int> vsize;       // element bytes of each virtual register
   std::vector<Binding> direct;  // virtual registers bound to storage (slot = vreg here)
   std::vector<char> is_direct, is_once, from_op;
+  std::vector<FusedReduce> reduces;  // slot holds the virtual register until finish()
   int fresh(DType t) {
     vsize.push_back(int(size_of(compute_dtype(t))));
     is_direct.push_back(0);
@@ -209,6 +246,19 @@ void ProgramBuilder::store(int reg, int32_t value, DType dtype, bool late) {
   I.code.push_back(in);
 }
 
+void ProgramBuilder::reduce(int reg, ir::ReduceKind kind, DType dtype, int32_t value) {
+  auto& I = *impl_;
+  FusedReduce r = fused_reduce(kind, dtype);
+  r.out = value;
+  r.slot = reg;
+  I.reduces.push_back(r);
+  I.writes.push_back(value);
+  VInstr use{nullptr};  // keeps the register live to the end of the block
+  use.a = reg;
+  use.late = true;
+  I.code.push_back(use);
+}
+
 std::unique_ptr<Kernel> ProgramBuilder::finish() {
   auto& I = *impl_;
   // Order: prologue, block body, late stores.
@@ -278,11 +328,17 @@ std::unique_ptr<Kernel> ProgramBuilder::finish() {
     in.b = slot(v.b);
     in.c = slot(v.c);
     if (v.map >= 0) in.map = &k->maps[size_t(v.map)];
+    if (!in.fn) continue;  // a reduce's use marker
     (i < nonce ? k->prologue : k->prog).push_back(in);
   }
   k->n = I.n;
+  for (FusedReduce r : I.reduces) {
+    r.slot = phys[size_t(r.slot)];
+    k->reduces.push_back(r);
+  }
+  k->max_threads = std::max(I.max_threads, 1);
   k->run = &GroupKernel::exec;
-  k->scratch_bytes = k->thread_bytes() * std::max(I.max_threads, 1);
+  k->scratch_bytes = k->total_scratch(k->max_threads);
   k->reads = std::move(I.reads);
   k->writes = std::move(I.writes);
   k->in_place = std::move(I.in_place);

@@ -38,6 +38,8 @@ class ProgramBuilder {
   // Writes the register to `value`'s storage. A late store runs after every other instruction
   // of the block (needed when the storage may be a donated input the block still reads).
   void store(int reg, int32_t value, DType dtype, bool late = false);
+  // Full reduction (to a scalar) of the register over all n elements into `value`.
+  void reduce(int reg, ir::ReduceKind kind, DType dtype, int32_t value);
   std::unique_ptr<Kernel> finish();
 
  private:

@@ -7,6 +7,22 @@
 namespace tlaloc::runtime::host {
 
 std::unique_ptr<Kernel> make_reduce(const ir::Function& f, int32_t id);
+
+// Reductions run in fixed chunks of kReduceChunk elements with kReduceLanes interleaved lanes
+// each; chunk partials are combined in order. FusedReduce exposes that arithmetic to fused
+// elementwise loops (full reductions), bitwise equal to make_reduce's kernel.
+inline constexpr int64_t kReduceChunk = 8192;
+inline constexpr int kReduceLanes = 16;
+struct FusedReduce {
+  ir::ReduceKind kind = ir::ReduceKind::sum;
+  DType dtype = DType::f32;     // of the reduced value (lanes hold its compute type)
+  int32_t out = -1, slot = -1;  // result value; register accumulated each block
+  void (*reset)(void* lanes) = nullptr;
+  void (*accumulate)(void* lanes, const void* x, int64_t len) = nullptr;
+  void (*finish_chunk)(void* lanes, void* partials, int64_t chunk) = nullptr;
+  void (*store)(const void* partials, int64_t nchunks, void* out) = nullptr;
+};
+FusedReduce fused_reduce(ir::ReduceKind kind, DType dtype);
 // dot_general through OpenBLAS sgemm / dgemm; bf16 / f16 convert to f32, sgemm, round back.
 std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_threads);
 

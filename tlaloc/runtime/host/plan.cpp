@@ -31,6 +31,7 @@ enum class State : uint8_t { dead, stored, view, member };
 struct Group {
   int64_t n = 0;
   std::vector<int32_t> members;
+  std::vector<int32_t> reduces;  // full reductions of members, computed in the same pass
   bool open = true;
 };
 
@@ -128,6 +129,16 @@ class Planner {
       state_[size_t(id)] = State::view;
       return;
     }
+    if (fuse_ && n.op == Op::reduce && n.type.shape.numel() == 1) {
+      int32_t x = n.operands[0];
+      if (state_[size_t(x)] == State::member && groups_[size_t(group_[size_t(x)])].open) {
+        int g = group_[size_t(x)];
+        groups_[size_t(g)].reduces.push_back(id);
+        group_[size_t(id)] = g;
+        state_[size_t(id)] = State::member;
+        return;
+      }
+    }
     for (ir::ValueId o : n.operands) need(o);
     if (n.op == Op::reduce)
       emit(make_reduce(f_, id), id);
@@ -166,7 +177,7 @@ class Planner {
     int g;
     if (gs.empty()) {
       g = int(groups_.size());
-      groups_.push_back({f_.type(id).shape.numel(), {}, true});
+      groups_.push_back({f_.type(id).shape.numel(), {}, {}, true});
     } else {
       g = gs[0];
       for (size_t k = 1; k < gs.size(); ++k) {
@@ -174,7 +185,12 @@ class Planner {
           group_[size_t(m)] = g;
           groups_[size_t(g)].members.push_back(m);
         }
+        for (int32_t r : groups_[size_t(gs[k])].reduces) {
+          group_[size_t(r)] = g;
+          groups_[size_t(g)].reduces.push_back(r);
+        }
         groups_[size_t(gs[k])].members.clear();
+        groups_[size_t(gs[k])].reduces.clear();
         groups_[size_t(gs[k])].open = false;
       }
       std::sort(groups_[size_t(g)].members.begin(), groups_[size_t(g)].members.end());
@@ -215,10 +231,18 @@ class Planner {
         any_store = true;
       }
     }
+    for (int32_t r : G.reduces) {
+      const ir::Node& n = f_.nodes[size_t(r)];
+      b.reduce(reg.at(n.operands[0]), n.attrs.reduce_kind, n.type.dtype, r);
+      state_[size_t(r)] = State::stored;
+      any_store = true;
+    }
     for (int32_t m : G.members) state_[size_t(m)] = State::stored;
     if (any_store) {
       auto k = b.finish();
-      k->label = fmt::format("fused x{} n={}:", G.members.size(), G.n);
+      k->label =
+          fmt::format("fused x{}{} n={}:", G.members.size(),
+                      G.reduces.empty() ? "" : fmt::format(" +{} reduce", G.reduces.size()), G.n);
       for (size_t i = 0; i < G.members.size() && i < 40; ++i)
         k->label += fmt::format(" {}", ir::op_name(f_.nodes[size_t(G.members[i])].op));
       emit(std::move(k));

@@ -17,8 +17,8 @@
 namespace tlaloc::runtime::host {
 namespace {
 
-constexpr int64_t kChunk = 8192;
-constexpr int kLanes = 16;
+constexpr int64_t kChunk = kReduceChunk;
+constexpr int kLanes = kReduceLanes;
 
 template <class C, ir::ReduceKind K>
 struct Acc {
@@ -49,6 +49,42 @@ struct Acc {
   }
 };
 
+// The lane arithmetic shared by the reduce kernel and reductions fused into elementwise loops,
+// so both give bitwise the same results: element r of a chunk goes to lane r % kLanes.
+template <class Cm, ir::ReduceKind K>
+struct Lanes {
+  using Ac = Acc<Cm, K>;
+  static void reset(void* lanes) {
+    auto* l = static_cast<Cm*>(lanes);
+    for (int i = 0; i < kLanes; ++i) l[i] = Ac::init();
+  }
+  // x: len compute-type values starting at a multiple of kLanes within the chunk.
+  static void accumulate(void* lanes, const void* xv, int64_t len) {
+    auto* lane = static_cast<Cm*>(lanes);
+    const Cm* x = static_cast<const Cm*>(xv);
+    int64_t r = 0;
+    for (; r + kLanes <= len; r += kLanes)
+      for (int l = 0; l < kLanes; ++l) lane[l] = Ac::f(lane[l], x[r + l]);
+    for (int l = 0; r < len; ++r, ++l) lane[l] = Ac::f(lane[l], x[r]);
+  }
+  static Cm finish(void* lanes) {
+    auto* lane = static_cast<Cm*>(lanes);
+    for (int w = kLanes / 2; w >= 1; w /= 2)
+      for (int l = 0; l < w; ++l) lane[l] = Ac::f(lane[l], lane[l + w]);
+    return lane[0];
+  }
+  static void finish_chunk(void* lanes, void* partials, int64_t chunk) {
+    static_cast<Cm*>(partials)[chunk] = finish(lanes);
+  }
+  template <DType T>
+  static void store(const void* partials, int64_t nchunks, void* out) {
+    const Cm* p = static_cast<const Cm*>(partials);
+    Cm v = p[0];
+    for (int64_t c = 1; c < nchunks; ++c) v = Ac::f(v, p[c]);
+    store_elem<T>(out, 0, v);
+  }
+};
+
 struct ReduceKernel : Kernel {
   int32_t in = -1, out = -1;
   DType dtype;
@@ -74,21 +110,23 @@ struct ReduceKernel : Kernel {
       auto* part = reinterpret_cast<Cm*>(f.scratch + partial_offset);
       int64_t jobs = A * nch;
       auto job = [&](int64_t j) {
+        using L = Lanes<Cm, K>;
         int64_t a = j / nch, c = j % nch;
         int64_t r0 = c * kChunk, r1 = std::min(R, r0 + kChunk);
         Cm lane[kLanes];
-        for (int l = 0; l < kLanes; ++l) lane[l] = Ac::init();
-        int64_t base = a * R, r = r0;
+        L::reset(lane);
+        int64_t base = a * R;
         if constexpr (T == DType::f32 || T == DType::f64 || T == DType::s32 || T == DType::u32) {
-          const Cm* x = static_cast<const Cm*>(src) + base;
-          for (; r + kLanes <= r1; r += kLanes)
-            for (int l = 0; l < kLanes; ++l) lane[l] = Ac::f(lane[l], x[r + l]);
+          L::accumulate(lane, static_cast<const Cm*>(src) + base + r0, r1 - r0);
+        } else {
+          Cm buf[kLanes];
+          for (int64_t r = r0; r < r1; r += kLanes) {
+            int64_t len = std::min<int64_t>(kLanes, r1 - r);
+            for (int64_t i = 0; i < len; ++i) buf[i] = load_elem<T>(src, base + r + i);
+            L::accumulate(lane, buf, len);
+          }
         }
-        for (int l = 0; r < r1; ++r, l = (l + 1) % kLanes)
-          lane[l] = Ac::f(lane[l], load_elem<T>(src, base + r));
-        for (int w = kLanes / 2; w >= 1; w /= 2)
-          for (int l = 0; l < w; ++l) lane[l] = Ac::f(lane[l], lane[l + w]);
-        part[j] = lane[0];
+        part[j] = L::finish(lane);
       };
       if (jobs * std::min(R, kChunk) >= kParallelElements && f.num_threads > 1 && jobs > 1) {
 #pragma omp parallel for num_threads(f.num_threads) schedule(static)
@@ -148,6 +186,29 @@ struct ReduceKernel : Kernel {
 };
 
 }  // namespace
+
+FusedReduce fused_reduce(ir::ReduceKind kind, DType dtype) {
+  FusedReduce r;
+  r.kind = kind;
+  r.dtype = dtype;
+  dispatch(dtype, [&]<DType T>() {
+    if constexpr (T != DType::i1) {
+      using Cm = Compute<T>;
+      auto set = [&]<ir::ReduceKind K>() {
+        using L = Lanes<Cm, K>;
+        r.reset = &L::reset;
+        r.accumulate = &L::accumulate;
+        r.finish_chunk = &L::finish_chunk;
+        r.store = &L::template store<T>;
+      };
+      if (kind == ir::ReduceKind::sum) set.template operator()<ir::ReduceKind::sum>();
+      if (kind == ir::ReduceKind::max) set.template operator()<ir::ReduceKind::max>();
+      if (kind == ir::ReduceKind::min) set.template operator()<ir::ReduceKind::min>();
+    }
+  });
+  if (!r.accumulate) fail("host runtime: no fused reduce for {}", name(dtype));
+  return r;
+}
 
 std::unique_ptr<Kernel> make_reduce(const ir::Function& f, int32_t id) {
   const ir::Node& n = f.nodes[size_t(id)];
