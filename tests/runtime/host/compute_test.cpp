@@ -205,6 +205,15 @@ TEST(HostReduce, FusedWithElementwiseProducer) {
       expect_values(run_all(f, {x, y})[0], {want}, dt == DType::bf16 ? 2e-2 : 1e-5);
     }
   }
+  // One-element loops: the reduce's result is used by an op of the same size (and reduced again).
+  auto h = one_op({{DType::f32, {1}}}, [](ir::Builder& b, auto& p) {
+    auto y = b.binary(Op::multiply, p[0], p[0]);
+    auto s = b.reduce(y, K::sum, {0});
+    auto s2 = b.reduce(s, K::max, {});
+    auto t = b.binary(Op::add, b.reshape(y, {}), s);
+    return b.binary(Op::add, t, s2);
+  });
+  expect_values(run_all(h, {Array::from<float>({1}, {3})})[0], {27});
   // A fused reduce whose result feeds the same expression again (softmax-style): the loop must
   // close before the broadcast reads it.
   auto g = one_op({{DType::f32, {3000}}}, [](ir::Builder& b, auto& p) {

@@ -47,6 +47,7 @@ class Planner {
     live_.assign(nv, false);
     for (ir::ValueId r : f.results) is_result_[size_t(r)] = live_[size_t(r)] = true;
     donated_result_.assign(nv, false);
+    fused_reduce_.assign(nv, false);
     for (const ir::Alias& a : f.aliases)
       donated_result_[size_t(f.results[size_t(a.output)])] = true;
     for (size_t i = nv; i-- > 0;)
@@ -114,6 +115,7 @@ class Planner {
                     n.op == Op::reshape;
     if (fuse_ && viewable) {
       int32_t x = n.operands[0];
+      if (fused_reduce_[size_t(x)]) need(x);
       if (n.op == Op::reshape && state_[size_t(x)] == State::member &&
           groups_[size_t(group_[size_t(x)])].open) {
         join(id, {group_[size_t(x)]});
@@ -131,11 +133,13 @@ class Planner {
     }
     if (fuse_ && n.op == Op::reduce && n.type.shape.numel() == 1) {
       int32_t x = n.operands[0];
-      if (state_[size_t(x)] == State::member && groups_[size_t(group_[size_t(x)])].open) {
+      if (state_[size_t(x)] == State::member && !fused_reduce_[size_t(x)] &&
+          groups_[size_t(group_[size_t(x)])].open) {
         int g = group_[size_t(x)];
         groups_[size_t(g)].reduces.push_back(id);
         group_[size_t(id)] = g;
         state_[size_t(id)] = State::member;
+        fused_reduce_[size_t(id)] = true;
         return;
       }
     }
@@ -157,6 +161,8 @@ class Planner {
     const ir::Node& n = f_.nodes[size_t(id)];
     int64_t size = n.type.shape.numel();
     std::vector<int> gs;
+    for (ir::ValueId o : n.operands)
+      if (fused_reduce_[size_t(o)]) need(o);  // available only once its loop has finished
     for (ir::ValueId o : n.operands) {
       if (state_[size_t(o)] != State::member) continue;
       int g = group_[size_t(o)];
@@ -257,6 +263,7 @@ class Planner {
   std::vector<int> group_;
   std::vector<std::vector<int32_t>> users_;
   std::vector<bool> is_result_, live_, donated_result_;
+  std::vector<bool> fused_reduce_;  // a reduce computed by its operand's group: no register
   std::vector<Group> groups_;
 };
 
