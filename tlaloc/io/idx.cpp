@@ -65,6 +65,7 @@ std::vector<uint8_t> read_file(const std::string& path) {
 
 // Inflates a gzip member; stops early once more bytes than the header declares have come out.
 std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& path) {
+  if (in.size() > UINT32_MAX) fail("{}: gzip file of {} bytes is over 4 GiB", path, in.size());
   z_stream z{};
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) fail("{}: zlib inflateInit2 failed", path);
   z.next_in = const_cast<Bytef*>(in.data());
