@@ -1,7 +1,29 @@
 // The host lane: compiles an ir::Function once into a runtime::Executable that runs on the CPU.
-// Buffers are planned by liveness, kernels chosen once, dot_general goes through OpenBLAS,
-// elementwise chains are fused into one loop, and work is split over OpenMP threads with
-// partitions that do not depend on scheduling, so outputs are bitwise reproducible run to run.
+//
+// compile() verifies the function, folds transposes into dot_general operands (CBLAS transpose
+// flags), then plans once: every node gets its kernel (a function pointer chosen here, never a
+// per-run lookup); elementwise nodes (with broadcast_in_dim / transpose / slice / reshape
+// feeding them read through index maps, and full reductions of their results) are fused into
+// register programs that run block by block, one pass over the data, with any number of
+// outputs; intermediate buffers share one pre-allocated arena by liveness. A run allocates
+// only its outputs. dot_general goes through OpenBLAS sgemm / dgemm (bf16 / f16: f32 GEMM,
+// rounded back).
+//
+// Determinism: work is split over OpenMP threads in pieces fixed by the shapes (blocks,
+// reduction chunks, GEMM tiles; OpenBLAS runs each tile single-threaded), so the same inputs
+// give bitwise the same outputs on every run and for every num_threads, fused or not.
+//
+// Semantics are StableHLO's (https://openxla.org/stablehlo/spec). Where it leaves a result
+// implementation-defined, tlaloc follows XLA's CPU backend: integer x / 0 = -1 (s32) or
+// 0xffffffff (u32), INT_MIN / -1 = INT_MIN, integer x % 0 = x, INT_MIN % -1 = 0; shifts by
+// >= 32 give 0; float -> integer convert truncates toward zero, saturates, NaN -> 0; integer
+// arithmetic wraps. bf16 / f16 compute in f32 and round to nearest even after every op (so
+// fused and unfused results agree). Reductions accumulate in the compute type in a fixed order
+// (16 interleaved lanes per 8192-element chunk, chunks combined in order).
+//
+// Executables are not thread-safe: run one call at a time per executable.
+// TLALOC_HOST_PROFILE=1 in the environment makes each executable print its slowest steps
+// (time per run) to stderr when destroyed.
 #pragma once
 
 #include <memory>
@@ -15,7 +37,12 @@ struct Options {
   bool fuse = true;     // fuse elementwise chains (off: one kernel per op, for tests)
 };
 
-// Verifies `f` and compiles it. Throws tlaloc::Error if f fails verification.
+// Verifies `f` and compiles it. Throws tlaloc::Error if f fails verification or an input is
+// donated to two outputs. run() / run_donated() throw tlaloc::Error naming the input (index
+// and name) and both types on a wrong input count, dtype or shape; run_donated also on an
+// empty (already donated) donated input. A donated output is updated in place when every read
+// of its input happens before (or element-wise within) the loop writing it; otherwise it is
+// computed aside and copied into the donated storage, which it then owns either way.
 std::unique_ptr<Executable> compile(const ir::Function& f, Options options = {});
 
 // Number of executables compiled by this process (for "one compiled executable" checks).
