@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 
@@ -112,9 +113,10 @@ void run_fmnist(const FmnistOptions& o) {
 
   std::unique_ptr<std::ofstream> csv;
   if (!o.metrics.empty()) {
+    bool fresh = !std::filesystem::exists(o.metrics) || std::filesystem::file_size(o.metrics) == 0;
     csv = std::make_unique<std::ofstream>(o.metrics, std::ios::app);
     if (!*csv) fail("--metrics {}: cannot open for writing", o.metrics);
-    *csv << "kind,step,epoch,train_loss,test_loss,test_accuracy,seconds\n";
+    if (fresh) *csv << "kind,step,epoch,train_loss,test_loss,test_accuracy,seconds\n";
   }
   auto save = [&](const std::string& path) {
     io::save_checkpoint(path, to_checkpoint(trainer, o.common.seed, trainer.steps_taken(), user));
