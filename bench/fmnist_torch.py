@@ -1,12 +1,14 @@
 #!/usr/bin/python3
 """The `tlaloc train fmnist` job in PyTorch (the baseline of bench/run_fmnist_bench.sh).
 
-Same model (MLP 784 -> hidden -> 10, ReLU), batch, optimizer (AdamW, decoupled weight decay),
+Same model (MLP 784 -> hidden -> 10, ReLU), batch, optimizer (AdamW, decoupled weight decay,
+lr schedule: linear warm-up over --warmup steps then cosine, as tlaloc's default),
 data (Fashion-MNIST idx files, pixels / 255) and epochs. Prints one line per epoch:
 `epoch E time S test_accuracy A`. Threads: torch.set_num_threads(--threads).
 """
 import argparse
 import gzip
+import math
 import struct
 import time
 
@@ -29,7 +31,8 @@ def main():
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--hidden", default="256")
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--warmup", type=int, default=469)
     p.add_argument("--wd", type=float, default=1e-2)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--seed", type=int, default=0)
@@ -51,6 +54,16 @@ def main():
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=a.wd)
     loss_fn = torch.nn.CrossEntropyLoss()
     n = xtr.shape[0]
+    total = (n + a.batch - 1) // a.batch * a.epochs
+    warm = min(a.warmup, total - 1)
+
+    def factor(step):  # tlaloc's warmup-cosine (tlaloc/optim/schedule.h)
+        if step < warm:
+            return (step + 1) / warm
+        t, T = step - warm, total - warm
+        return 0.5 * (1 + math.cos(math.pi * min(t, T) / T))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     for epoch in range(a.epochs):
         t0 = time.perf_counter()
         order = torch.randperm(n)
@@ -60,6 +73,7 @@ def main():
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            sched.step()
         secs = time.perf_counter() - t0
         with torch.no_grad():
             acc = (model(xte).argmax(1) == yte).float().mean().item()

@@ -26,7 +26,7 @@ struct FmnistOptions {
   std::string hidden = "256";
   int epochs = 5;
   int64_t batch = 128;
-  double lr = 1e-3;
+  double lr = 3e-3;
   double wd = 1e-2;
   int64_t limit = 0;  // use only the first N training rows (tests, quick runs)
   int64_t save_every = 0;
@@ -34,6 +34,7 @@ struct FmnistOptions {
   std::string save = "fmnist.safetensors";
   std::string resume;
   std::string metrics;
+  bool warmup_given = false;
 };
 
 std::vector<int64_t> parse_hidden(const std::string& s) {
@@ -73,7 +74,13 @@ void run_fmnist(const FmnistOptions& o) {
   const int64_t n = train_set.labels.numel();
   const int64_t spe = fmnist::steps_per_epoch(n, o.batch);
   const int64_t total_steps = spe * o.epochs;
-  auto schedule = resolve_common(o.common, total_steps);
+  CommonTrainOptions common = o.common;
+  // The default warm-up (one epoch, shortened for short runs) goes with warmup-cosine only; an
+  // explicit --warmup is checked as given.
+  if (!o.warmup_given)
+    common.warmup =
+        common.schedule == "warmup-cosine" ? std::min(common.warmup, total_steps - 1) : 0;
+  auto schedule = resolve_common(common, total_steps);
 
   auto keys = random::split(random::key(o.common.seed), 2);  // [init, shuffle]
   auto model = fmnist::make_model(hidden);
@@ -176,6 +183,9 @@ void run_fmnist(const FmnistOptions& o) {
 
 void register_train_fmnist(CLI::App& train) {
   static FmnistOptions o;
+  // Defaults that reach >= 88% in 5 epochs: linear warm-up over the first epoch, then cosine.
+  o.common.schedule = "warmup-cosine";
+  o.common.warmup = 469;
   auto* cmd = train.add_subcommand("fmnist", "MLP classifier on Fashion-MNIST (AdamW in the step)");
   add_common_options(cmd, o.common);
   cmd->add_option("--data", o.data, "folder with the idx .gz files")->capture_default_str();
@@ -193,7 +203,11 @@ void register_train_fmnist(CLI::App& train) {
   cmd->add_option("--stop-after", o.stop_after, "save and stop after N steps in all");
   cmd->add_option("--resume", o.resume, "continue from this checkpoint");
   cmd->add_option("--metrics", o.metrics, "append per-step and per-epoch metrics to this CSV");
-  cmd->callback([] { run_fmnist(o); });
+  CLI::Option* warmup = cmd->get_option("--warmup");
+  cmd->callback([warmup] {
+    o.warmup_given = warmup->count() > 0;
+    run_fmnist(o);
+  });
   add_export_recipe({"fmnist", "the fmnist job's train step (MLP 784-256-10, AdamW in the program)",
                      [] { return train::fmnist::train_step().fn; }});
 }
