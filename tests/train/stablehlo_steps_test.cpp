@@ -14,7 +14,7 @@ namespace {
 // Real parameter values and fresh optimizer state instead of sample_inputs' generic ranges,
 // plus lr / grad_scale, so the step runs on the values it sees in training.
 std::vector<Array> step_inputs(const optim::TrainStep& s, std::vector<Array> data) {
-  std::vector<Array> in = testing::sample_inputs(s.fn, 3);
+  std::vector<Array> in = tlaloc::testing::sample_inputs(s.fn, 3);
   for (size_t i = 0; i < data.size(); ++i) in[i] = std::move(data[i]);
   auto state = optim::init_state(s.state);
   for (int j = 0; j < s.state.size(); ++j) in[size_t(s.state_input(j))] = state[size_t(j)];
@@ -28,7 +28,7 @@ std::vector<Array> step_inputs(const optim::TrainStep& s, std::vector<Array> dat
 TEST(StableHloSteps, DiscTrainStep) {
   auto s = train::disc::train_step(64);
   auto d = train::disc::make_data(random::key(1), 64);
-  std::string text = testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {d.x, d.y}));
+  std::string text = tlaloc::testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {d.x, d.y}));
   EXPECT_NE(text.find("tf.aliasing_output"), std::string::npos);
 }
 
@@ -39,5 +39,5 @@ TEST(StableHloSteps, FmnistTrainStep) {
   Array labels = random::randint(random::key(3), Shape{rows}, 0, 10);
   Array idx = random::randint(random::key(4), Shape{batch}, 0, rows);
   Array w = Array::filled(DType::f32, Shape{batch}, 1.0);
-  testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {images, labels, idx, w}));
+  tlaloc::testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {images, labels, idx, w}));
 }

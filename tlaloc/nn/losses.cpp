@@ -21,8 +21,9 @@ Tensor cross_entropy_per_row(const Tensor& logits, const Tensor& labels) {
   Tensor classes = trace::iota(logits.shape(), 1, DType::s32);
   Tensor is_label =
       trace::equal(trace::broadcast_to(trace::expand_dims(labels, 1), logits.shape()), classes);
-  Tensor picked = trace::sum(trace::where(is_label, logits, trace::zeros_like(logits)), {1});
-  return trace::logsumexp(logits, 1) - picked;
+  // -log_softmax at the label, picked with select (never 0·inf).
+  Tensor ls = trace::log_softmax(logits, 1);
+  return -trace::sum(trace::where(is_label, ls, trace::zeros_like(ls)), {1});
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {

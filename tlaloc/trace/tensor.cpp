@@ -348,20 +348,33 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   return r;
 }
 
+namespace {
+// x - max(x) along axis a (keepdims), with a row of -inf shifted by 0 so it stays -inf (no NaN).
+Tensor shifted_by_max(const Tensor& x, int64_t a, Tensor* max_out) {
+  Tensor m = max(x, {a}, true);
+  Tensor finite_m = where(equal(m, full_like(m, -INFINITY)), zeros_like(m), m);
+  if (max_out) *max_out = finite_m;
+  return x - finite_m;
+}
+}  // namespace
+
 Tensor logsumexp(const Tensor& x, int64_t axis, bool keepdims) {
   int64_t a = norm_axis(axis, x.rank(), "logsumexp");
-  Tensor m = max(x, {a}, true);
-  // A row of -inf has max -inf; use 0 there so the row gives log(0) = -inf, not NaN.
-  Tensor finite_m = where(equal(m, full_like(m, -INFINITY)), zeros_like(m), m);
-  Tensor r = log(sum(exp(x - finite_m), {a}, true)) + finite_m;
-  return keepdims ? r : reshape(r, [&] {
-    auto s = r.shape().dims;
-    s.erase(s.begin() + a);
-    return s;
-  }());
+  Tensor m;
+  Tensor s = shifted_by_max(x, a, &m);
+  Tensor r = log(sum(exp(s), {a}, true)) + m;
+  if (keepdims) return r;
+  auto dims = r.shape().dims;
+  dims.erase(dims.begin() + a);
+  return reshape(r, dims);
 }
 
-Tensor log_softmax(const Tensor& x, int64_t axis) { return x - logsumexp(x, axis, true); }
+// (x - max) - log(sum(exp(x - max))): the shift is exact, so large logits lose no precision.
+Tensor log_softmax(const Tensor& x, int64_t axis) {
+  int64_t a = norm_axis(axis, x.rank(), "log_softmax");
+  Tensor s = shifted_by_max(x, a, nullptr);
+  return s - log(sum(exp(s), {a}, true));
+}
 
 Tensor softmax(const Tensor& x, int64_t axis) {
   int64_t a = norm_axis(axis, x.rank(), "softmax");

@@ -1,0 +1,82 @@
+// Bad input to the IR raises tlaloc::Error naming the op and the shapes / dtypes, never aborts.
+#include <gtest/gtest.h>
+
+#include "tlaloc/ir/builder.h"
+
+using namespace tlaloc;
+using namespace tlaloc::ir;
+
+namespace {
+
+// Expects fn to throw tlaloc::Error whose message contains every needle.
+template <typename F>
+void expect_error(F fn, std::vector<std::string> needles) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error; expected one mentioning " << needles[0];
+  } catch (const Error& e) {
+    std::string m = e.what();
+    for (auto& n : needles)
+      EXPECT_NE(m.find(n), std::string::npos) << "'" << n << "' not in: " << m;
+  }
+}
+
+}  // namespace
+
+TEST(VerifierErrors, ElementwiseDtypeAndShape) {
+  Builder b;
+  auto f = b.parameter({DType::f32, {2}});
+  auto i = b.parameter({DType::s32, {2}});
+  auto g = b.parameter({DType::f32, {3}});
+  expect_error([&] { b.binary(Op::multiply, f, i); }, {"multiply", "f32[2]", "s32[2]"});
+  expect_error([&] { b.binary(Op::subtract, f, g); }, {"subtract", "f32[2]", "f32[3]"});
+  expect_error([&] { b.unary(Op::exponential, i); }, {"exponential", "floating", "s32"});
+  expect_error([&] { b.binary(Op::shift_left, f, f); }, {"shift_left", "integer"});
+  expect_error([&] { b.binary(Op::power, i, i); }, {"power", "floating"});
+  expect_error([&] { b.select(f, f, f); }, {"select", "pred", "i1"});
+}
+
+TEST(VerifierErrors, StructuralOps) {
+  Builder b;
+  auto x = b.parameter({DType::f32, {2, 3}});
+  auto y = b.parameter({DType::f32, {4, 5}});
+  auto idx = b.parameter({DType::f32, {2}});
+  expect_error(
+      [&] {
+        b.dot_general(x, y, {{}, {}, {1}, {0}});
+      },
+      {"dot_general", "contracting", "3", "4"});
+  expect_error([&] { b.reshape(x, Shape{4, 2}); }, {"reshape", "[4,2]", "8", "6"});
+  expect_error([&] { b.transpose(x, {0, 0}); }, {"transpose", "permutation"});
+  expect_error(
+      [&] {
+        b.broadcast_in_dim(x, Shape{2, 4}, {0, 1});
+      },
+      {"broadcast_in_dim", "size 3", "size 4"});
+  expect_error([&] { b.slice(x, {0, 0}, {3, 3}); }, {"slice", "dim 0", "size 2"});
+  expect_error([&] { b.reduce(x, ReduceKind::sum, {2}); }, {"reduce", "out of range"});
+  expect_error([&] { b.concatenate({x, y}, 0); }, {"concatenate", "f32[2,3]", "f32[4,5]"});
+  expect_error([&] { b.gather(x, idx); }, {"gather", "indices", "s32"});
+  expect_error([&] { b.pad(x, y, {0, 0}, {1, 1}); }, {"pad", "scalar"});
+  expect_error([&] { b.dynamic_slice(x, {}, {1, 1}); }, {"dynamic_slice", "3 operands"});
+}
+
+TEST(VerifierErrors, BuildAndVerify) {
+  Builder b;
+  auto x = b.parameter({DType::f32, {2}});
+  expect_error([&] { b.build({x + 5}); }, {"result", "%5"});
+  Function f = b.build({x});
+  f.nodes[0].type.shape = Shape{3};  // parameter disagrees with nothing, but alias does:
+  f.aliases.push_back({0, 3});
+  expect_error([&] { verify(f); }, {"alias", "out of range"});
+  Function g = Builder().build({});
+  Builder c;
+  auto p = c.parameter({DType::f32, {2}});
+  auto q = c.unary(Op::negate, p);
+  Function h = c.build({q});
+  h.nodes[size_t(q)].operands[0] = q;  // uses itself
+  expect_error([&] { verify(h); }, {"negate", "before it is defined"});
+  h = c.build({q});
+  h.nodes[size_t(q)].type = {DType::f32, Shape{5}};
+  expect_error([&] { verify(h); }, {"negate", "declared f32[5]", "infers f32[2]"});
+}
