@@ -256,5 +256,47 @@ KERNEL_TEST(clamp, scalar_and_full_bounds) {
   expect_values(out[0], {0, 2, 5});
 }
 
+// f32 exp / tanh / logistic use tlaloc's own vectorizable approximations: within 3 ulp of the
+// correctly rounded value (computed in double) over a dense sweep, with exact specials.
+TEST(HostElementwise, F32TranscendentalsWithinThreeUlp) {
+  std::vector<float> xs;
+  for (double v = -110; v <= 95; v += 0.0137) xs.push_back(float(v));
+  for (double v = -1; v <= 1; v += 1e-4) xs.push_back(float(v));
+  for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 88.72f, 88.73f, -87.3f, -103.9f, -104.0f, 0.625f,
+                  -0.625f, 9.0f, 20.0f})
+    xs.push_back(v);
+  Shape s{int64_t(xs.size())};
+  Array x = Array::from(s, xs);
+  for (Op op : {Op::exponential, Op::tanh, Op::logistic}) {
+    SCOPED_TRACE(std::string(ir::op_name(op)));
+    auto f = one_op({{DType::f32, s}}, [&](ir::Builder& b, auto& p) { return b.unary(op, p[0]); });
+    Array y = run_all(f, {x})[0];
+    double worst = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+      double xd = xs[i];
+      double want = op == Op::exponential ? std::exp(xd)
+                    : op == Op::tanh      ? std::tanh(xd)
+                                          : 1 / (1 + std::exp(-xd));
+      float wf = float(want);
+      double got = y.at(int64_t(i));
+      if (std::isinf(wf) || wf == 0) {
+        EXPECT_EQ(got, double(wf)) << "x = " << xd;
+        continue;
+      }
+      double ulp = std::nextafter(std::fabs(wf), INFINITY) - std::fabs(wf);
+      if (std::fabs(wf) < 1.2e-38) ulp = 1.4e-45;  // subnormal spacing
+      worst = std::max(worst, std::fabs(got - want) / ulp);
+      ASSERT_LE(std::fabs(got - want) / ulp, 3.0)
+          << "x = " << xd << " got " << got << " want " << want;
+    }
+    RecordProperty(std::string(ir::op_name(op)) + "_max_ulp", std::to_string(worst));
+  }
+  exact_unary<float>(Op::exponential, {float(kNaN), float(kInf), float(-kInf), 0.0f},
+                     {kNaN, kInf, 0, 1});
+  exact_unary<float>(Op::tanh, {float(kNaN), float(kInf), float(-kInf), -0.0f},
+                     {kNaN, 1, -1, -0.0});
+  exact_unary<float>(Op::logistic, {float(kInf), float(-kInf)}, {1, 0});
+}
+
 }  // namespace
 }  // namespace tlaloc::host_test
