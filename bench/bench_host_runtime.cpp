@@ -254,6 +254,66 @@ void BM_DiscStep(benchmark::State& st) {
 }
 BENCHMARK(BM_DiscStep)->Unit(benchmark::kMicrosecond)->MinTime(0.5);
 
+// A 2-layer pre-LN transformer LM step: d_model 128, 4 heads, MLP 512, seq 16, batch 4,
+// vocab 64, causal attention, softmax cross-entropy, AdamW (the 2.5 ms target).
+void BM_TransformerStep(benchmark::State& st) {
+  using trace::Tensor;
+  constexpr int64_t B = 4, T = 16, D = 128, H = 4, Dh = 32, F = 512, V = 64, L = 2;
+  constexpr int kPerLayer = 12;  // ln1 g,b; wq wk wv wo; ln2 g,b; w1 b1 w2 b2
+  auto layer_norm = [](const Tensor& x, const Tensor& g, const Tensor& b) {
+    auto mu = trace::mean(x, {-1}, true);
+    auto xc = x - mu;
+    auto var = trace::mean(xc * xc, {-1}, true);
+    return xc * trace::rsqrt(var + 1e-5) * g + b;
+  };
+  auto loss = [&](std::span<const Tensor> a) -> std::vector<Tensor> {
+    // a: tokens s32 [B,T], targets f32 [B*T,V], emb [V,D], pos [T,D], layers..., lnf g,b
+    Tensor x = trace::take_rows(a[2], a[0]) + a[3];  // [B,T,D]
+    std::vector<double> mask(size_t(T * T));
+    for (int64_t i = 0; i < T; ++i)
+      for (int64_t j = 0; j < T; ++j) mask[size_t(i * T + j)] = j <= i;
+    Tensor causal = trace::constant(Array::from_doubles(DType::i1, {T, T}, mask));
+    for (int l = 0; l < L; ++l) {
+      const Tensor* p = &a[size_t(4 + l * kPerLayer)];
+      auto heads = [&](const Tensor& t) {
+        return trace::transpose(trace::reshape(t, {B, T, H, Dh}), {0, 2, 1, 3});
+      };
+      Tensor h = layer_norm(x, p[0], p[1]);
+      Tensor q = heads(trace::matmul(h, trace::transpose(p[2])));
+      Tensor k = heads(trace::matmul(h, trace::transpose(p[3])));
+      Tensor v = heads(trace::matmul(h, trace::transpose(p[4])));
+      Tensor att =
+          trace::matmul(q, trace::transpose(k, {0, 1, 3, 2})) * (1.0 / std::sqrt(double(Dh)));
+      att = trace::softmax(trace::where(causal, att, trace::full_like(att, -1e9)), -1);
+      Tensor o = trace::reshape(trace::transpose(trace::matmul(att, v), {0, 2, 1, 3}), {B, T, D});
+      x = x + trace::matmul(o, trace::transpose(p[5]));
+      h = layer_norm(x, p[6], p[7]);
+      h = trace::gelu(trace::matmul(h, trace::transpose(p[8])) + p[9]);
+      x = x + trace::matmul(h, trace::transpose(p[10])) + p[11];
+    }
+    const Tensor* f = &a[size_t(4 + L * kPerLayer)];
+    Tensor logits = trace::reshape(trace::matmul(layer_norm(x, f[0], f[1]), trace::transpose(a[2])),
+                                   {B * T, V});
+    return {-trace::mean(trace::sum(a[1] * trace::log_softmax(logits), {1}))};
+  };
+  std::vector<ir::TensorType> types = {
+      {DType::s32, {B, T}}, {DType::f32, {B * T, V}}, {DType::f32, {V, D}}, {DType::f32, {T, D}}};
+  for (int l = 0; l < L; ++l) {
+    for (Shape s : {Shape{D}, Shape{D}, Shape{D, D}, Shape{D, D}, Shape{D, D}, Shape{D, D},
+                    Shape{D}, Shape{D}, Shape{F, D}, Shape{F}, Shape{D, F}, Shape{D}})
+      types.push_back({DType::f32, s});
+  }
+  types.push_back({DType::f32, {D}});
+  types.push_back({DType::f32, {D}});
+  auto s = make_step(loss, types, 2, optim::AdamW{}, int(st.range(0)));
+  std::vector<int32_t> tok(size_t(B * T));
+  for (size_t i = 0; i < tok.size(); ++i) tok[i] = int32_t((i * 7 + 3) % V);
+  s.in[0] = Array::from({B, T}, tok);
+  for (auto _ : st) s.run();
+  st.SetLabel(fmt::format("{} threads, {} IR nodes", st.range(0), s.ts.fn.nodes.size()));
+}
+BENCHMARK(BM_TransformerStep)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+
 }  // namespace
 
 int main(int argc, char** argv) {
