@@ -194,3 +194,32 @@ TEST(HostRuntime, CompileCountCounts) {
 
 }  // namespace
 }  // namespace tlaloc::host_test
+
+namespace tlaloc::host_test {
+namespace {
+
+// Zero-element values flow through every kind of step without touching memory they do not own.
+TEST(HostRuntime, EmptyArrays) {
+  ir::Builder b;
+  auto x = b.parameter({DType::f32, {0, 3}}, "x");
+  auto w = b.parameter({DType::f32, {3, 2}}, "w");
+  auto i = b.parameter({DType::s32, {0}}, "i");
+  auto y = b.unary(Op::exponential,
+                   b.binary(Op::add, x, b.broadcast_in_dim(b.scalar(DType::f32, 1), {0, 3}, {})));
+  auto d = b.dot_general(y, w, {{}, {}, {1}, {0}});                    // [0,2]
+  auto s = b.reduce(y, ir::ReduceKind::max, {0});                      // [3] = -inf
+  auto c = b.concatenate({x, b.transpose(w, {1, 0})}, 0);              // [2,3]
+  auto g = b.gather(w, i);                                             // [0,2]
+  auto p = b.pad(x, b.scalar(DType::f32, 7), {1, 0}, {0, 0}, {2, 0});  // [1,3]
+  auto f = b.build({d, s, c, g, p});
+  auto out = run_all(f, {Array(DType::f32, {0, 3}), Array::from<float>({3, 2}, {1, 2, 3, 4, 5, 6}),
+                         Array(DType::s32, {0})});
+  EXPECT_EQ(out[0].shape(), (Shape{0, 2}));
+  expect_values(out[1], {-kInf, -kInf, -kInf});
+  expect_values(out[2], {1, 3, 5, 2, 4, 6});
+  EXPECT_EQ(out[3].numel(), 0);
+  expect_values(out[4], {7, 7, 7});
+}
+
+}  // namespace
+}  // namespace tlaloc::host_test
