@@ -1,4 +1,6 @@
 // tlaloc train RECIPE: registers the recipes (disc, ...) and their shared options.
+#include <unistd.h>
+#include <csignal>
 #include <cstdlib>
 
 #include "apps/tlaloc/commands.h"
@@ -31,6 +33,24 @@ optim::Schedule resolve_common(const CommonTrainOptions& o, int64_t total_steps)
     fail("--lane pjrt: this build has no PJRT lane for training yet; use --lane host or auto");
   return optim::parse_schedule(o.schedule, total_steps, o.warmup);
 }
+
+namespace {
+volatile std::sig_atomic_t g_interrupted = 0;
+extern "C" void on_sigint(int) {
+  if (g_interrupted) _exit(130);
+  g_interrupted = 1;
+}
+}  // namespace
+
+void install_interrupt_handler() {
+  g_interrupted = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+}
+
+bool interrupted() { return g_interrupted != 0; }
 
 void register_train(CLI::App& app) {
   auto* train = app.add_subcommand("train", "train a model (recipes: disc, fmnist)");

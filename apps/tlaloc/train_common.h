@@ -23,4 +23,9 @@ void add_common_options(CLI::App* cmd, CommonTrainOptions& o);
 // Validates --lane (host only on this build) and returns the schedule for `total_steps`.
 optim::Schedule resolve_common(const CommonTrainOptions& o, int64_t total_steps);
 
+// Ctrl-C (SIGINT) during training: the first one sets a flag that the training loop checks
+// after each step (it then saves a checkpoint and stops); a second one exits at once.
+void install_interrupt_handler();
+bool interrupted();
+
 }  // namespace tlaloc::app

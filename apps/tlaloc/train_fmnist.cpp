@@ -130,6 +130,7 @@ void run_fmnist(const FmnistOptions& o) {
     fmt::print("saved {} (step {})\n", path, trainer.steps_taken());
   };
 
+  install_interrupt_handler();
   fmnist::Metrics last{};
   std::vector<Array> eval_in{test_set.images};
   while (trainer.steps_taken() < total_steps) {
@@ -138,7 +139,15 @@ void run_fmnist(const FmnistOptions& o) {
     Progress bar(fmt::format("epoch {}/{}", epoch + 1, o.epochs), n);
     double loss_sum = 0;
     int64_t loss_reads = 0;
-    for (int64_t b = trainer.steps_taken() % spe; b < spe; ++b) {
+    const int64_t first_b = trainer.steps_taken() % spe;  // > 0 when resuming mid-epoch
+    for (int64_t b = first_b; b < spe; ++b) {
+      if (interrupted()) {
+        bar.finish(b * o.batch, loss_reads ? loss_sum / double(loss_reads) : NAN);
+        save(o.save);
+        fmt::print("interrupted at step {}: continue with --resume {}\n", trainer.steps_taken(),
+                   o.save);
+        std::exit(130);
+      }
       if (o.stop_after > 0 && trainer.steps_taken() >= o.stop_after) {
         save(o.save);
         fmt::print("stopped after {} steps (--stop-after)\n", trainer.steps_taken());
@@ -160,6 +169,7 @@ void run_fmnist(const FmnistOptions& o) {
     double train_loss = loss_sum / double(std::max<int64_t>(loss_reads, 1));
     bar.finish(n, train_loss);
     double secs = bar.elapsed();
+    double samples = double(std::min(n, spe * o.batch) - std::min(n, first_b * o.batch));
     last = fmnist::evaluate(trainer.run_eval(eval_id, eval_in)[0], test_set.labels);
     fmt::print(
         "epoch {}: train loss {:.4f}  test loss {:.4f}  test accuracy {:.2f}%  ({:.2f} s, {:.0f} "
