@@ -174,7 +174,7 @@ void run_fmnist(const FmnistOptions& o) {
     fmt::print(
         "epoch {}: train loss {:.4f}  test loss {:.4f}  test accuracy {:.2f}%  ({:.2f} s, {:.0f} "
         "samples/s)\n",
-        epoch + 1, train_loss, last.loss, 100 * last.accuracy, secs, double(n) / secs);
+        epoch + 1, train_loss, last.loss, 100 * last.accuracy, secs, samples / secs);
     if (csv)
       *csv << fmt::format("epoch,{},{},{},{},{},{}\n", trainer.steps_taken(), epoch + 1, train_loss,
                           last.loss, last.accuracy, secs);
