@@ -95,14 +95,14 @@ Metrics evaluate(const Array& logits, const Array& labels) {
 }
 
 std::string format_confusion(const Metrics& m) {
-  std::string out = fmt::format("{:>12} |", "true \\ pred");
+  std::string out = fmt::format("{:>14} |", "true \\ pred");
   for (int c = 0; c < kClasses; ++c) out += fmt::format(" {:>5}", c);
-  out += " | accuracy\n" + std::string(13, '-') + "+" + std::string(6 * kClasses, '-') +
+  out += " | accuracy\n" + std::string(15, '-') + "+" + std::string(6 * kClasses, '-') +
          "-+---------\n";
   for (int t = 0; t < kClasses; ++t) {
     int64_t total = 0;
     for (int64_t v : m.confusion[size_t(t)]) total += v;
-    out += fmt::format("{:>9} {:>2} |", io::kFashionMnistClasses[size_t(t)].substr(0, 9), t);
+    out += fmt::format("{:>11} {:>2} |", io::kFashionMnistClasses[size_t(t)], t);
     for (int c = 0; c < kClasses; ++c)
       out += fmt::format(" {:>5}", m.confusion[size_t(t)][size_t(c)]);
     double acc = total ? double(m.confusion[size_t(t)][size_t(t)]) / double(total) : 0;
