@@ -103,6 +103,7 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
 }
 
 ValueId decompose(ir::Builder& b, const ir::Node& n, std::span<const ValueId> operands) {
+  BuilderScope scope(b);
   auto t = [&](size_t i) { return Tensor(&b, operands[i]); };
   const ir::Attrs& a = n.attrs;
   switch (n.op) {
