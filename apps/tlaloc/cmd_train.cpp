@@ -1,11 +1,15 @@
 // tlaloc train RECIPE: registers the recipes (disc, ...) and their shared options.
+#include <fmt/format.h>
 #include <unistd.h>
+
 #include <csignal>
 #include <cstdlib>
 
 #include "apps/tlaloc/commands.h"
 #include "apps/tlaloc/train_common.h"
 #include "tlaloc/core/error.h"
+#include "tlaloc/runtime/host/compile.h"
+#include "tlaloc/runtime/pjrt/client.h"
 
 namespace tlaloc::app {
 
@@ -24,13 +28,18 @@ void add_common_options(CLI::App* cmd, CommonTrainOptions& o) {
   cmd->add_option("--lane", o.lane, "where the step runs: host|pjrt|auto (env TLALOC_LANE)")
       ->envname("TLALOC_LANE")
       ->capture_default_str();
+  cmd->add_option("--precision", o.precision,
+                  "pjrt lane f32 dots: default (XLA may use TF32) | highest (full f32)")
+      ->capture_default_str();
+  cmd->add_flag("--deterministic", o.deterministic,
+                "pjrt lane: XLA's deterministic ops (xla_gpu_deterministic_ops)");
 }
 
 optim::Schedule resolve_common(const CommonTrainOptions& o, int64_t total_steps) {
   if (o.lane != "host" && o.lane != "auto" && o.lane != "pjrt")
     fail("--lane must be host, pjrt or auto, got '{}'", o.lane);
-  if (o.lane == "pjrt")
-    fail("--lane pjrt: this build has no PJRT lane for training yet; use --lane host or auto");
+  if (o.precision != "default" && o.precision != "highest")
+    fail("--precision must be default or highest, got '{}'", o.precision);
   return optim::parse_schedule(o.schedule, total_steps, o.warmup);
 }
 
@@ -51,6 +60,28 @@ void install_interrupt_handler() {
 }
 
 bool interrupted() { return g_interrupted != 0; }
+
+void apply_lane(const CommonTrainOptions& o, train::TrainerOptions& t) {
+  train::LaneChoice c = train::choose_lane(train::parse_lane(o.lane));
+  fmt::print("{}\n", c.line);
+  t.lane = c.lane;
+  if (o.precision == "highest") t.pjrt.emit.precision = stablehlo::Precision::HIGHEST;
+  if (o.deterministic) t.pjrt.compile.overrides.push_back({"xla_gpu_deterministic_ops", true});
+}
+
+int64_t compiled_executables(train::Lane lane) {
+  int64_t n = runtime::host::compile_count();
+  if (lane == train::Lane::pjrt) n += int64_t(runtime::pjrt::default_client().cache_size());
+  return n;
+}
+
+void print_cross_check(train::Trainer& t, std::vector<Array> inputs) {
+  if (t.lane() != train::Lane::pjrt) return;
+  train::CrossCheck c = t.cross_check(std::move(inputs));
+  fmt::print(
+      "cross-check (one step, host lane vs pjrt lane): max |diff| {:.3e}, relative {:.3e}{}\n",
+      c.max_abs, c.max_rel, c.worst.empty() ? "" : fmt::format(" (largest in {})", c.worst));
+}
 
 void register_train(CLI::App& app) {
   auto* train = app.add_subcommand("train", "train a model (recipes: disc, fmnist)");

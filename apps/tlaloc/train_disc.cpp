@@ -34,17 +34,18 @@ void run_disc(const DiscOptions& o) {
   TrainerOptions topt;
   topt.schedule = schedule;
   topt.num_threads = o.common.threads;
-  int64_t compiled_before = runtime::host::compile_count();
+  apply_lane(o.common, topt);
+  int64_t compiled_before = compiled_executables(topt.lane);
   Trainer trainer(*model, disc::mse_loss_fn(), disc::data_inputs(o.points), optim::Adam{.lr = o.lr},
                   topt);
-  int64_t train_executables = runtime::host::compile_count() - compiled_before;
+  int64_t train_executables = compiled_executables(topt.lane) - compiled_before;
   fmt::print("IR: forward {} ops, gradient {} ops, train step (with Adam) {} ops\n",
              trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
-  fmt::print("training on the host lane: {} points, full-batch Adam(lr={}), {} steps\n", o.points,
-             o.lr, o.steps);
-
   trainer.set_resident(0, train_data.x);
   trainer.set_resident(1, train_data.y);
+  print_cross_check(trainer, {});
+  fmt::print("training on the {} lane: {} points, full-batch Adam(lr={}), {} steps\n",
+             train::lane_name(trainer.lane()), o.points, o.lr, o.steps);
   auto t0 = std::chrono::steady_clock::now();
   for (int s = 1; s <= o.steps; ++s) {
     trainer.step({});
@@ -74,7 +75,7 @@ void run_disc(const DiscOptions& o) {
   fmt::print("held-out accuracy: {:.2f}% on {} fresh points\n",
              100 * disc::accuracy(test_pred, test_data.y), o.heldout);
   fmt::print("compiled executables: {} for training ({} in all, with evaluation)\n",
-             train_executables, runtime::host::compile_count() - compiled_before);
+             train_executables, compiled_executables(topt.lane) - compiled_before);
 }
 
 }  // namespace

@@ -91,10 +91,11 @@ void run_fmnist(const FmnistOptions& o) {
   TrainerOptions topt;
   topt.schedule = schedule;
   topt.num_threads = o.common.threads;
-  int64_t compiled_before = runtime::host::compile_count();
+  apply_lane(o.common, topt);
+  int64_t compiled_before = compiled_executables(topt.lane);
   Trainer trainer(*model, fmnist::loss_fn(), fmnist::data_inputs(n, o.batch),
                   optim::AdamW{.lr = o.lr, .weight_decay = o.wd}, topt);
-  int64_t train_executables = runtime::host::compile_count() - compiled_before;
+  int64_t train_executables = compiled_executables(topt.lane) - compiled_before;
   fmt::print("IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
              trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
   int eval_id = trainer.add_eval(fmnist::logits_fn(), {{DType::f32, test_set.images.shape()}});
@@ -117,6 +118,11 @@ void run_fmnist(const FmnistOptions& o) {
   }
   trainer.set_resident(0, std::move(train_set.images));
   trainer.set_resident(1, std::move(train_set.labels));
+  if (trainer.lane() == Lane::pjrt) {  // one step of both lanes on the next batch
+    auto order = fmnist::epoch_order(keys[1], trainer.steps_taken() / spe, n);
+    auto [idx, w] = fmnist::make_batch(order, trainer.steps_taken() % spe, o.batch);
+    print_cross_check(trainer, {std::move(idx), std::move(w)});
+  }
 
   std::unique_ptr<std::ofstream> csv;
   if (!o.metrics.empty()) {
@@ -185,7 +191,7 @@ void run_fmnist(const FmnistOptions& o) {
              fmnist::format_confusion(last));
   fmt::print("test accuracy {:.2f}%\n", 100 * last.accuracy);
   fmt::print("compiled executables: {} for training ({} in all, with evaluation)\n",
-             train_executables, runtime::host::compile_count() - compiled_before);
+             train_executables, compiled_executables(topt.lane) - compiled_before);
   save(o.save);
 }
 

@@ -4,6 +4,12 @@
 // donates it to the step every call, so the update happens in place. Values decided on the
 // host per step (the scheduled lr, the loss scale) enter as scalar inputs: a whole run, any
 // schedule, uses one compiled executable. The loss is read back only when asked for.
+//
+// Lanes (TrainerOptions::lane): on the host lane the state lives in host Arrays; on the pjrt
+// lane the same program is emitted as StableHLO and compiled once by the PJRT client, and the
+// parameters, optimizer state and resident data are uploaded once and stay device buffers,
+// donated every step (tf.aliasing_output); only per-step inputs and the scalar inputs are
+// uploaded per step, and nothing is read back until read_last() / named_parameters() / ...
 #pragma once
 
 #include <functional>
@@ -16,6 +22,8 @@
 #include "tlaloc/optim/schedule.h"
 #include "tlaloc/optim/update.h"
 #include "tlaloc/runtime/executable.h"
+#include "tlaloc/runtime/pjrt/executable.h"
+#include "tlaloc/train/lane.h"
 
 namespace tlaloc::train {
 
@@ -36,6 +44,20 @@ struct TrainerOptions {
   optim::Schedule schedule;     // lr factor per step (constant by default)
   double grad_scale = 1.0;      // gradients are divided by this in the program
   int num_threads = 0;          // host lane threads (0: OpenMP default)
+  Lane lane = Lane::host;       // automatic is resolved with choose_lane() in the constructor
+  runtime::pjrt::Options pjrt;  // pjrt lane: emit precision, XLA option overrides
+  // pjrt lane: the client (borrowed; must outlive the Trainer). Null: the process-wide client
+  // of runtime::pjrt::probe().
+  runtime::pjrt::Client* client = nullptr;
+};
+
+// One step of the host lane and of the pjrt lane from the same state and inputs, compared
+// output by output (loss, aux, params', state', ...). rel = max|device - host| / max|host| of
+// the output where that ratio is largest (max|host| floored at 1e-30).
+struct CrossCheck {
+  double max_abs = 0;
+  double max_rel = 0;
+  std::string worst;  // name of the output with the largest rel
 };
 
 // What one step reports when its outputs are read (see Trainer::read_last()).
@@ -68,8 +90,17 @@ class Trainer {
   void set_resident(int index, Array value);
   // Runs one step; `inputs` are the non-resident data inputs in DataInput order.
   void step(std::vector<Array> inputs);
-  // Reads the last step's outputs (loss, found-inf, grad norm, aux).
+  // Reads the last step's outputs (loss, found-inf, grad norm, aux); on the pjrt lane this is
+  // the only per-step download.
   StepReport read_last() const;
+  // The lane the step runs on (host or pjrt).
+  Lane lane() const { return lane_; }
+  // pjrt lane only: runs the step once on the host lane and once on the device from the
+  // current state with `inputs` (as for step()) without changing any state, and compares.
+  // Throws tlaloc::Error on the host lane.
+  CrossCheck cross_check(std::vector<Array> inputs);
+  // The pjrt client in use (null on the host lane).
+  runtime::pjrt::Client* client() const { return client_; }
   // Steps taken by this trainer (calls of step(), skipped updates included): drives the
   // schedule. The optimizer's own count (applied updates) is optimizer_step().
   int64_t steps_taken() const { return steps_taken_; }
@@ -117,6 +148,19 @@ class Trainer {
   int64_t steps_taken_ = 0;
   int64_t forward_ops_ = 0, gradient_ops_ = 0;
   std::vector<std::unique_ptr<runtime::Executable>> evals_;
+
+  // pjrt lane: the compiled step, its inputs on the device (same indices as inputs_; params,
+  // state and resident data stay here between steps) and the last step's outputs.
+  Lane lane_ = Lane::host;
+  runtime::pjrt::Client* client_ = nullptr;
+  std::unique_ptr<runtime::pjrt::PjrtExecutable> dexe_;
+  std::vector<runtime::pjrt::Buffer> dinputs_;
+  std::vector<runtime::pjrt::Buffer> doutputs_;
+  std::vector<std::unique_ptr<runtime::pjrt::PjrtExecutable>> devals_;
+
+  Array fetch_input(int index) const;  // a copy of step input `index`, from the lane
+  void put_input(int index, Array value);
+  void set_step_inputs(std::vector<Array>& inputs);  // per-step data and scalars
 };
 
 }  // namespace tlaloc::train

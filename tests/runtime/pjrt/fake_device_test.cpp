@@ -6,14 +6,13 @@
 
 #include <cstring>
 
-#include "fake_executor.h"
+#include "fake_client.h"
 #include "support/op_cases.h"
 #include "support/stablehlo_roundtrip.h"
 #include "tlaloc/ir/builder.h"
 #include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/runtime/pjrt/executable.h"
 #include "tlaloc/stablehlo/parse.h"
-#include "tlaloc/trace/composite.h"
 
 using namespace tlaloc;
 using namespace tlaloc::ir;
@@ -21,70 +20,9 @@ using namespace tlaloc::runtime::pjrt;
 
 namespace {
 
-struct Program {
-  Function f;
-  std::unique_ptr<runtime::Executable> exe;
-};
-std::vector<std::unique_ptr<Program>> programs;  // owned here; the fake keeps raw handles
-std::string last_options;
-
-DType dtype_of(int type) {
-  for (DType d : kAllDTypes)
-    if (int(buffer_type(d)) == type) return d;
-  fail("fake executor: PJRT buffer type {}", type);
-}
-
-void* fake_compile(const std::string& mlir, const std::string& options, std::string* error,
-                   size_t* num_outputs, std::vector<int>* aliased) {
-  try {
-    auto p = std::make_unique<Program>();
-    p->f = stablehlo::parse(mlir);
-    p->exe = runtime::host::compile(p->f);
-    *num_outputs = size_t(p->f.num_outputs());
-    for (const Alias& a : p->f.aliases) aliased->push_back(a.input);
-    last_options = options;
-    programs.push_back(std::move(p));
-    return programs.back().get();
-  } catch (const Error& e) {
-    *error = e.what();
-    return nullptr;
-  }
-}
-
-bool fake_run(void* program, const std::vector<const fake_pjrt::Tensor*>& args,
-              std::vector<fake_pjrt::Tensor>* outs, std::string* error) {
-  try {
-    std::vector<Array> in;
-    for (const fake_pjrt::Tensor* t : args) {
-      Array a(dtype_of(t->type), Shape(t->dims));
-      if (a.nbytes() != t->bytes.size())
-        fail("fake executor: {} bytes for {}", t->bytes.size(), describe(a));
-      if (a.nbytes()) std::memcpy(a.raw(), t->bytes.data(), a.nbytes());
-      in.push_back(std::move(a));
-    }
-    for (const Array& o : static_cast<Program*>(program)->exe->run(in))
-      outs->push_back({int(buffer_type(o.dtype())), o.shape().dims,
-                       std::string(static_cast<const char*>(o.raw()), o.nbytes())});
-    return true;
-  } catch (const Error& e) {
-    *error = e.what();
-    return false;
-  }
-}
-
-std::string fake_path() {
-  return std::string(TLALOC_BINARY_DIR) + "/tests/fake_pjrt/libfake_pjrt_device.so";
-}
-
-// A client of the fake device plugin, with the executor installed.
-std::unique_ptr<Client> fake_client() {
-  const Plugin& p = Plugin::load(fake_path());
-  void* h = ::dlopen(fake_path().c_str(), RTLD_NOW | RTLD_NOLOAD);
-  auto set = reinterpret_cast<fake_pjrt::SetExecutorFn>(::dlsym(h, "fake_pjrt_set_executor"));
-  if (!set) fail("fake device plugin lacks fake_pjrt_set_executor");
-  set(&fake_compile, &fake_run);
-  return Client::create(p);
-}
+using tlaloc::testing::fake_client;
+using tlaloc::testing::fake_path;
+using tlaloc::testing::last_options;
 
 // step(w, g, lr) = (w - lr * g, sum(w)); output 0 aliases (donates) w.
 Function sgd_step() {
@@ -177,8 +115,7 @@ TEST(PjrtFakeDevice, PluginErrorsCarryTheirMessage) {
 }
 
 // Every op case through the PJRT plumbing (buffers of every dtype, several outputs): the fake
-// computes on the host lane, so results are bitwise those of the host lane (on the function with
-// composites expanded: StableHLO carries their decomposition).
+// computes on the host lane, so results are bitwise those of the host lane.
 TEST(PjrtFakeDevice, EveryOpThroughThePjrtClient) {
   auto c = fake_client();
   for (auto& [op, fs] : tlaloc::testing::op_cases()) {
@@ -186,7 +123,7 @@ TEST(PjrtFakeDevice, EveryOpThroughThePjrtClient) {
     for (const Function& f : fs) {
       auto in = tlaloc::testing::sample_inputs(f, seed++);
       auto got = compile(f, *c)->run(in);
-      auto want = runtime::host::compile(trace::expand_composites(f))->run(in);
+      auto want = runtime::host::compile(f)->run(in);
       ASSERT_EQ(got.size(), want.size()) << op_name(op);
       for (size_t k = 0; k < want.size(); ++k)
         EXPECT_TRUE(got[k].bitwise_equal(want[k])) << op_name(op) << " case " << seed - 1;

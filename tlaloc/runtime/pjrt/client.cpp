@@ -184,6 +184,7 @@ Buffer Client::to_device(const Array& x) {
   plugin_->call(capi::kClientBufferFromHostBuffer, &a, "PJRT_Client_BufferFromHostBuffer");
   Buffer b(plugin_, a.buffer, {x.dtype(), x.shape()});
   await(a.done_with_host_buffer, "PJRT_Client_BufferFromHostBuffer (transfer)");
+  ++uploads_;
   return b;
 }
 
@@ -197,6 +198,7 @@ Array Client::to_host(const Buffer& b) {
   a.dst_size = out.nbytes();
   plugin_->call(capi::kBufferToHostBuffer, &a, "PJRT_Buffer_ToHostBuffer");
   await(a.event, "PJRT_Buffer_ToHostBuffer (transfer)");
+  ++downloads_;
   return out;
 }
 

@@ -4,6 +4,8 @@
 // tlaloc::Error carrying the plugin's message.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -94,6 +96,10 @@ class Client {
   Buffer to_device(const Array& a);
   // Copies a device buffer back (waits for it).
   Array to_host(const Buffer& b);
+  // Host-to-device and device-to-host copies made by this client so far (to_device / to_host
+  // calls): lets tests and reports check that resident state is not re-uploaded every step.
+  int64_t uploads() const { return uploads_.load(); }
+  int64_t downloads() const { return downloads_.load(); }
 
   // Runs `exe` on device 0 and waits for it. `output_types` are the program's result types.
   // Arguments with donate[i] set are consumed (left empty): XLA reuses those that the program
@@ -112,6 +118,7 @@ class Client {
   std::vector<capi::Device*> devices_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<LoadedExecutable>> cache_;
+  std::atomic<int64_t> uploads_{0}, downloads_{0};
 };
 
 // Whether the pjrt lane can start: ok, or a one-line reason ("no PJRT plugin: set

@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""The benchmark LM's train step in JAX + Optax, timed per step (peer baseline for lane (c) of
+`tlaloc bench step`): the same model as bench/lm_step_torch.py (byte vocab 256, context 16,
+token + position embeddings, 2 pre-norm blocks with LayerNorm, 4-head causal attention, MLP
+512 with tanh GELU, final LayerNorm, untied head; batch 4 x 16), next-byte cross-entropy,
+optax.adamw(3e-3, weight_decay=0.01); the whole step is one jax.jit with donate_argnums for
+params and optimizer state, so they are updated in place on the device, as in tlaloc's lane (c).
+Prints a final line
+  RESULT jax <platform> params=N median_ms=.. min_ms=.. max_ms=.. steps=N
+"""
+import argparse
+import statistics
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import optax
+
+VOCAB, CONTEXT, D, HEADS, MLP, LAYERS, BATCH = 256, 16, 128, 4, 512, 2, 4
+
+
+def linear(key, n_in, n_out):
+    bound = 1.0 / n_in ** 0.5
+    kw, kb = jax.random.split(key)
+    return {"weight": jax.random.uniform(kw, (n_in, n_out), jnp.float32, -bound, bound),
+            "bias": jax.random.uniform(kb, (n_out,), jnp.float32, -bound, bound)}
+
+
+def layer_norm_params():
+    return {"weight": jnp.ones((D,), jnp.float32), "bias": jnp.zeros((D,), jnp.float32)}
+
+
+def init(key):
+    ks = jax.random.split(key, 3 + 4 * LAYERS)
+    p = {"tok": jax.random.normal(ks[0], (VOCAB, D), jnp.float32),
+         "pos": jax.random.normal(ks[1], (CONTEXT, D), jnp.float32),
+         "ln_f": layer_norm_params(), "head": linear(ks[2], D, VOCAB), "blocks": []}
+    for l in range(LAYERS):
+        k = ks[3 + 4 * l: 7 + 4 * l]
+        p["blocks"].append({"ln1": layer_norm_params(), "qkv": linear(k[0], D, 3 * D),
+                            "proj": linear(k[1], D, D), "ln2": layer_norm_params(),
+                            "fc1": linear(k[2], D, MLP), "fc2": linear(k[3], MLP, D)})
+    return p
+
+
+def ln(p, x):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) * jax.lax.rsqrt(var + 1e-5) * p["weight"] + p["bias"]
+
+
+def dense(p, x):
+    return x @ p["weight"] + p["bias"]
+
+
+def forward(p, idx):
+    b, t = idx.shape
+    x = p["tok"][idx] + p["pos"][:t]
+    mask = jnp.tril(jnp.ones((t, t), bool))
+    for blk in p["blocks"]:
+        q, k, v = jnp.split(dense(blk["qkv"], ln(blk["ln1"], x)), 3, axis=-1)
+        q, k, v = (z.reshape(b, t, HEADS, D // HEADS).transpose(0, 2, 1, 3) for z in (q, k, v))
+        s = q @ k.transpose(0, 1, 3, 2) / (D // HEADS) ** 0.5
+        s = jnp.where(mask, s, -jnp.inf)
+        a = (jax.nn.softmax(s, -1) @ v).transpose(0, 2, 1, 3).reshape(b, t, D)
+        x = x + dense(blk["proj"], a)
+        x = x + dense(blk["fc2"], jax.nn.gelu(dense(blk["fc1"], ln(blk["ln2"], x)), approximate=True))
+    return dense(p["head"], ln(p["ln_f"], x))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--verbose", action="store_true")
+    a = ap.parse_args()
+    params = init(jax.random.PRNGKey(0))
+    nparams = sum(x.size for x in jax.tree_util.tree_leaves(params))
+    tx = optax.adamw(3e-3, weight_decay=0.01)
+    opt_state = tx.init(params)
+    data = jax.random.randint(jax.random.PRNGKey(1), (BATCH, CONTEXT + 1), 0, VOCAB)
+    x, y = data[:, :-1], data[:, 1:]
+
+    def loss_fn(p):
+        logits = forward(p, x)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+    def step(p, s):
+        loss, g = jax.value_and_grad(loss_fn)(p)
+        upd, s = tx.update(g, s, p)
+        return optax.apply_updates(p, upd), s, loss
+
+    step = jax.jit(step, donate_argnums=(0, 1))
+    for _ in range(a.warmup):
+        params, opt_state, loss = step(params, opt_state)
+    jax.block_until_ready(loss)
+    times = []
+    for i in range(a.steps):
+        t0 = time.perf_counter()
+        params, opt_state, loss = step(params, opt_state)
+        jax.block_until_ready(loss)
+        times.append(1e3 * (time.perf_counter() - t0))
+        if a.verbose:
+            print(f"step {i} {times[-1]:.4f} ms")
+    print(f"last loss {float(loss):.6f}")
+    print(f"RESULT jax {jax.devices()[0].platform} params={nparams} "
+          f"median_ms={statistics.median(times):.4f} min_ms={min(times):.4f} "
+          f"max_ms={max(times):.4f} steps={a.steps}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

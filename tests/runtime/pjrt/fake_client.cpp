@@ -1,0 +1,86 @@
+#include "fake_client.h"
+
+#include <dlfcn.h>
+
+#include <cstring>
+#include <vector>
+
+#include "fake_executor.h"
+#include "tlaloc/runtime/host/compile.h"
+#include "tlaloc/stablehlo/parse.h"
+
+namespace tlaloc::testing {
+
+std::string last_options;
+
+namespace {
+
+using namespace tlaloc::ir;
+using namespace tlaloc::runtime::pjrt;
+
+struct Program {
+  Function f;
+  std::unique_ptr<runtime::Executable> exe;
+};
+std::vector<std::unique_ptr<Program>> programs;  // owned here; the fake keeps raw handles
+
+DType dtype_of(int type) {
+  for (DType d : kAllDTypes)
+    if (int(buffer_type(d)) == type) return d;
+  fail("fake executor: PJRT buffer type {}", type);
+}
+
+void* fake_compile(const std::string& mlir, const std::string& options, std::string* error,
+                   size_t* num_outputs, std::vector<int>* aliased) {
+  try {
+    auto p = std::make_unique<Program>();
+    p->f = stablehlo::parse(mlir);
+    p->exe = runtime::host::compile(p->f);
+    *num_outputs = size_t(p->f.num_outputs());
+    for (const Alias& a : p->f.aliases) aliased->push_back(a.input);
+    last_options = options;
+    programs.push_back(std::move(p));
+    return programs.back().get();
+  } catch (const Error& e) {
+    *error = e.what();
+    return nullptr;
+  }
+}
+
+bool fake_run(void* program, const std::vector<const fake_pjrt::Tensor*>& args,
+              std::vector<fake_pjrt::Tensor>* outs, std::string* error) {
+  try {
+    std::vector<Array> in;
+    for (const fake_pjrt::Tensor* t : args) {
+      Array a(dtype_of(t->type), Shape(t->dims));
+      if (a.nbytes() != t->bytes.size())
+        fail("fake executor: {} bytes for {}", t->bytes.size(), describe(a));
+      if (a.nbytes()) std::memcpy(a.raw(), t->bytes.data(), a.nbytes());
+      in.push_back(std::move(a));
+    }
+    for (const Array& o : static_cast<Program*>(program)->exe->run(in))
+      outs->push_back({int(buffer_type(o.dtype())), o.shape().dims,
+                       std::string(static_cast<const char*>(o.raw()), o.nbytes())});
+    return true;
+  } catch (const Error& e) {
+    *error = e.what();
+    return false;
+  }
+}
+
+}  // namespace
+
+std::string fake_path() {
+  return std::string(TLALOC_BINARY_DIR) + "/tests/fake_pjrt/libfake_pjrt_device.so";
+}
+
+std::unique_ptr<Client> fake_client() {
+  const Plugin& p = Plugin::load(fake_path());
+  void* h = ::dlopen(fake_path().c_str(), RTLD_NOW | RTLD_NOLOAD);
+  auto set = reinterpret_cast<fake_pjrt::SetExecutorFn>(::dlsym(h, "fake_pjrt_set_executor"));
+  if (!set) fail("fake device plugin lacks fake_pjrt_set_executor");
+  set(&fake_compile, &fake_run);
+  return Client::create(p);
+}
+
+}  // namespace tlaloc::testing

@@ -1,0 +1,20 @@
+// A PJRT client on the executing fake plugin (FAKE_MODE 3, built by fake_plugins.cmake): the
+// test process installs a compiler (tlaloc's StableHLO parser) and a runner (the host lane), so
+// programs sent through the real client code compute bitwise what the host lane computes.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tlaloc/runtime/pjrt/client.h"
+
+namespace tlaloc::testing {
+
+// Path of the executing fake plugin library.
+std::string fake_path();
+// A fresh client of the fake device plugin, with the executor installed.
+std::unique_ptr<runtime::pjrt::Client> fake_client();
+// The serialized compile options of the last program the fake compiled.
+extern std::string last_options;
+
+}  // namespace tlaloc::testing

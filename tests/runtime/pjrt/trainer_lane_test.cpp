@@ -1,0 +1,161 @@
+// The Trainer on the pjrt lane, run on CPU through the executing fake PJRT plugin (which
+// computes with tlaloc's StableHLO parser and host lane): the disc demo's steps must equal the
+// host lane bitwise, the state must stay resident (uploads counted by the client), and one
+// compiled executable serves the run.
+#include <gtest/gtest.h>
+
+#include "fake_client.h"
+#include "tlaloc/random/random.h"
+#include "tlaloc/runtime/pjrt/client.h"
+#include "tlaloc/train/disc.h"
+#include "tlaloc/train/trainer.h"
+
+using namespace tlaloc;
+using namespace tlaloc::train;
+
+namespace {
+
+constexpr int64_t kPoints = 64;
+
+struct DiscRun {
+  std::shared_ptr<nn::Sequential> model = disc::make_model();
+  std::unique_ptr<Trainer> trainer;
+  DiscRun(runtime::pjrt::Client* client) {
+    auto keys = random::split(random::key(7), 2);
+    model->init(keys[1]);
+    TrainerOptions o;
+    o.schedule = optim::parse_schedule("cosine", 10, 0);
+    if (client) {
+      o.lane = Lane::pjrt;
+      o.client = client;
+    }
+    trainer = std::make_unique<Trainer>(*model, disc::mse_loss_fn(), disc::data_inputs(kPoints),
+                                        optim::Adam{.lr = 0.02}, o);
+    disc::Data d = disc::make_data(keys[0], kPoints);
+    trainer->set_resident(0, d.x);
+    trainer->set_resident(1, d.y);
+  }
+};
+
+void expect_same_state(const Trainer& a, const Trainer& b) {
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_TRUE(pa[i].second.bitwise_equal(pb[i].second)) << pa[i].first;
+  auto sa = a.optimizer_state(), sb = b.optimizer_state();
+  ASSERT_EQ(sa.size(), sb.size());
+  for (size_t i = 0; i < sa.size(); ++i)
+    EXPECT_TRUE(sa[i].second.bitwise_equal(sb[i].second)) << sa[i].first;
+}
+
+}  // namespace
+
+TEST(PjrtTrainerLane, DiscStepsEqualTheHostLaneBitwiseWithResidentState) {
+  auto client = tlaloc::testing::fake_client();
+  DiscRun host(nullptr), dev(client.get());
+  EXPECT_EQ(host.trainer->lane(), Lane::host);
+  EXPECT_EQ(dev.trainer->lane(), Lane::pjrt);
+  EXPECT_EQ(client->cache_size(), 1u);  // the step, compiled once
+
+  // Per step only the scalar inputs (lr per group, grad scale) go up, and nothing comes back.
+  size_t scalars = dev.trainer->train_step().scalar_inputs(std::vector<double>{0.02}, 1.0).size();
+  int64_t up0 = client->uploads(), down0 = client->downloads();
+  for (int s = 0; s < 3; ++s) {
+    host.trainer->step({});
+    dev.trainer->step({});
+  }
+  EXPECT_EQ(client->uploads() - up0, int64_t(3 * scalars));
+  EXPECT_EQ(client->downloads() - down0, 0);
+
+  for (int s = 3; s < 6; ++s) {
+    host.trainer->step({});
+    dev.trainer->step({});
+    StepReport h = host.trainer->read_last(), d = dev.trainer->read_last();
+    EXPECT_EQ(h.loss, d.loss) << "step " << s;
+    EXPECT_EQ(h.found_inf, d.found_inf);
+  }
+  EXPECT_EQ(client->cache_size(), 1u);
+  EXPECT_EQ(dev.trainer->optimizer_step(), 6);
+  expect_same_state(*host.trainer, *dev.trainer);
+  // Hand check of one number: the loss is an MSE against +-1 labels, so it is positive.
+  EXPECT_GT(dev.trainer->read_last().loss, 0.0);
+}
+
+TEST(PjrtTrainerLane, LoadStateEvalAndSyncMoveDataToAndFromTheDevice) {
+  auto client = tlaloc::testing::fake_client();
+  DiscRun host(nullptr), dev(client.get());
+  for (int s = 0; s < 2; ++s) host.trainer->step({});
+  // The host lane's state after 2 steps, loaded into the device trainer.
+  std::vector<Array> params, state;
+  for (auto& [n, a] : host.trainer->named_parameters()) params.push_back(a);
+  for (auto& [n, a] : host.trainer->optimizer_state()) state.push_back(a);
+  dev.trainer->load_state(params, state, 2);
+  EXPECT_EQ(dev.trainer->optimizer_step(), 2);
+  expect_same_state(*host.trainer, *dev.trainer);
+  host.trainer->step({});
+  dev.trainer->step({});
+  EXPECT_EQ(host.trainer->read_last().loss, dev.trainer->read_last().loss);
+
+  auto pred = [](nn::Module& m, std::span<const trace::Tensor> d) {
+    return std::vector<trace::Tensor>{m(d[0])};
+  };
+  int he = host.trainer->add_eval(pred, {{DType::f32, Shape{20, 2}}});
+  int de = dev.trainer->add_eval(pred, {{DType::f32, Shape{20, 2}}});
+  std::vector<Array> grid{disc::grid_points(4, 5)}, grid2 = grid;
+  Array hp = host.trainer->run_eval(he, grid)[0];
+  Array dp = dev.trainer->run_eval(de, grid2)[0];
+  EXPECT_TRUE(hp.bitwise_equal(dp));
+  EXPECT_FALSE(grid2[0].empty());  // the caller's data is left in place
+  // The parameters were lent to the evaluation and are still resident: training goes on.
+  host.trainer->step({});
+  dev.trainer->step({});
+  EXPECT_EQ(host.trainer->read_last().loss, dev.trainer->read_last().loss);
+  dev.trainer->sync_to_model();
+  auto named = dev.model->named_parameters();
+  auto hn = host.trainer->named_parameters();
+  for (size_t i = 0; i < named.size(); ++i)
+    EXPECT_TRUE(named[i].param->value.bitwise_equal(hn[i].second)) << hn[i].first;
+  // A bad load changes nothing and names the array.
+  params[0] = Array(DType::f32, Shape{3});
+  EXPECT_THROW(dev.trainer->load_state(params, state, 2), Error);
+  EXPECT_EQ(dev.trainer->optimizer_step(), 4);
+}
+
+TEST(PjrtTrainerLane, CrossCheckComparesOneStepWithoutChangingState) {
+  auto client = tlaloc::testing::fake_client();
+  DiscRun host(nullptr), dev(client.get());
+  dev.trainer->step({});
+  auto before = dev.trainer->named_parameters();
+  CrossCheck c = dev.trainer->cross_check({});
+  // The fake device computes on the host lane: both lanes agree exactly.
+  EXPECT_EQ(c.max_abs, 0.0);
+  EXPECT_EQ(c.max_rel, 0.0);
+  EXPECT_EQ(dev.trainer->steps_taken(), 1);
+  auto after = dev.trainer->named_parameters();
+  for (size_t i = 0; i < before.size(); ++i)
+    EXPECT_TRUE(before[i].second.bitwise_equal(after[i].second)) << before[i].first;
+  EXPECT_THROW(host.trainer->cross_check({}), Error);
+  EXPECT_THROW(dev.trainer->cross_check({Array::scalar(1.0f)}), Error);  // disc takes none
+}
+
+TEST(PjrtTrainerLane, ChooseLaneSaysWhichAndWhyInOneLine) {
+  EXPECT_EQ(parse_lane("auto"), Lane::automatic);
+  EXPECT_THROW(parse_lane("gpu"), Error);
+  EXPECT_EQ(choose_lane(Lane::host).lane, Lane::host);
+  runtime::pjrt::Status st = runtime::pjrt::probe();
+  LaneChoice a = choose_lane(Lane::automatic);
+  EXPECT_EQ(a.line.find('\n'), std::string::npos);
+  if (st.ok) {
+    EXPECT_EQ(a.lane, Lane::pjrt);
+    EXPECT_EQ(choose_lane(Lane::pjrt).lane, Lane::pjrt);
+  } else {
+    EXPECT_EQ(a.lane, Lane::host);
+    EXPECT_EQ(a.line, "lane: host (pjrt unavailable: " + st.reason + ")");
+    try {
+      choose_lane(Lane::pjrt);
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), "--lane pjrt: pjrt unavailable: " + st.reason);
+    }
+  }
+}
