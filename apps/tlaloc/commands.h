@@ -14,6 +14,7 @@ namespace tlaloc::app {
 void register_train(CLI::App& app);    // tlaloc train disc|fmnist|lm
 void register_export(CLI::App& app);   // tlaloc export RECIPE: the train step as StableHLO
 void register_inspect(CLI::App& app);  // tlaloc inspect FILE: a safetensors listing
+void register_bench(CLI::App& app);    // tlaloc bench step: the three-lane step table
 
 // A recipe whose train step `tlaloc export NAME` prints: `step` builds the whole captured
 // train step (forward, gradient, optimizer update, aliases). Register before parsing.

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   tlaloc::app::register_export(app);
   tlaloc::app::register_eval(app);
   tlaloc::app::register_inspect(app);
+  tlaloc::app::register_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

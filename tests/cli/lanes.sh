@@ -31,4 +31,10 @@ for bad in "--lane gpu" "--precision tf32"; do
   fi
   [ "$(wc -l <"$tmp/err")" -eq 1 ] || { echo "FAIL: $bad: expected one line"; cat "$tmp/err"; exit 1; }
 done
+# bench step: lane (a) runs, lanes (b) and (c) say why they were skipped.
+"$TLALOC" bench step --steps 5 --warmup 10 --threads 1 >"$tmp/out"
+grep -q "^(a) host lane.* [0-9.]* " "$tmp/out" || { echo "FAIL: no lane (a) row"; cat "$tmp/out"; exit 1; }
+[ "$(grep -c "skipped: pjrt unavailable: .*no-such-plugin.so" "$tmp/out")" -eq 2 ] ||
+  { echo "FAIL: lanes (b)/(c) not skipped with the reason"; cat "$tmp/out"; exit 1; }
+grep -q "^RESULT tlaloc lane_a_median_ms=" "$tmp/out" || { echo "FAIL: no RESULT line"; exit 1; }
 echo "lanes: ok"

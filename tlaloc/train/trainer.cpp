@@ -40,11 +40,8 @@ ir::Function capture_model(nn::Module& model, const LossFn& fn,
 
 }  // namespace
 
-optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
-                                  const std::vector<DataInput>& data, const optim::Optimizer& opt,
-                                  const optim::UpdateOptions& update, int64_t* forward_ops,
-                                  int64_t* gradient_ops) {
-  optim::validate(opt);
+ir::Function build_gradient(nn::Module& model, const LossFn& loss,
+                            const std::vector<DataInput>& data, int64_t* forward_ops) {
   std::vector<ir::TensorType> data_types;
   std::vector<std::string> data_names;
   for (auto& d : data) {
@@ -59,8 +56,17 @@ optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
   int num_params = int(model.named_parameters().size());
   std::vector<int> wrt;
   for (int i = 0; i < num_params; ++i) wrt.push_back(int(data.size()) + i);
-  ir::Function grad = passes::simplify(autodiff::value_and_grad(fwd, wrt));
+  return passes::simplify(autodiff::value_and_grad(fwd, wrt));
+}
+
+optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
+                                  const std::vector<DataInput>& data, const optim::Optimizer& opt,
+                                  const optim::UpdateOptions& update, int64_t* forward_ops,
+                                  int64_t* gradient_ops) {
+  optim::validate(opt);
+  ir::Function grad = build_gradient(model, loss, data, forward_ops);
   if (gradient_ops) *gradient_ops = grad.num_ops();
+  int num_params = int(model.named_parameters().size());
   optim::TrainStep step = optim::append_update(opt, grad, num_params, update);
   step.fn = passes::simplify(step.fn);
   return step;

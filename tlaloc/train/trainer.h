@@ -68,6 +68,12 @@ struct StepReport {
   std::vector<Array> aux;  // the loss function's extra outputs
 };
 
+// The gradient program of `loss` on `model`: (data..., params...) -> (loss, aux..., grads...),
+// one gradient per parameter in named_parameters() order (capture, value_and_grad, simplify).
+// The size of the forward program goes to *forward_ops when given.
+ir::Function build_gradient(nn::Module& model, const LossFn& loss,
+                            const std::vector<DataInput>& data, int64_t* forward_ops = nullptr);
+
 // The whole train-step program of `loss` on `model` (capture, value_and_grad, append_update,
 // simplify), without compiling it: what the Trainer runs and what `tlaloc export` prints.
 // Parameter types come from the model's current values. Sizes of the forward and gradient

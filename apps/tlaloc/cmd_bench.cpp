@@ -1,0 +1,92 @@
+// tlaloc bench step: the three-lane table of the seed case study (train/step_bench.h) on the
+// disc demo's step (the benchmark LM joins when train/lm lands): (a) host lane, (b) pjrt with
+// gradients downloaded and AdamW on the host, (c) pjrt with the optimizer in the program.
+#include <fmt/format.h>
+
+#include "apps/tlaloc/commands.h"
+#include "tlaloc/random/random.h"
+#include "tlaloc/runtime/pjrt/client.h"
+#include "tlaloc/train/disc.h"
+#include "tlaloc/train/step_bench.h"
+
+namespace tlaloc::app {
+namespace {
+
+struct BenchOptions {
+  int64_t steps = 300, warmup = 30;
+  int threads = 0;
+  std::string model = "disc";
+  std::string lane = "auto";
+};
+
+train::StepBenchCase disc_case(int threads) {
+  using namespace tlaloc::train;
+  StepBenchCase c;
+  auto keys = random::split(random::key(20260921), 3);
+  c.title = "disc demo step (MLP 2-16-16-1, 512 points full batch, Adam lr 0.02 in the program)";
+  c.make_model = [k = keys[1]] {
+    auto m = disc::make_model();
+    m->init(k);
+    return std::shared_ptr<nn::Module>(m);
+  };
+  c.loss = disc::mse_loss_fn();
+  c.data = disc::data_inputs(512);
+  disc::Data d = disc::make_data(keys[0], 512);
+  c.resident = {d.x, d.y};
+  c.per_step = [](int64_t) { return std::vector<Array>{}; };
+  c.opt = optim::Adam{.lr = 0.02};
+  c.num_threads = threads;
+  return c;
+}
+
+void run_bench_step(const BenchOptions& o) {
+  using namespace tlaloc::train;
+  if (o.model != "disc") fail("bench step: --model must be disc, got '{}'", o.model);
+  StepBenchCase c = disc_case(o.threads);
+  Lane requested = parse_lane(o.lane);
+  std::string reason;
+  if (requested != Lane::host) {
+    LaneChoice choice = choose_lane(requested);
+    fmt::print("{}\n", choice.line);
+    if (choice.lane != Lane::pjrt) reason = runtime::pjrt::probe().reason;
+  }
+  fmt::print("{}\n{} timed steps after {} warm-up steps\n", c.title, o.steps, o.warmup);
+  std::vector<LaneTiming> lanes{bench_host_lane(c, o.steps, o.warmup)};
+  if (requested == Lane::host) {
+    lanes.push_back(skipped_lane('b', "--lane host"));
+    lanes.push_back(skipped_lane('c', "--lane host"));
+  } else if (!reason.empty()) {
+    lanes.push_back(skipped_lane('b', "pjrt unavailable: " + reason));
+    lanes.push_back(skipped_lane('c', "pjrt unavailable: " + reason));
+  } else {
+    auto& client = runtime::pjrt::default_client();
+    lanes.push_back(bench_pjrt_host_optimizer(c, client, o.steps, o.warmup));
+    lanes.push_back(bench_pjrt_in_program(c, client, o.steps, o.warmup));
+  }
+  fmt::print("{}", lane_table(lanes));
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  static BenchOptions o;
+  auto* bench = app.add_subcommand("bench", "benchmarks");
+  bench->require_subcommand(1);
+  auto* step = bench->add_subcommand("step",
+                                     "step time on the three lanes (host, pjrt+host "
+                                     "AdamW, pjrt with AdamW in the program)");
+  step->add_option("--model", o.model, "the step to time: disc")->capture_default_str();
+  step->add_option("--steps", o.steps, "timed steps")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  step->add_option("--warmup", o.warmup, "untimed steps first (at least 10: losses compared)")
+      ->capture_default_str();
+  step->add_option("--threads", o.threads, "host threads (0: OpenMP default)")
+      ->capture_default_str();
+  step->add_option("--lane", o.lane, "host: lane (a) only; pjrt|auto: all three (env TLALOC_LANE)")
+      ->envname("TLALOC_LANE")
+      ->capture_default_str();
+  step->callback([] { run_bench_step(o); });
+}
+
+}  // namespace tlaloc::app

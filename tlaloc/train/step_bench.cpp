@@ -1,0 +1,163 @@
+#include "tlaloc/train/step_bench.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "tlaloc/optim/optimizer.h"
+#include "tlaloc/runtime/pjrt/executable.h"
+
+namespace tlaloc::train {
+
+namespace {
+
+const char* kNames[3] = {"(a) host lane, optimizer in the program",
+                         "(b) pjrt lane, gradients downloaded + AdamW on the host",
+                         "(c) pjrt lane, optimizer in the program, state donated"};
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Runs warm-up (recording kLossSteps losses via `loss_of`) then `steps` timed steps.
+LaneTiming run_lane(int lane, int64_t steps, int64_t warmup,
+                    const std::function<void(int64_t)>& step,
+                    const std::function<double()>& loss_of) {
+  LaneTiming t;
+  t.name = kNames[lane];
+  warmup = std::max<int64_t>(warmup, kLossSteps);
+  for (int64_t s = 0; s < warmup + steps; ++s) {
+    double t0 = now_ms();
+    step(s);
+    double t1 = now_ms();
+    if (s < kLossSteps) t.losses.push_back(loss_of());
+    if (s >= warmup) t.ms.push_back(t1 - t0);
+  }
+  std::sort(t.ms.begin(), t.ms.end());
+  return t;
+}
+
+std::unique_ptr<Trainer> make_trainer(const StepBenchCase& c, nn::Module& m, Lane lane,
+                                      runtime::pjrt::Client* client) {
+  TrainerOptions o;
+  o.num_threads = c.num_threads;
+  o.lane = lane;
+  o.client = client;
+  auto t = std::make_unique<Trainer>(m, c.loss, c.data, c.opt, o);
+  size_t r = 0;
+  for (size_t i = 0; i < c.data.size(); ++i)
+    if (c.data[i].resident) {
+      if (r >= c.resident.size()) fail("step bench '{}': resident input {} missing", c.title, i);
+      t->set_resident(int(i), c.resident[r++]);
+    }
+  return t;
+}
+
+}  // namespace
+
+LaneTiming skipped_lane(char lane, std::string reason) {
+  LaneTiming t;
+  t.name = kNames[lane - 'a'];
+  t.skipped = std::move(reason);
+  return t;
+}
+
+LaneTiming bench_host_lane(const StepBenchCase& c, int64_t steps, int64_t warmup) {
+  auto m = c.make_model();
+  auto t = make_trainer(c, *m, Lane::host, nullptr);
+  return run_lane(
+      0, steps, warmup, [&](int64_t s) { t->step(c.per_step(s)); },
+      [&] { return t->read_last().loss; });
+}
+
+LaneTiming bench_pjrt_in_program(const StepBenchCase& c, runtime::pjrt::Client& client,
+                                 int64_t steps, int64_t warmup) {
+  auto m = c.make_model();
+  auto t = make_trainer(c, *m, Lane::pjrt, &client);
+  return run_lane(
+      2, steps, warmup, [&](int64_t s) { t->step(c.per_step(s)); },
+      [&] { return t->read_last().loss; });
+}
+
+LaneTiming bench_pjrt_host_optimizer(const StepBenchCase& c, runtime::pjrt::Client& client,
+                                     int64_t steps, int64_t warmup) {
+  auto m = c.make_model();
+  ir::Function grad = build_gradient(*m, c.loss, c.data);
+  auto exe = runtime::pjrt::compile(grad, client);
+  std::vector<Array> params;
+  std::vector<ir::TensorType> types;
+  for (auto& p : m->named_parameters()) {
+    params.push_back(p.param->value);
+    types.push_back(optim::master_type({p.param->value.dtype(), p.param->value.shape()}));
+  }
+  std::vector<Array> state = optim::init_state(optim::state_layout(c.opt, types));
+  double lr = std::visit([](const auto& o) { return o.lr; }, c.opt);
+  const size_t nd = c.data.size(), np = params.size();
+  const size_t first_grad = size_t(grad.num_outputs()) - np;
+  std::vector<runtime::pjrt::Buffer> args(nd + np);
+  size_t r = 0;
+  for (size_t i = 0; i < nd; ++i)  // resident data: uploaded once
+    if (c.data[i].resident) args[i] = client.to_device(c.resident[r++]);
+  double last_loss = 0;
+  auto step = [&](int64_t s) {
+    std::vector<Array> in = c.per_step(s);
+    size_t k = 0;
+    for (size_t i = 0; i < nd; ++i)
+      if (!c.data[i].resident) args[i] = client.to_device(in[k++]);
+    for (size_t i = 0; i < np; ++i) args[nd + i] = client.to_device(params[i]);
+    std::vector<runtime::pjrt::Buffer> out = exe->run_buffers(args, false);
+    last_loss = client.to_host(out[0]).at(0);
+    std::vector<Array> grads;
+    for (size_t i = 0; i < np; ++i) grads.push_back(client.to_host(out[first_grad + i]));
+    double lrs[1] = {lr};
+    optim::reference_step(c.opt, {}, params, grads, state, lrs);
+  };
+  return run_lane(1, steps, warmup, step, [&] { return last_loss; });
+}
+
+std::string lane_table(const std::vector<LaneTiming>& lanes) {
+  std::string s = fmt::format("{:<58} {:>10} {:>10} {:>10}  {}\n", "lane", "median ms", "min ms",
+                              "max ms", "loss vs (a), 10 steps");
+  const LaneTiming* a = nullptr;
+  for (const auto& l : lanes)
+    if (l.name == kNames[0] && l.skipped.empty()) a = &l;
+  std::string result = "RESULT tlaloc";
+  for (const auto& l : lanes) {
+    if (!l.skipped.empty()) {
+      s += fmt::format("{:<58} skipped: {}\n", l.name, l.skipped);
+      continue;
+    }
+    std::string cmp = "-";
+    if (a && &l != a && l.losses.size() == a->losses.size()) {
+      double rel = 0;
+      for (size_t i = 0; i < l.losses.size(); ++i)
+        rel = std::max(
+            rel, std::fabs(l.losses[i] - a->losses[i]) / std::max(std::fabs(a->losses[i]), 1e-30));
+      cmp = fmt::format("max rel diff {:.2e}", rel);
+    }
+    s += fmt::format("{:<58} {:>10.4f} {:>10.4f} {:>10.4f}  {}\n", l.name, l.median(), l.ms.front(),
+                     l.ms.back(), cmp);
+    result += fmt::format(" lane_{}_median_ms={:.4f}", l.name[1], l.median());
+  }
+  auto find = [&](char c) -> const LaneTiming* {
+    for (const auto& l : lanes)
+      if (l.name[1] == c && l.skipped.empty()) return &l;
+    return nullptr;
+  };
+  const LaneTiming *la = find('a'), *lb = find('b'), *lc = find('c');
+  if (lb && lc) s += fmt::format("(b) / (c): {:.2f}x\n", lb->median() / lc->median());
+  if (la && lc) s += fmt::format("(a) / (c): {:.2f}x\n", la->median() / lc->median());
+  if (la && lb) s += fmt::format("(a) / (b): {:.2f}x\n", la->median() / lb->median());
+  if (la) {
+    s += "losses (a):";
+    for (double v : la->losses) s += fmt::format(" {:.6f}", v);
+    s += "\n";
+  }
+  return s + result + "\n";
+}
+
+}  // namespace tlaloc::train
