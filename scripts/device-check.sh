@@ -3,7 +3,9 @@
 # step` (three lanes), `tlaloc train disc|fmnist --lane pjrt` (with the host/device cross-check),
 # and the benchmark LM in JAX + Optax (jax.jit, donate_argnums) and PyTorch (fused AdamW) on the
 # same GPU; then step times and ratios. Runs the PREBUILT binaries in build/ (carried from the
-# build machine: no compiler, no apt, no network needed here).
+# build machine after scripts/bundle-runtime-libs.sh: no compiler, no apt, no network needed
+# here; carry build/tlaloc, build/tests/test_runtime_pjrt, build/tests/fake_pjrt and
+# build/runtime-libs with the source tree).
 #
 # Needs: x86-64, an NVIDIA GPU with CUDA 13, Python 3.12 with jax, jax-cuda13-pjrt (tlaloc finds
 # its plugin in site-packages, or set TLALOC_PJRT_PLUGIN), optax and torch.
@@ -83,6 +85,8 @@ say "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
 # The binaries must exist and find their shared libraries (OpenBLAS, OpenMP, fmt, zlib come
 # from the build machine's Debian packages; put copies in build/runtime-libs/ if absent here).
 [ -d build/runtime-libs ] && export LD_LIBRARY_PATH="$PWD/build/runtime-libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The pjrt tests find the fake plugins under the build folder, wherever it was carried to.
+export TLALOC_TEST_BINARY_DIR="$PWD/build"
 for bin in build/tlaloc build/tests/test_runtime_pjrt; do
   if [ ! -x "$bin" ]; then
     say "error: $bin is missing: build tlaloc on the build machine (scripts/build.sh) and carry build/"
@@ -90,10 +94,14 @@ for bin in build/tlaloc build/tests/test_runtime_pjrt; do
   fi
   missing=$(ldd "$bin" 2>/dev/null | awk '/not found/ {print $1}' | tr '\n' ' ')
   if [ -n "$missing" ]; then
-    say "error: $bin cannot load: $missing(copy them into build/runtime-libs/)"
+    say "error: $bin cannot load: $missing(run scripts/bundle-runtime-libs.sh on the build machine)"
     exit 2
   fi
 done
+if ! err=$(build/tlaloc --version 2>&1); then
+  say "error: build/tlaloc does not start here: $err"
+  exit 2
+fi
 say "- lane: $(build/tlaloc train disc --lane auto --steps 1 --log-every 1 --points 8 2>&1 | grep '^lane:' || echo 'lane: ?')"
 
 stage test_runtime_pjrt 90 build/tests/test_runtime_pjrt --gtest_brief=1
@@ -120,7 +128,10 @@ stage lm_jax_optax 75 "$py" bench/lm_step_jax.py --steps 200
 stage lm_torch_fused_adamw 75 "$py" bench/lm_step_torch.py --device cuda --steps 200
 
 say ""
-say "### summary (benchmark LM step, median ms)"
+say "### summary (step time, median ms)"
+say ""
+title=$(grep -m1 -E '^[a-zA-Z].*step \(' "$logs/bench_step.log" 2>/dev/null || true)
+say "tlaloc rows: ${title:-no tlaloc bench step output}"
 say ""
 c=$(field bench_step lane_c_median_ms)
 b=$(field bench_step lane_b_median_ms)
@@ -137,8 +148,12 @@ say "| JAX + Optax (jit, donated) | ${j:-n/a} |"
 say "| PyTorch, fused AdamW | ${t:-n/a} |"
 say ""
 say "- (b) / (c): $(ratio "$b" "$c")  (goal >= 5)"
-say "- JAX / (c): $(ratio "$j" "$c")  (goal >= 1: tlaloc no slower)"
-say "- PyTorch / (c): $(ratio "$t" "$c")"
+if [[ "$title" == *LM* ]]; then
+  say "- JAX / (c): $(ratio "$j" "$c")  (goal >= 1: tlaloc no slower)"
+  say "- PyTorch / (c): $(ratio "$t" "$c")"
+else
+  say "- JAX / (c), PyTorch / (c): n/a (tlaloc bench step timed another model than the benchmark LM)"
+fi
 say "- wall time: $(($(date +%s) - start)) s"
 if ((${#failed[@]})); then
   say "- FAILED: ${failed[*]}"

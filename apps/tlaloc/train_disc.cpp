@@ -24,6 +24,8 @@ struct DiscOptions {
 void run_disc(const DiscOptions& o) {
   using namespace tlaloc::train;
   auto schedule = resolve_common(o.common, o.steps);
+  TrainerOptions topt;
+  apply_lane(o.common, topt);  // first: a lane that cannot start fails before any work
   auto keys = random::split(random::key(o.common.seed), 3);
   disc::Data train_data = disc::make_data(keys[0], o.points);
   disc::Data test_data = disc::make_data(keys[2], o.heldout);
@@ -31,10 +33,8 @@ void run_disc(const DiscOptions& o) {
   model->init(keys[1]);
   fmt::print("{}\nparameters: {}\n", model->to_string(), model->num_parameters());
 
-  TrainerOptions topt;
   topt.schedule = schedule;
   topt.num_threads = o.common.threads;
-  apply_lane(o.common, topt);
   int64_t compiled_before = compiled_executables(topt.lane);
   Trainer trainer(*model, disc::mse_loss_fn(), disc::data_inputs(o.points), optim::Adam{.lr = o.lr},
                   topt);

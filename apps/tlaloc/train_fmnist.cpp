@@ -81,6 +81,8 @@ void run_fmnist(const FmnistOptions& o) {
     common.warmup =
         common.schedule == "warmup-cosine" ? std::min(common.warmup, total_steps - 1) : 0;
   auto schedule = resolve_common(common, total_steps);
+  TrainerOptions topt;
+  apply_lane(o.common, topt);  // a lane that cannot start fails before the model is built
 
   auto keys = random::split(random::key(o.common.seed), 2);  // [init, shuffle]
   auto model = fmnist::make_model(hidden);
@@ -88,10 +90,8 @@ void run_fmnist(const FmnistOptions& o) {
   fmt::print("{}\nparameters: {}\n", model->to_string(), model->num_parameters());
   fmt::print("data: {} training rows, {} test rows from {}\n", n, test_set.labels.numel(), o.data);
 
-  TrainerOptions topt;
   topt.schedule = schedule;
   topt.num_threads = o.common.threads;
-  apply_lane(o.common, topt);
   int64_t compiled_before = compiled_executables(topt.lane);
   Trainer trainer(*model, fmnist::loss_fn(), fmnist::data_inputs(n, o.batch),
                   optim::AdamW{.lr = o.lr, .weight_decay = o.wd}, topt);

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -70,9 +71,12 @@ bool fake_run(void* program, const std::vector<const fake_pjrt::Tensor*>& args,
 
 }  // namespace
 
-std::string fake_path() {
-  return std::string(TLALOC_BINARY_DIR) + "/tests/fake_pjrt/libfake_pjrt_device.so";
+std::string test_binary_dir() {
+  const char* e = std::getenv("TLALOC_TEST_BINARY_DIR");
+  return e && *e ? std::string(e) : std::string(TLALOC_BINARY_DIR);
 }
+
+std::string fake_path() { return test_binary_dir() + "/tests/fake_pjrt/libfake_pjrt_device.so"; }
 
 std::unique_ptr<Client> fake_client() {
   const Plugin& p = Plugin::load(fake_path());

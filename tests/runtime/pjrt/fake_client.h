@@ -10,6 +10,9 @@
 
 namespace tlaloc::testing {
 
+// The build folder the fake plugins are in: $TLALOC_TEST_BINARY_DIR when set (a build carried to
+// another machine, see scripts/device-check.sh), else the folder this test was built in.
+std::string test_binary_dir();
 // Path of the executing fake plugin library.
 std::string fake_path();
 // A fresh client of the fake device plugin, with the executor installed.

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 
+#include "fake_client.h"
 #include "tlaloc/ir/builder.h"
 #include "tlaloc/runtime/pjrt/client.h"
 #include "tlaloc/runtime/pjrt/compile_options.h"
@@ -26,7 +27,7 @@ std::string bytes(std::initializer_list<int> b) {
 }
 
 std::string fake(const char* name) {
-  return std::string(TLALOC_BINARY_DIR) + "/tests/fake_pjrt/libfake_pjrt_" + name + ".so";
+  return tlaloc::testing::test_binary_dir() + "/tests/fake_pjrt/libfake_pjrt_" + name + ".so";
 }
 
 std::string error_of(const std::function<void()>& f) {
