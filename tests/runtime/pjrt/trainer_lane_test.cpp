@@ -159,3 +159,30 @@ TEST(PjrtTrainerLane, ChooseLaneSaysWhichAndWhyInOneLine) {
     }
   }
 }
+
+// --precision highest and --deterministic reach the plugin: the program still runs (and equals
+// the host lane through the fake), and the compile options carry the XLA flag.
+TEST(PjrtTrainerLane, PrecisionAndDeterministicOptionsReachTheCompiler) {
+  auto client = tlaloc::testing::fake_client();
+  auto keys = random::split(random::key(7), 2);
+  auto model = disc::make_model();
+  model->init(keys[1]);
+  TrainerOptions o;
+  o.lane = Lane::pjrt;
+  o.client = client.get();
+  o.pjrt.emit.precision = stablehlo::Precision::HIGHEST;
+  o.pjrt.compile.overrides.push_back({"xla_gpu_deterministic_ops", true});
+  Trainer t(*model, disc::mse_loss_fn(), disc::data_inputs(kPoints), optim::Adam{.lr = 0.02}, o);
+  runtime::pjrt::CompileOptions want;
+  want.overrides.push_back({"xla_gpu_deterministic_ops", true});
+  EXPECT_EQ(tlaloc::testing::last_options, runtime::pjrt::serialize(want));
+  DiscRun host(nullptr);
+  disc::Data d = disc::make_data(keys[0], kPoints);
+  t.set_resident(0, d.x);
+  t.set_resident(1, d.y);
+  CrossCheck c = t.cross_check({});
+  EXPECT_EQ(c.max_abs, 0.0);
+  t.step({});
+  host.trainer->step({});
+  EXPECT_EQ(t.read_last().loss, host.trainer->read_last().loss);
+}
