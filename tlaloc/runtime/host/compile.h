@@ -22,6 +22,9 @@
 // (16 interleaved lanes per 8192-element chunk, chunks combined in order).
 //
 // Executables are not thread-safe: run one call at a time per executable.
+// Threads are OpenMP's. On a machine shared with other busy processes, set
+// OMP_WAIT_POLICY=passive: spinning workers otherwise make multi-threaded steps many times
+// slower (measured 10-30x on a loaded 2-core machine; single-threaded runs are unaffected).
 // TLALOC_HOST_PROFILE=1 in the environment makes each executable print its slowest steps
 // (time per run) to stderr when destroyed.
 #pragma once

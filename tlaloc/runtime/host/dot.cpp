@@ -22,6 +22,9 @@ struct Operand {
   int64_t half_off = -1, perm_off = -1;  // scratch offsets (f32 copy of a half operand; permuted)
 };
 
+// GEMM work (multiply-adds) below which tiles run on the calling thread: a fork costs more.
+constexpr int64_t kParallelMacs = int64_t(1) << 20;
+
 // One gemm call: batch b, result rows [m0, m1) and columns [n0, n1).
 struct Tile {
   int64_t b, m0, m1, n0, n1;
@@ -83,8 +86,10 @@ struct DotKernel : Kernel {
     if (on == 0) return;
     if (d.K == 0) {
       std::memset(O, 0, size_t(on) * (d.dtype == DType::f64 ? 8 : 4));
-    } else if (d.tiles.size() > 1 && f.num_threads > 1) {
+    } else if (d.tiles.size() > 1 && f.num_threads > 1 && d.B * d.M * d.N * d.K >= kParallelMacs) {
       int nt = int(std::min<size_t>(size_t(f.num_threads), d.tiles.size()));
+      // OpenMP threads: the OpenMP build of OpenBLAS keeps per-thread buffers by
+      // omp_get_thread_num() and is unsafe from several non-OpenMP threads at once.
 #pragma omp parallel for num_threads(nt) schedule(static)
       for (size_t t = 0; t < d.tiles.size(); ++t) d.gemm(d.tiles[t], L, R, O);
     } else {
