@@ -7,6 +7,7 @@
 #include "tlaloc/random/random.h"
 #include "tlaloc/runtime/pjrt/client.h"
 #include "tlaloc/train/disc.h"
+#include "tlaloc/train/lm.h"
 #include "tlaloc/train/step_bench.h"
 
 namespace tlaloc::app {
@@ -39,10 +40,37 @@ train::StepBenchCase disc_case(int threads) {
   return c;
 }
 
+// The benchmark LM (train/lm.h): 2 layers, d_model 128, 4 heads, MLP 512 GELU, ctx 16, batch
+// 4x16, AdamW lr 3e-3 wd 0.01 in the program; 4096 resident random bytes, window starts per step.
+train::StepBenchCase lm_case(int threads) {
+  using namespace tlaloc::train;
+  StepBenchCase c;
+  const int64_t n = 4096, ctx = lm::bench_config().context;
+  c.title = fmt::format(
+      "benchmark LM step (2 layers, d_model 128, 4 heads, MLP 512 GELU, ctx 16, batch 4x16, "
+      "AdamW in the program; {} parameters)",
+      nn::CausalLM(lm::bench_config()).num_parameters());
+  c.make_model = [] {
+    auto m = std::make_shared<nn::CausalLM>(lm::bench_config());
+    m->init(random::key(20260921));
+    return std::shared_ptr<nn::Module>(m);
+  };
+  c.loss = lm::loss_fn(ctx);
+  c.data = lm::data_inputs(n, lm::kBenchBatch);
+  c.resident = {random::randint(random::key(7), Shape{n}, 0, 256)};
+  c.per_step = [n, ctx](int64_t s) {
+    return std::vector<Array>{lm::random_starts(1, s, lm::kBenchBatch, n, ctx)};
+  };
+  c.opt = lm::bench_optimizer();
+  c.num_threads = threads;
+  return c;
+}
+
 void run_bench_step(const BenchOptions& o) {
   using namespace tlaloc::train;
-  if (o.model != "disc") fail("bench step: --model must be disc, got '{}'", o.model);
-  StepBenchCase c = disc_case(o.threads);
+  if (o.model != "disc" && o.model != "lm")
+    fail("bench step: --model must be disc or lm, got '{}'", o.model);
+  StepBenchCase c = o.model == "lm" ? lm_case(o.threads) : disc_case(o.threads);
   Lane requested = parse_lane(o.lane);
   std::string reason;
   if (requested != Lane::host) {
@@ -75,7 +103,7 @@ void register_bench(CLI::App& app) {
   auto* step = bench->add_subcommand("step",
                                      "step time on the three lanes (host, pjrt+host "
                                      "AdamW, pjrt with AdamW in the program)");
-  step->add_option("--model", o.model, "the step to time: disc")->capture_default_str();
+  step->add_option("--model", o.model, "the step to time: disc|lm")->capture_default_str();
   step->add_option("--steps", o.steps, "timed steps")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

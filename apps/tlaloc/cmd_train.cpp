@@ -84,10 +84,11 @@ void print_cross_check(train::Trainer& t, std::vector<Array> inputs) {
 }
 
 void register_train(CLI::App& app) {
-  auto* train = app.add_subcommand("train", "train a model (recipes: disc, fmnist)");
+  auto* train = app.add_subcommand("train", "train a model (recipes: disc, fmnist, lm)");
   train->require_subcommand(1);
   register_train_disc(*train);
   register_train_fmnist(*train);
+  register_train_lm(*train);
 }
 
 }  // namespace tlaloc::app

@@ -27,6 +27,7 @@ struct ExportRecipe {
 void add_export_recipe(ExportRecipe recipe);
 void register_train_disc(CLI::App& train);    // tlaloc train disc
 void register_train_fmnist(CLI::App& train);  // tlaloc train fmnist
+void register_train_lm(CLI::App& train);      // tlaloc train lm (train_lm.cpp)
 void register_eval(CLI::App& app);            // tlaloc eval CKPT
 
 }  // namespace tlaloc::app

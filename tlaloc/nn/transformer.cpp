@@ -1,0 +1,144 @@
+#include "tlaloc/nn/transformer.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "tlaloc/random/random.h"
+#include "tlaloc/trace/composite.h"
+
+namespace tlaloc::nn {
+
+using trace::Tensor;
+
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim)
+    : n_(num_embeddings), d_(embedding_dim) {
+  if (n_ <= 0 || d_ <= 0)
+    fail("Embedding: num_embeddings {} and embedding_dim {} must be positive", n_, d_);
+  register_parameter("weight", Array(DType::f32, Shape{n_, d_}));
+}
+
+Tensor Embedding::forward(const Tensor& ids) {
+  if (is_floating(ids.dtype()))
+    fail("Embedding: ids must be s32, got {}", ir::to_string(ids.type()));
+  return trace::take_rows(param("weight"), ids);
+}
+
+std::string Embedding::repr() const { return fmt::format("Embedding({}, {})", n_, d_); }
+
+void Embedding::reset_parameters(const random::Key& key) {
+  parameter("weight").value = random::normal(key, Shape{n_, d_});
+}
+
+LayerNorm::LayerNorm(int64_t dim, double eps, bool bias) : dim_(dim), eps_(eps), bias_(bias) {
+  if (dim <= 0 || !(eps > 0)) fail("LayerNorm: dim {} and eps {} must be positive", dim, eps);
+  register_parameter("weight", Array::filled(DType::f32, Shape{dim}, 1.0));
+  if (bias) register_parameter("bias", Array(DType::f32, Shape{dim}));
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  if (x.rank() < 1 || x.dim(-1) != dim_)
+    fail("LayerNorm({}): input {} does not end in {}", dim_, ir::to_string(x.type()), dim_);
+  Tensor mu = trace::mean(x, {-1}, true);
+  Tensor xc = x - mu;  // two-pass: the variance of centred values
+  Tensor var = trace::mean(trace::square(xc), {-1}, true);
+  Tensor y = xc * trace::rsqrt(var + eps_) * param("weight");
+  return bias_ ? y + param("bias") : y;
+}
+
+std::string LayerNorm::repr() const {
+  return fmt::format("LayerNorm(({},), eps={}, elementwise_affine=True, bias={})", dim_, eps_,
+                     bias_ ? "True" : "False");
+}
+
+void LayerNorm::reset_parameters(const random::Key&) {
+  parameter("weight").value = Array::filled(DType::f32, Shape{dim_}, 1.0);
+  if (bias_) parameter("bias").value = Array(DType::f32, Shape{dim_});
+}
+
+MultiHeadAttention::MultiHeadAttention(int64_t d_model, int64_t num_heads, int64_t num_kv_heads,
+                                       bool causal)
+    : d_(d_model), h_(num_heads), hkv_(num_kv_heads), causal_(causal) {
+  if (d_ <= 0 || h_ <= 0 || hkv_ <= 0 || d_ % h_ != 0 || h_ % hkv_ != 0)
+    fail(
+        "MultiHeadAttention: d_model {} must be a multiple of num_heads {}, itself a multiple "
+        "of num_kv_heads {}",
+        d_, h_, hkv_);
+  const int64_t hd = d_ / h_;
+  register_module("q_proj", std::make_shared<Linear>(d_, h_ * hd));
+  register_module("k_proj", std::make_shared<Linear>(d_, hkv_ * hd));
+  register_module("v_proj", std::make_shared<Linear>(d_, hkv_ * hd));
+  register_module("out_proj", std::make_shared<Linear>(h_ * hd, d_));
+}
+
+Tensor MultiHeadAttention::forward(const Tensor& x, const std::optional<Tensor>& key_mask) {
+  if (x.rank() != 3 || x.dim(2) != d_)
+    fail("MultiHeadAttention(d_model={}): input {} is not [batch, seq, {}]", d_,
+         ir::to_string(x.type()), d_);
+  const int64_t B = x.dim(0), S = x.dim(1), hd = d_ / h_;
+  auto& ch = children();
+  auto heads = [&](size_t i, int64_t n) {  // [B,S,n*hd] -> [B,n,S,hd]
+    Tensor y = (*ch[i].second)(x);
+    return trace::transpose(trace::reshape(y, {B, S, n, hd}), {0, 2, 1, 3});
+  };
+  Tensor q = heads(0, h_), k = heads(1, hkv_), v = heads(2, hkv_);
+  Tensor o = trace::attention(q, k, v, key_mask, 1.0 / std::sqrt(double(hd)), causal_);
+  o = trace::reshape(trace::transpose(o, {0, 2, 1, 3}), {B, S, d_});
+  return (*ch[3].second)(o);
+}
+
+std::string MultiHeadAttention::repr() const {
+  return fmt::format("MultiHeadAttention(d_model={}, num_heads={}, num_kv_heads={}, causal={})", d_,
+                     h_, hkv_, causal_ ? "True" : "False");
+}
+
+TransformerBlock::TransformerBlock(int64_t d_model, int64_t num_heads, int64_t num_kv_heads,
+                                   int64_t d_ff) {
+  ln1_ = &register_module("ln_1", std::make_shared<LayerNorm>(d_model));
+  attn_ = &register_module("attn",
+                           std::make_shared<MultiHeadAttention>(d_model, num_heads, num_kv_heads));
+  ln2_ = &register_module("ln_2", std::make_shared<LayerNorm>(d_model));
+  auto mlp = std::make_shared<Sequential>();
+  mlp->add(std::make_shared<Linear>(d_model, d_ff))
+      .add(std::make_shared<GELU>())
+      .add(std::make_shared<Linear>(d_ff, d_model));
+  mlp_ = &register_module("mlp", mlp);
+}
+
+Tensor TransformerBlock::forward(const Tensor& x) {
+  Tensor h = x + (*attn_)((*ln1_)(x));
+  return h + (*mlp_)((*ln2_)(h));
+}
+
+CausalLM::CausalLM(CausalLMConfig c) : c_(c) {
+  if (c.vocab <= 0 || c.context <= 0 || c.layers <= 0 || c.d_ff <= 0)
+    fail("CausalLM: vocab {}, context {}, layers {}, d_ff {} must be positive", c.vocab, c.context,
+         c.layers, c.d_ff);
+  register_module("tok_emb", std::make_shared<Embedding>(c.vocab, c.d_model));
+  register_module("pos_emb", std::make_shared<Embedding>(c.context, c.d_model));
+  auto blocks = std::make_shared<Sequential>();
+  for (int64_t i = 0; i < c.layers; ++i)
+    blocks->add(std::make_shared<TransformerBlock>(c.d_model, c.heads, c.kv_heads, c.d_ff));
+  register_module("blocks", blocks);
+  register_module("ln_f", std::make_shared<LayerNorm>(c.d_model));
+  if (!c.tied) register_module("head", std::make_shared<Linear>(c.d_model, c.vocab, false));
+}
+
+Tensor CausalLM::forward(const Tensor& tokens) {
+  if (tokens.rank() != 2 || tokens.dim(1) > c_.context)
+    fail("CausalLM: tokens {} must be [batch, seq <= {}]", ir::to_string(tokens.type()),
+         c_.context);
+  const int64_t S = tokens.dim(1);
+  auto& ch = children();
+  Tensor pos = trace::iota(Shape{S}, 0, DType::s32);
+  Tensor x = (*ch[0].second)(tokens) + (*ch[1].second)(pos);
+  x = (*ch[3].second)((*ch[2].second)(x));
+  if (!c_.tied) return (*ch[4].second)(x);
+  // Tied head: logits = x · tok_emb.weightᵀ.
+  auto* emb = static_cast<Embedding*>(ch[0].second.get());
+  const Tensor& w = emb->named_parameters()[0].param->bound;
+  ir::Builder& b = x.builder();
+  return {&b, b.dot_general(x.id(), w.id(), {{}, {}, {2}, {1}})};
+}
+
+}  // namespace tlaloc::nn

@@ -1,0 +1,95 @@
+// Transformer layers (PyTorch naming and shapes): Embedding, LayerNorm, MultiHeadAttention with
+// grouped kv heads, a pre-norm TransformerBlock and a byte-level CausalLM (GPT-2 layout:
+// Radford et al. 2019; token + learned position embeddings, final LayerNorm, linear head).
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "tlaloc/nn/layers.h"
+
+namespace tlaloc::nn {
+
+// weight [num_embeddings, embedding_dim] ~ N(0, 1) (torch.nn.Embedding). forward: s32 ids [...]
+// -> [..., embedding_dim] (gather; its gradient is a scatter-add). Ids are clamped into range
+// as StableHLO gather clamps.
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  trace::Tensor forward(const trace::Tensor& ids) override;
+  std::string repr() const override;
+  void reset_parameters(const random::Key& key) override;
+
+ private:
+  int64_t n_, d_;
+};
+
+// y = (x - mean) / sqrt(var + eps) · weight + bias over the last axis (torch.nn.LayerNorm);
+// var is the two-pass mean((x - mean)²), exact for rows with a large mean. weight 1, bias 0.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool bias = true);
+  trace::Tensor forward(const trace::Tensor& x) override;
+  std::string repr() const override;
+  void reset_parameters(const random::Key& key) override;
+
+ private:
+  int64_t dim_;
+  double eps_;
+  bool bias_;
+};
+
+// Causal self-attention over x [batch, seq, d_model] with num_heads query heads and
+// num_kv_heads key/value heads (MHA when equal, GQA when a divisor, MQA when 1); head size
+// d_model / num_heads; scores scaled by 1/√head (Vaswani et al. 2017; GQA: Ainslie et al. 2023).
+// Projections q_proj, k_proj, v_proj, out_proj (Linear with bias). Runs the fused attention
+// composite (trace/composite.h). key_mask: optional i1 [batch, seq], true = a real token.
+class MultiHeadAttention : public Module {
+ public:
+  MultiHeadAttention(int64_t d_model, int64_t num_heads, int64_t num_kv_heads, bool causal = true);
+  trace::Tensor forward(const trace::Tensor& x) override { return forward(x, std::nullopt); }
+  trace::Tensor forward(const trace::Tensor& x, const std::optional<trace::Tensor>& key_mask);
+  std::string repr() const override;
+  int64_t num_heads() const { return h_; }
+  int64_t num_kv_heads() const { return hkv_; }
+  int64_t head_dim() const { return d_ / h_; }
+
+ private:
+  int64_t d_, h_, hkv_;
+  bool causal_;
+};
+
+// Pre-norm block: x + attn(ln_1(x)), then + mlp(ln_2(x)) with mlp = Linear(d, d_ff), GELU
+// (tanh form), Linear(d_ff, d). Children: ln_1, attn, ln_2, mlp.{0,2}.
+class TransformerBlock : public Module {
+ public:
+  TransformerBlock(int64_t d_model, int64_t num_heads, int64_t num_kv_heads, int64_t d_ff);
+  trace::Tensor forward(const trace::Tensor& x) override;
+  std::string repr() const override { return "TransformerBlock"; }
+
+ private:
+  LayerNorm *ln1_, *ln2_;
+  MultiHeadAttention* attn_;
+  Sequential* mlp_;
+};
+
+struct CausalLMConfig {
+  int64_t vocab = 256, context = 16, d_model = 128, layers = 2, heads = 4, kv_heads = 4;
+  int64_t d_ff = 512;
+  bool tied = false;  // head shares tok_emb.weight
+};
+
+// tokens s32 [batch, seq <= context] -> logits f32 [batch, seq, vocab]. Children: tok_emb,
+// pos_emb, blocks.<i>, ln_f, head (untied only). Throws tlaloc::Error for bad sizes.
+class CausalLM : public Module {
+ public:
+  explicit CausalLM(CausalLMConfig c);
+  trace::Tensor forward(const trace::Tensor& tokens) override;
+  std::string repr() const override { return "CausalLM"; }
+  const CausalLMConfig& config() const { return c_; }
+
+ private:
+  CausalLMConfig c_;
+};
+
+}  // namespace tlaloc::nn

@@ -1,0 +1,88 @@
+#include "tlaloc/train/lm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "tlaloc/nn/losses.h"
+#include "tlaloc/random/random.h"
+
+namespace tlaloc::train::lm {
+
+using trace::Tensor;
+
+nn::CausalLMConfig bench_config() { return {}; }
+
+optim::AdamW bench_optimizer() { return {.lr = 3e-3, .weight_decay = 0.01}; }
+
+std::vector<DataInput> data_inputs(int64_t n_tokens, int64_t batch) {
+  return {{"tokens", {DType::s32, Shape{n_tokens}}, true},
+          {"starts", {DType::s32, Shape{batch}}, false}};
+}
+
+LossFn loss_fn(int64_t context) {
+  return [context](nn::Module& m, std::span<const Tensor> d) {
+    const int64_t B = d[1].dim(0);
+    Tensor pos = trace::reshape(d[1], {B, 1}) + trace::iota(Shape{1, context + 1}, 1);
+    Tensor win = trace::take_rows(d[0], pos);  // [B, context + 1]
+    Tensor x = trace::slice(win, 1, 0, context), y = trace::slice(win, 1, 1, context + 1);
+    Tensor logits = m(x);
+    Tensor flat = trace::reshape(logits, {B * context, logits.dim(2)});
+    return std::vector<Tensor>{nn::cross_entropy(flat, trace::reshape(y, {B * context}))};
+  };
+}
+
+optim::TrainStep bench_train_step(int64_t n_tokens, uint64_t seed) {
+  nn::CausalLM model(bench_config());
+  model.init(random::key(seed));
+  return build_train_step(model, loss_fn(model.config().context),
+                          data_inputs(n_tokens, kBenchBatch), bench_optimizer());
+}
+
+Array read_corpus(const std::vector<std::string>& files) {
+  std::vector<int32_t> tok;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) fail("lm: cannot read text file {}", f);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    for (char c : bytes) tok.push_back(int32_t(static_cast<unsigned char>(c)));
+  }
+  if (tok.empty()) fail("lm: the corpus ({} files) is empty", files.size());
+  return Array::from(Shape{int64_t(tok.size())}, tok);
+}
+
+std::vector<std::string> default_corpus(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file()) continue;  // symlinks to off/ and subfolders are skipped
+    std::string ext = e.path().extension().string();
+    if (ext == ".dat" || ext == ".u8") continue;
+    out.push_back(e.path().string());
+  }
+  if (ec || out.empty())
+    fail("lm: no fortunes text files in {} (install Debian's fortunes package or pass --text)",
+         dir);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+double unigram_bits_per_byte(const Array& train, const Array& eval) {
+  std::vector<double> count(256, 1.0);
+  const int32_t* t = train.data<int32_t>();
+  for (int64_t i = 0; i < train.numel(); ++i) count[size_t(t[i])] += 1;
+  double total = double(train.numel()) + 256.0, bits = 0;
+  const int32_t* e = eval.data<int32_t>();
+  for (int64_t i = 0; i < eval.numel(); ++i) bits -= std::log2(count[size_t(e[i])] / total);
+  return bits / double(eval.numel());
+}
+
+Array random_starts(uint64_t seed, int64_t step, int64_t count, int64_t n_tokens, int64_t context) {
+  random::Key k = random::fold_in(random::key(seed), uint32_t(step));
+  return random::randint(k, Shape{count}, 0, n_tokens - context);
+}
+
+}  // namespace tlaloc::train::lm

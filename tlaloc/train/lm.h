@@ -1,0 +1,43 @@
+// The byte-level causal language model recipe (vocab 256). The token stream is resident on the
+// lane; a step takes only the start offsets of its windows (s32 [batch]) and gathers
+// tokens[start .. start + context] inside the program. Loss: mean next-byte cross-entropy (nats).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tlaloc/nn/transformer.h"
+#include "tlaloc/train/trainer.h"
+
+namespace tlaloc::train::lm {
+
+// The benchmark model: 2 layers, d_model 128, 4 heads, MLP 512 (GELU), LayerNorm with biases,
+// vocab 256, context 16, untied head.
+nn::CausalLMConfig bench_config();
+inline constexpr int64_t kBenchBatch = 4;
+// AdamW lr 3e-3, weight decay 0.01 (the benchmark's optimizer).
+optim::AdamW bench_optimizer();
+
+// Data inputs: tokens s32 [n_tokens] (resident), starts s32 [batch].
+std::vector<DataInput> data_inputs(int64_t n_tokens, int64_t batch);
+// Mean cross-entropy of model(tokens[s : s+context]) against tokens[s+1 : s+context+1] over
+// the windows starting at `starts` (each start must be <= n_tokens - context - 1; larger ones
+// are clamped by the gather).
+LossFn loss_fn(int64_t context);
+
+// The benchmark model's train step (init from `seed`), for export, tests and `bench step`.
+optim::TrainStep bench_train_step(int64_t n_tokens = 4096, uint64_t seed = 20260921);
+
+// Bytes of the files, concatenated, as s32 tokens. Throws tlaloc::Error naming a file that
+// cannot be read, or when the total is empty.
+Array read_corpus(const std::vector<std::string>& files);
+// The English fortunes files of Debian's `fortunes` package: regular files directly in
+// /usr/share/games/fortunes without a .dat / .u8 suffix, sorted by name.
+std::vector<std::string> default_corpus(const std::string& dir = "/usr/share/games/fortunes");
+// Cross-entropy in bits per byte of the unigram (byte frequency) model of `train` on `eval`,
+// add-one smoothed.
+double unigram_bits_per_byte(const Array& train, const Array& eval);
+// `count` window starts drawn uniformly from [0, n_tokens - context - 1] by `key`.
+Array random_starts(uint64_t seed, int64_t step, int64_t count, int64_t n_tokens, int64_t context);
+
+}  // namespace tlaloc::train::lm
