@@ -6,6 +6,7 @@
 #include <set>
 
 #include "harness.h"
+#include "tlaloc/trace/composite.h"
 
 using namespace tlaloc;
 using namespace tlaloc::testing;
@@ -205,6 +206,32 @@ std::map<Op, std::vector<Case>> cases() {
                   [](std::span<const Tensor> x) {
                     return std::vector<Tensor>{T(B().clamp(x[1].id(), x[0].id(), x[2].id()))};
                   }});
+  // attention: GQA (4 query heads on 2 kv heads), causal + key mask; batch 1's first query
+  // sees no key (output 0, gradient 0). Then MHA with the log-sum-exp column in the loss.
+  add(Op::attention,
+      {"GQA causal masked",
+       {uniform({2, 4, 3, 2}, 40), uniform({2, 2, 4, 2}, 41), uniform({2, 2, 4, 3}, 42)},
+       [](std::span<const Tensor> x) {
+         Tensor mask =
+             trace::constant(Array::from(Shape{2, 4}, std::vector<bool>{1, 1, 0, 1, 0, 0, 1, 1}));
+         return std::vector<Tensor>{trace::attention(x[0], x[1], x[2], mask, 0.7, true)};
+       }});
+  add(Op::attention,
+      {"MHA with lse",
+       {uniform({1, 2, 3, 2}, 43), uniform({1, 2, 3, 2}, 44), uniform({1, 2, 3, 2}, 45)},
+       [](std::span<const Tensor> x) {
+         return std::vector<Tensor>{
+             trace::attention_with_lse(x[0], x[1], x[2], std::nullopt, 0.5, false)};
+       }});
+  add(Op::attention_grad,
+      {"MQA causal",
+       {uniform({1, 2, 3, 2}, 46), uniform({1, 1, 3, 2}, 47), uniform({1, 1, 3, 2}, 48),
+        uniform({1, 2, 3, 3}, 49, 0.5, 1.5), uniform({1, 2, 3, 3}, 50)},
+       [](std::span<const Tensor> x) {
+         ir::Builder& b = B();
+         return std::vector<Tensor>{T(b.attention_grad(x[0].id(), x[1].id(), x[2].id(), x[3].id(),
+                                                       x[4].id(), -1, 0.8, true))};
+       }});
   return m;
 }
 

@@ -175,6 +175,23 @@ std::multimap<Op, Case> cases() {
                   [](Builder& b, auto v) { return b.clamp(v[0], v[1], v[2]); },
                   {F({}, {0}), F({3}, {-1, 0.5, 3}), F({}, {1})},
                   {0, 0.5, 1}});
+  auto D = [](Shape s, std::vector<double> v) { return Array::from_doubles(DType::f64, s, v); };
+  // Batch 0: equal scores, so out = (2 + 4) / 2 and lse = log(e^0 + e^0); batch 1: no visible key.
+  add(Op::attention,
+      {"two keys; masked row",
+       [](Builder& b, auto v) { return b.attention(v[0], v[1], v[2], v[3], 1, false); },
+       {D({2, 1, 1, 1}, {1, 1}), D({2, 1, 2, 1}, {0, 0, 0, 0}), D({2, 1, 2, 1}, {2, 4, 2, 4}),
+        P({2, 2}, {true, true, false, false})},
+       {3, std::log(2.0), 0, -INFINITY}});
+  // One key: p = exp(s - lse) = 1; ds = p (do·v - do·o + dlse) = 0.5;
+  // dq = scale ds k = 0.75, dk = scale ds q = 0.5, dv = p do = 1.
+  add(Op::attention_grad, {"one key",
+                           [](Builder& b, auto v) {
+                             return b.attention_grad(v[0], v[1], v[2], v[3], v[4], -1, 0.5, false);
+                           },
+                           {D({1, 1, 1, 1}, {2}), D({1, 1, 1, 1}, {3}), D({1, 1, 1, 1}, {5}),
+                            D({1, 1, 1, 2}, {5, 3}), D({1, 1, 1, 2}, {1, 0.5})},
+                           {0.75, 0.5, 1}});
   return m;
 }
 

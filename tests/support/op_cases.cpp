@@ -142,6 +142,23 @@ std::map<Op, std::vector<Function>> op_cases() {
     auto v = b.parameter({DType::s32, {5}});
     return std::vector<ValueId>{b.scatter(x, i, u), b.scatter(y, i, v)};
   }));
+  for (bool causal : {false, true}) {
+    c[Op::attention].push_back(fn("attention", [&](Builder& b) {
+      auto q = b.parameter({DType::f32, {2, 4, 3, 5}});
+      auto k = b.parameter({DType::f32, {2, 2, 6, 5}});
+      auto v = b.parameter({DType::f32, {2, 2, 6, 7}});
+      auto m = b.parameter({DType::i1, {2, 6}});
+      return std::vector<ValueId>{b.attention(q, k, v, m, 0.5, causal)};
+    }));
+    c[Op::attention_grad].push_back(fn("attention_grad", [&](Builder& b) {
+      auto q = b.parameter({DType::f64, {1, 2, 3, 4}});
+      auto k = b.parameter({DType::f64, {1, 1, 3, 4}});
+      auto v = b.parameter({DType::f64, {1, 1, 3, 2}});
+      auto o = b.parameter({DType::f64, {1, 2, 3, 3}});
+      auto d = b.parameter({DType::f64, {1, 2, 3, 3}});
+      return std::vector<ValueId>{b.attention_grad(q, k, v, o, d, -1, 0.25, causal)};
+    }));
+  }
   c[Op::dot_general].push_back(fn("dot", [](Builder& b) {
     auto x = b.parameter({DType::f32, {2, 3, 4}});
     auto y = b.parameter({DType::f32, {2, 4, 5}});

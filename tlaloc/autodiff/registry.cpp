@@ -62,6 +62,8 @@ constexpr Entry kEntries[] = {
     {Op::compare, nullptr},
     {Op::select, vjp_select},
     {Op::clamp, vjp_clamp},
+    {Op::attention, vjp_attention},
+    {Op::attention_grad, vjp_by_decomposition},
 };
 
 // Table indexed by ir::Op; built once, checked to list every op exactly once.

@@ -66,4 +66,8 @@ Grads vjp_scatter(const RuleCtx& c);
 Grads vjp_dot_general(const RuleCtx& c);
 Grads vjp_reduce(const RuleCtx& c);
 
+// Rules (rules_composite.cpp).
+Grads vjp_attention(const RuleCtx& c);         // the attention_grad composite
+Grads vjp_by_decomposition(const RuleCtx& c);  // VJP of the op's decomposition, inlined
+
 }  // namespace tlaloc::autodiff::detail

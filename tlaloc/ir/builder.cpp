@@ -114,6 +114,24 @@ ValueId Builder::scatter(ValueId x, ValueId indices, ValueId updates) {
   return add(Node{Op::scatter, {}, {x, indices, updates}, {}});
 }
 
+ValueId Builder::attention(ValueId q, ValueId k, ValueId v, ValueId key_mask, double scale,
+                           bool causal) {
+  Node n{Op::attention, {}, {q, k, v}, {}};
+  if (key_mask >= 0) n.operands.push_back(key_mask);
+  n.attrs.scale = scale;
+  n.attrs.causal = causal;
+  return add(std::move(n));
+}
+
+ValueId Builder::attention_grad(ValueId q, ValueId k, ValueId v, ValueId out, ValueId d_out,
+                                ValueId key_mask, double scale, bool causal) {
+  Node n{Op::attention_grad, {}, {q, k, v, out, d_out}, {}};
+  if (key_mask >= 0) n.operands.push_back(key_mask);
+  n.attrs.scale = scale;
+  n.attrs.causal = causal;
+  return add(std::move(n));
+}
+
 ValueId Builder::dot_general(ValueId lhs, ValueId rhs, DotDims d) {
   Node n{Op::dot_general, {}, {lhs, rhs}, {}};
   n.attrs.lhs_batching_dimensions = std::move(d.lhs_batch);

@@ -49,6 +49,17 @@ class Builder {
   // Row scatter-add: x [N, d...], indices s32 [i...], updates [i..., d...] -> x with
   // updates added to rows; out-of-range rows are skipped (StableHLO scatter semantics).
   ValueId scatter(ValueId x, ValueId indices, ValueId updates);
+  // Composite attention (FlashAttention, Dao et al. 2022): q [B,Hq,S,D], k [B,Hkv,T,D],
+  // v [B,Hkv,T,Dv] (f32 or f64, Hq a multiple of Hkv: query head h reads kv head h/(Hq/Hkv)),
+  // key_mask i1 [B,T] (true = visible) or -1 for none. Scores s = scale·q·kᵀ; with `causal`,
+  // query i sees key j only when j <= i + T - S (bottom-right aligned; top-left when S = T).
+  // Result [B,Hq,S,Dv+1]: [..., :Dv] = softmax(s)·v, [..., Dv] = logsumexp(s) over visible
+  // keys. A row with no visible key gives output 0 and log-sum-exp -inf.
+  ValueId attention(ValueId q, ValueId k, ValueId v, ValueId key_mask, double scale, bool causal);
+  // Its VJP: given out = attention(...) and d_out (same type), result [B, Hq·S·D + Hkv·T·(D+Dv)]:
+  // per batch row, dq [Hq,S,D], dk [Hkv,T,D], dv [Hkv,T,Dv] flattened and concatenated.
+  ValueId attention_grad(ValueId q, ValueId k, ValueId v, ValueId out, ValueId d_out,
+                         ValueId key_mask, double scale, bool causal);
   // Result dims: batch dims, lhs free dims, rhs free dims (StableHLO order). Float dtypes.
   ValueId dot_general(ValueId lhs, ValueId rhs, DotDims dims);
   // Removes `dimensions`; sum starts at 0, max at -inf, min at +inf (integer: type limits).

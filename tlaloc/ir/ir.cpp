@@ -38,6 +38,8 @@ bool is_elementwise(Op op) {
   return k == OpKind::Unary || k == OpKind::Binary || k == OpKind::Ternary;
 }
 
+bool is_composite(Op op) { return op == Op::attention || op == Op::attention_grad; }
+
 std::string to_string(const TensorType& t) {
   return fmt::format("{}{}", name(t.dtype), to_string(t.shape));
 }
@@ -83,7 +85,8 @@ bool Attrs::operator==(const Attrs& o) const {
          rhs_batching_dimensions == o.rhs_batching_dimensions &&
          lhs_contracting_dimensions == o.lhs_contracting_dimensions &&
          rhs_contracting_dimensions == o.rhs_contracting_dimensions &&
-         reduce_kind == o.reduce_kind && comparison_direction == o.comparison_direction;
+         reduce_kind == o.reduce_kind && comparison_direction == o.comparison_direction &&
+         scale == o.scale && causal == o.causal;
 }
 
 namespace {
@@ -120,6 +123,9 @@ std::string attrs_text(const Node& n) {
       return fmt::format(" {{batch={}x{} contract={}x{}}}", a.lhs_batching_dimensions,
                          a.rhs_batching_dimensions, a.lhs_contracting_dimensions,
                          a.rhs_contracting_dimensions);
+    case Op::attention:
+    case Op::attention_grad:
+      return fmt::format(" {{scale={} causal={}}}", a.scale, a.causal);
     default:
       return "";
   }

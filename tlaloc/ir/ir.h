@@ -32,6 +32,7 @@ std::string_view op_name(Op op);  // StableHLO spelling: "add", "and", "dot_gene
 OpKind op_kind(Op op);
 Op op_from_name(std::string_view s);  // throws tlaloc::Error for an unknown name
 bool is_elementwise(Op op);           // Unary, Binary, Ternary kinds
+bool is_composite(Op op);             // attention, attention_grad (see ops.def)
 
 using ValueId = int32_t;
 
@@ -61,6 +62,8 @@ struct Attrs {
   ReduceKind reduce_kind = ReduceKind::sum;          // reduce
   Comparison comparison_direction = Comparison::EQ;  // compare
   std::shared_ptr<const Array> value;                // constant
+  double scale = 1.0;                                // attention, attention_grad: score scale
+  bool causal = false;                               // attention, attention_grad
 
   // Field-wise equality; constants compare by contents (for CSE).
   bool operator==(const Attrs& o) const;

@@ -3,6 +3,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <set>
 
 #include "tlaloc/ir/builder.h"
@@ -73,6 +75,36 @@ void check_binary_dtype(const Ctx& c, Op op, DType t) {
     default:
       if (!numeric(t)) c.error("needs a numeric dtype, got {}", name(t));
   }
+}
+
+// attention / attention_grad operands: q [B,Hq,S,D], k [B,Hkv,T,D], v [B,Hkv,T,Dv], then (grad)
+// out and d_out [B,Hq,S,Dv+1], then an optional key mask i1 [B,T]. Returns {B,Hq,S,D,Hkv,T,Dv}.
+std::array<int64_t, 7> check_attention(const Ctx& c, const Attrs& a) {
+  auto& in = c.in;
+  size_t base = c.op == Op::attention ? 3 : 5;
+  if (in.size() != base && in.size() != base + 1)
+    c.error("expects {} or {} operands, got {}", base, base + 1, in.size());
+  for (size_t i = 0; i < base; ++i)
+    if (in[i].shape.rank() != 4) c.error("operand {} must have rank 4", i);
+  DType t = in[0].dtype;
+  if (t != DType::f32 && t != DType::f64) c.error("needs f32 or f64, got {}", name(t));
+  for (size_t i = 1; i < base; ++i)
+    if (in[i].dtype != t) c.error("operand {} dtype differs from q's", i);
+  const Shape &q = in[0].shape, &k = in[1].shape, &v = in[2].shape;
+  int64_t B = q[0], Hq = q[1], S = q[2], D = q[3], Hkv = k[1], T = k[2], Dv = v[3];
+  if (k[0] != B || v[0] != B) c.error("batch sizes of q, k, v differ");
+  if (k[3] != D) c.error("k head size {} differs from q's {}", k[3], D);
+  if (v[1] != Hkv || v[2] != T) c.error("v heads/length differ from k's");
+  if (Hkv < 1 || Hq % Hkv != 0) c.error("q heads {} not a multiple of kv heads {}", Hq, Hkv);
+  if (!(a.scale == a.scale) || a.scale == HUGE_VAL || a.scale == -HUGE_VAL)
+    c.error("scale {} is not finite", a.scale);
+  if (base == 5) {
+    TensorType ot{t, Shape{B, Hq, S, Dv + 1}};
+    if (in[3] != ot || in[4] != ot) c.error("out and d_out must be {}", to_string(ot));
+  }
+  if (in.size() == base + 1 && in[base] != TensorType{DType::i1, Shape{B, T}})
+    c.error("key mask must be i1[{},{}]", B, T);
+  return {B, Hq, S, D, Hkv, T, Dv};
 }
 
 TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& declared) {
@@ -243,6 +275,15 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
         if (std::find(a.dimensions.begin(), a.dimensions.end(), i) == a.dimensions.end())
           s.dims.push_back(in[0].shape[i]);
       return {in[0].dtype, s};
+    }
+    case Op::attention: {
+      auto [B, Hq, S, D, Hkv, T, Dv] = check_attention(c, a);
+      (void)D, (void)Hkv, (void)T;
+      return {in[0].dtype, Shape{B, Hq, S, Dv + 1}};
+    }
+    case Op::attention_grad: {
+      auto [B, Hq, S, D, Hkv, T, Dv] = check_attention(c, a);
+      return {in[0].dtype, Shape{B, Hq * S * D + Hkv * T * (D + Dv)}};
     }
     default:
       c.error("is not a structural op");

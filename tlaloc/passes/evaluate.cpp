@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <limits>
 
+#include "tlaloc/ir/builder.h"
+#include "tlaloc/trace/composite.h"
+
 namespace tlaloc::passes {
 namespace {
 
@@ -366,6 +369,17 @@ Array evaluate(const ir::Node& n, std::span<const Array* const> ops) {
   const DType t = n.type.dtype;
   const Shape& rs = n.type.shape;
   if (n.op == Op::constant) return *n.attrs.value;
+  if (ir::is_composite(n.op)) {  // the meaning of a composite is its decomposition
+    ir::Builder b("composite");
+    std::vector<ir::ValueId> params;
+    std::vector<Array> args;
+    for (const Array* a : ops) {
+      params.push_back(b.parameter({a->dtype(), a->shape()}));
+      args.push_back(*a);
+    }
+    ir::Function g = b.build({trace::decompose(b, n, params)});
+    return interpret(g, args)[0];
+  }
   std::vector<Vals> in;
   for (const Array* a : ops) in.push_back(a->to_doubles());
   Vals r(size_t(rs.numel()));

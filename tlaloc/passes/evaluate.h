@@ -7,7 +7,8 @@
 //   INT_MIN / -1 = INT_MIN; shifts by >= 32 (as unsigned) give 0;
 // * convert float -> integer truncates toward zero and saturates, NaN -> 0; x -> i1 is x != 0;
 // * dynamic_slice / dynamic_update_slice clamp starts to [0, dim - size]; gather clamps rows to
-//   [0, N-1]; scatter skips out-of-range rows.
+//   [0, N-1]; scatter skips out-of-range rows;
+// * composites (attention) evaluate their decomposition (trace/composite.h).
 #pragma once
 
 #include <span>

@@ -25,5 +25,7 @@ struct FusedReduce {
 FusedReduce fused_reduce(ir::ReduceKind kind, DType dtype);
 // dot_general through OpenBLAS sgemm / dgemm; bf16 / f16 convert to f32, sgemm, round back.
 std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_threads);
+// attention / attention_grad composites (attention.cpp): fused, f32 / f64.
+std::unique_ptr<Kernel> make_attention(const ir::Function& f, int32_t id, int num_threads);
 
 }  // namespace tlaloc::runtime::host

@@ -148,6 +148,8 @@ class Planner {
       emit(make_reduce(f_, id), id);
     else if (n.op == Op::dot_general)
       emit(make_dot(f_, id, p_.num_threads), id);
+    else if (ir::is_composite(n.op))
+      emit(make_attention(f_, id, p_.num_threads), id);
     else
       emit(make_structural(f_, id, p_.num_threads), id);
     state_[size_t(id)] = State::stored;

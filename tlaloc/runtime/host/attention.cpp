@@ -1,0 +1,186 @@
+// Host kernels of the attention composites (FlashAttention, Dao et al. 2022; backward as in
+// FlashAttention-2, Dao 2023). Forward: per (batch, query head, query row) an online softmax
+// over tiles of kTile keys -- a running max m, sum l and output accumulator, rescaled by
+// exp(m_old - m_new) when the max grows -- so no [S,T] score matrix exists. Backward: per
+// (batch, kv head) it recomputes each visible score, p = exp(s - lse) from the saved
+// log-sum-exp, and accumulates dq, dk, dv; a task owns its kv head's dk/dv rows, so work splits
+// over threads without races and the sums run in a fixed order (bitwise reproducible).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "tlaloc/runtime/host/kernels.h"
+
+namespace tlaloc::runtime::host {
+namespace {
+
+constexpr int64_t kTile = 32;  // keys per online-softmax tile
+
+struct AttentionKernel : Kernel {
+  int32_t q = -1, k = -1, v = -1, out = -1, dout = -1, mask = -1, res = -1;
+  int64_t B = 0, Hq = 0, S = 0, D = 0, Hkv = 0, T = 0, Dv = 0, G = 0;
+  double scale = 1;
+  bool causal = false;
+  bool parallel = false;
+
+  // Keys visible to query row i are j < end(i) with mask[j] set.
+  int64_t end(int64_t i) const { return causal ? std::clamp<int64_t>(i + T - S + 1, 0, T) : T; }
+};
+
+template <class F>
+F dotp(const F* a, const F* b, int64_t n) {
+  F s = 0;
+  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+template <class F>
+void forward_task(const AttentionKernel& a, const Frame& fr, int64_t bh, F* acc) {
+  const int64_t b = bh / a.Hq, h = bh % a.Hq, kvh = h / a.G;
+  const F* Q = static_cast<const F*>(fr.ptr[a.q]) + (b * a.Hq + h) * a.S * a.D;
+  const F* K = static_cast<const F*>(fr.ptr[a.k]) + (b * a.Hkv + kvh) * a.T * a.D;
+  const F* V = static_cast<const F*>(fr.ptr[a.v]) + (b * a.Hkv + kvh) * a.T * a.Dv;
+  const uint8_t* M = a.mask >= 0 ? static_cast<const uint8_t*>(fr.ptr[a.mask]) + b * a.T : nullptr;
+  F* O = static_cast<F*>(fr.ptr[a.res]) + (b * a.Hq + h) * a.S * (a.Dv + 1);
+  const F scale = F(a.scale), ninf = -INFINITY;
+  F s[kTile];
+  for (int64_t i = 0; i < a.S; ++i) {
+    const F* qi = Q + i * a.D;
+    F m = ninf, l = 0;
+    std::fill(acc, acc + a.Dv, F(0));
+    const int64_t jend = a.end(i);
+    for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
+      const int64_t n = std::min(kTile, jend - j0);
+      F tmax = ninf;
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t j = j0 + t;
+        s[t] = (M && !M[j]) ? ninf : scale * dotp(qi, K + j * a.D, a.D);
+        tmax = std::max(tmax, s[t]);
+      }
+      if (tmax == ninf) continue;
+      if (tmax > m) {
+        const F c = m == ninf ? F(0) : std::exp(m - tmax);
+        l *= c;
+        for (int64_t d = 0; d < a.Dv; ++d) acc[d] *= c;
+        m = tmax;
+      }
+      for (int64_t t = 0; t < n; ++t) {
+        if (s[t] == ninf) continue;
+        const F p = std::exp(s[t] - m);
+        l += p;
+        const F* vj = V + (j0 + t) * a.Dv;
+        for (int64_t d = 0; d < a.Dv; ++d) acc[d] += p * vj[d];
+      }
+    }
+    F* oi = O + i * (a.Dv + 1);
+    if (l > 0) {
+      const F inv = F(1) / l;
+      for (int64_t d = 0; d < a.Dv; ++d) oi[d] = acc[d] * inv;
+      oi[a.Dv] = m + std::log(l);
+    } else {
+      std::fill(oi, oi + a.Dv, F(0));
+      oi[a.Dv] = ninf;
+    }
+  }
+}
+
+template <class F>
+void backward_task(const AttentionKernel& a, const Frame& fr, int64_t bk) {
+  const int64_t b = bk / a.Hkv, kvh = bk % a.Hkv;
+  const int64_t row = a.Hq * a.S * a.D + a.Hkv * a.T * (a.D + a.Dv);
+  const F* K = static_cast<const F*>(fr.ptr[a.k]) + (b * a.Hkv + kvh) * a.T * a.D;
+  const F* V = static_cast<const F*>(fr.ptr[a.v]) + (b * a.Hkv + kvh) * a.T * a.Dv;
+  const uint8_t* M = a.mask >= 0 ? static_cast<const uint8_t*>(fr.ptr[a.mask]) + b * a.T : nullptr;
+  F* R = static_cast<F*>(fr.ptr[a.res]) + b * row;
+  F* dK = R + a.Hq * a.S * a.D + kvh * a.T * a.D;
+  F* dV = R + a.Hq * a.S * a.D + a.Hkv * a.T * a.D + kvh * a.T * a.Dv;
+  std::fill(dK, dK + a.T * a.D, F(0));
+  std::fill(dV, dV + a.T * a.Dv, F(0));
+  const F scale = F(a.scale), ninf = -INFINITY;
+  for (int64_t g = 0; g < a.G; ++g) {
+    const int64_t h = kvh * a.G + g;
+    const F* Q = static_cast<const F*>(fr.ptr[a.q]) + (b * a.Hq + h) * a.S * a.D;
+    const F* O = static_cast<const F*>(fr.ptr[a.out]) + (b * a.Hq + h) * a.S * (a.Dv + 1);
+    const F* dO = static_cast<const F*>(fr.ptr[a.dout]) + (b * a.Hq + h) * a.S * (a.Dv + 1);
+    F* dQ = R + h * a.S * a.D;
+    std::fill(dQ, dQ + a.S * a.D, F(0));
+    for (int64_t i = 0; i < a.S; ++i) {
+      const F* qi = Q + i * a.D;
+      const F* oi = O + i * (a.Dv + 1);
+      const F* doi = dO + i * (a.Dv + 1);
+      const F lse = oi[a.Dv];
+      if (lse == ninf) continue;  // no visible key: p = 0 everywhere
+      const F delta = dotp(doi, oi, a.Dv) - doi[a.Dv];
+      F* dqi = dQ + i * a.D;
+      const int64_t jend = a.end(i);
+      for (int64_t j = 0; j < jend; ++j) {
+        if (M && !M[j]) continue;
+        const F* kj = K + j * a.D;
+        const F* vj = V + j * a.Dv;
+        const F p = std::exp(scale * dotp(qi, kj, a.D) - lse);
+        F* dvj = dV + j * a.Dv;
+        for (int64_t d = 0; d < a.Dv; ++d) dvj[d] += p * doi[d];
+        const F ds = scale * p * (dotp(doi, vj, a.Dv) - delta);
+        F* dkj = dK + j * a.D;
+        for (int64_t d = 0; d < a.D; ++d) {
+          dqi[d] += ds * kj[d];
+          dkj[d] += ds * qi[d];
+        }
+      }
+    }
+  }
+}
+
+template <class F>
+void run_attention(const Kernel& kk, const Frame& fr) {
+  const auto& a = as<AttentionKernel>(kk);
+  const bool fwd = a.out < 0;
+  const int64_t tasks = fwd ? a.B * a.Hq : a.B * a.Hkv;
+  const int nt = a.parallel ? fr.num_threads : 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    std::vector<F> acc(size_t(fwd ? a.Dv : 0));
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tasks; ++t) {
+      if (fwd)
+        forward_task<F>(a, fr, t, acc.data());
+      else
+        backward_task<F>(a, fr, t);
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_attention(const ir::Function& f, int32_t id, int num_threads) {
+  const ir::Node& n = f.nodes[size_t(id)];
+  auto k = std::make_unique<AttentionKernel>();
+  const bool grad = n.op == ir::Op::attention_grad;
+  k->q = n.operands[0];
+  k->k = n.operands[1];
+  k->v = n.operands[2];
+  if (grad) {
+    k->out = n.operands[3];
+    k->dout = n.operands[4];
+  }
+  const size_t base = grad ? 5 : 3;
+  if (n.operands.size() > base) k->mask = n.operands[base];
+  k->res = id;
+  const Shape &q = f.type(k->q).shape, &kv = f.type(k->k).shape, &v = f.type(k->v).shape;
+  k->B = q[0], k->Hq = q[1], k->S = q[2], k->D = q[3];
+  k->Hkv = kv[1], k->T = kv[2], k->Dv = v[3], k->G = k->Hq / k->Hkv;
+  k->scale = n.attrs.scale;
+  k->causal = n.attrs.causal;
+  k->parallel =
+      num_threads != 1 && k->B * k->Hq * k->S * k->T * (k->D + k->Dv) >= kParallelElements;
+  k->reads.assign(n.operands.begin(), n.operands.end());
+  k->writes = {id};
+  if (n.type.dtype == DType::f64)
+    k->run = run_attention<double>;
+  else
+    k->run = run_attention<float>;
+  return k;
+}
+
+}  // namespace tlaloc::runtime::host

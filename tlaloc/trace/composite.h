@@ -1,0 +1,42 @@
+// Composite ops (ir/ops.def: attention, attention_grad): symbolic helpers that emit them, and
+// their decompositions into plain ops. The decomposition is the composite's meaning: StableHLO
+// emission expands composites with it, autodiff differentiates it where no dedicated rule
+// exists, and tests use it as the oracle for the host lane's fused kernels.
+#pragma once
+
+#include <optional>
+#include <span>
+
+#include "tlaloc/trace/tensor.h"
+
+namespace tlaloc::trace {
+
+// Fused scaled dot-product attention (FlashAttention, Dao et al. 2022; the math of
+// torch.nn.functional.scaled_dot_product_attention). q [B,Hq,S,D], k [B,Hkv,T,D],
+// v [B,Hkv,T,Dv], f32 or f64; Hq a multiple of Hkv (MHA Hq = Hkv, GQA, MQA Hkv = 1): query head h
+// reads kv head h / (Hq / Hkv). key_mask i1 [B,T]: true where a key may be attended. causal:
+// query i sees key j only when j <= i + T - S. Returns [B,Hq,S,Dv]: softmax(scale·q·kᵀ + mask)·v,
+// and 0 for a query row with no visible key (its gradients are 0 too, never NaN).
+// Errors: tlaloc::Error from the verifier naming the shapes that disagree.
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                 const std::optional<Tensor>& key_mask, double scale, bool causal);
+// The composite's full result [B,Hq,S,Dv+1]: output and, in the last column, the log-sum-exp of
+// the visible scores (-inf for a row with none).
+Tensor attention_with_lse(const Tensor& q, const Tensor& k, const Tensor& v,
+                          const std::optional<Tensor>& key_mask, double scale, bool causal);
+
+// Appends the decomposition of composite node `n` into plain ops to `b`, reading `operands`
+// (ids in b, one per operand of n), and returns the value equal to n's result.
+ir::ValueId decompose(ir::Builder& b, const ir::Node& n, std::span<const ir::ValueId> operands);
+
+// f with every composite node replaced by its decomposition (same inputs, outputs, names and
+// aliases). Returns f unchanged when it has none.
+ir::Function expand_composites(const ir::Function& f);
+
+// Appends the nodes of `g` to `b` with g's inputs bound to `args` (ids in b, one per input of
+// g, same types); returns the ids of g's results in b. Throws tlaloc::Error on a count or type
+// mismatch.
+std::vector<ir::ValueId> inline_function(ir::Builder& b, const ir::Function& g,
+                                         std::span<const ir::ValueId> args);
+
+}  // namespace tlaloc::trace
