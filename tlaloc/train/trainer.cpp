@@ -207,14 +207,16 @@ std::vector<std::pair<std::string, Array>> Trainer::named_parameters() const {
   return out;
 }
 
+std::string Trainer::state_name(int j) const {
+  const auto& slot = step_.state.slots[size_t(j)];
+  if (slot.param < 0) return "optimizer.step";
+  return fmt::format("optimizer.{}.{}", param_names_[size_t(slot.param)], optim::name(slot.kind));
+}
+
 std::vector<std::pair<std::string, Array>> Trainer::optimizer_state() const {
   std::vector<std::pair<std::string, Array>> out;
   for (int j = 0; j < step_.state.size(); ++j) {
-    const auto& slot = step_.state.slots[size_t(j)];
-    std::string nm = slot.param >= 0
-                         ? fmt::format("optimizer.{}.{}", param_names_[size_t(slot.param)],
-                                       optim::name(slot.kind))
-                         : "optimizer.step";
+    std::string nm = state_name(j);
     out.emplace_back(nm, fetch_input(step_.state_input(j)));
   }
   return out;
@@ -230,11 +232,7 @@ std::vector<std::pair<std::string, ir::TensorType>> Trainer::parameter_specs() c
 std::vector<std::pair<std::string, ir::TensorType>> Trainer::state_specs() const {
   std::vector<std::pair<std::string, ir::TensorType>> out;
   for (int j = 0; j < step_.state.size(); ++j) {
-    const auto& slot = step_.state.slots[size_t(j)];
-    std::string nm = slot.param >= 0
-                         ? fmt::format("optimizer.{}.{}", param_names_[size_t(slot.param)],
-                                       optim::name(slot.kind))
-                         : "optimizer.step";
+    std::string nm = state_name(j);
     out.emplace_back(nm, step_.fn.input_type(step_.state_input(j)));
   }
   return out;

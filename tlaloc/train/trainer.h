@@ -142,6 +142,8 @@ class Trainer {
   std::vector<Array> run_eval(int id, std::vector<Array>& data);
 
  private:
+  // Checkpoint name of state slot j: "optimizer.<param>.<kind>" or "optimizer.step".
+  std::string state_name(int j) const;
   nn::Module& model_;
   optim::Optimizer opt_;
   TrainerOptions options_;
