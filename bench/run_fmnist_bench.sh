@@ -37,7 +37,7 @@ for name in sorted(os.listdir(out)):
     times = [float(r[1]) for r in rows]
     acc = [float(r[2]) for r in rows]
     arms[name] = (times, acc)
-    print(f"{name:10s} epoch times (s): {' '.join(f'{t:.3f}' for t in times)}")
+    print(f"{name:10s} epoch times (s): {' '.join(f'{t:.3f}' for t in times)}   test accuracy per epoch: {' '.join(f'{a:g}' for a in acc)}")
 def med(t): return statistics.median(t)
 print()
 for name, (t, acc) in arms.items():
