@@ -1,0 +1,236 @@
+// Internal to the host lane: the per-op scalar functions the elementwise instruction loops
+// (instr.cpp) apply, and vectorizable f32 exp / tanh. Semantics: see instr.cpp's header.
+#pragma once
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+namespace tlaloc::runtime::host::instr_ops {
+
+constexpr int kF = 1, kS = 2, kU = 4, kB = 8;  // float types, s32, u32, i1
+
+template <class T>
+constexpr bool kInt = std::is_integral_v<T>;
+template <class T>
+T wrap(uint32_t v) {
+  return T(v);
+}
+
+// ---- vectorizable f32 exp / tanh ----------------------------------------------------------
+// glibc's expf / tanhf are scalar calls (tanhf ~20-50 ns); these branch-free versions
+// vectorize. exp: Cody-Waite reduction x = n ln2 + r and a degree-6 polynomial for e^r (the
+// Cephes expf coefficients), scaled by 2^n in two steps so subnormal results round once;
+// within 2 ulp. tanh: Cephes tanhf (odd polynomial below 0.625, 1 - 2 / (e^2|x| + 1) above).
+inline float scale2(float y, int32_t n) {  // y * 2^n for n in [-150, 130]
+  int32_t n1 = n / 2, n2 = n - n1;
+  return y * bits_f32(uint32_t(n1 + 127) << 23) * bits_f32(uint32_t(n2 + 127) << 23);
+}
+inline float exp_f32(float x) {
+  const float hi = 88.72283935546875f, lo = -103.972084045410f;
+  float xc = x > hi ? hi : x < lo ? lo : x;
+  xc = x == x ? xc : 0.0f;
+  float t = xc * 1.44269504088896341f;
+  float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest (|t| < 2^22)
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float z = r * r;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  float y = scale2(p * z + r + 1.0f, int32_t(n));
+  y = x > hi ? std::numeric_limits<float>::infinity() : x < lo ? 0.0f : y;
+  return x == x ? y : x;
+}
+inline float tanh_f32(float x) {
+  float ax = std::fabs(x);
+  float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  float small = p * z * x + x;
+  float big = 1.0f - 2.0f / (exp_f32(2.0f * ax) + 1.0f);
+  big = x < 0 ? -big : big;
+  return ax >= 0.625f ? big : ax == 0 ? x : small;  // keeps the sign of zero
+}
+
+// ---- unary ----------------------------------------------------------------------------------
+struct Negate {
+  static constexpr int types = kF | kS;
+  template <class T>
+  static T f(T x) {
+    if constexpr (kInt<T>)
+      return wrap<T>(0u - uint32_t(x));
+    else
+      return -x;
+  }
+};
+struct Abs {
+  static constexpr int types = kF | kS;
+  template <class T>
+  static T f(T x) {
+    if constexpr (kInt<T>)
+      return x < 0 ? wrap<T>(0u - uint32_t(x)) : x;
+    else
+      return std::fabs(x);
+  }
+};
+template <class T>
+T fexp(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return exp_f32(x);
+  else
+    return std::exp(x);
+}
+template <class T>
+T ftanh(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return tanh_f32(x);
+  else
+    return std::tanh(x);
+}
+// 1 / (1 + e^-x), as e^x / (1 + e^x) for x < 0 so tiny results do not underflow early.
+template <class T>
+T flogistic(T x) {
+  T e = fexp(-std::fabs(x));
+  T r = T(1) / (T(1) + e);
+  return x >= 0 ? r : e * r;
+}
+#define TLALOC_FLOAT_UNARY(Name, expr) \
+  struct Name {                        \
+    static constexpr int types = kF;   \
+    template <class T>                 \
+    static T f(T x) {                  \
+      return expr;                     \
+    }                                  \
+  };
+TLALOC_FLOAT_UNARY(Exp, fexp(x))
+TLALOC_FLOAT_UNARY(Log, std::log(x))
+TLALOC_FLOAT_UNARY(Log1p, std::log1p(x))
+TLALOC_FLOAT_UNARY(Tanh, ftanh(x))
+TLALOC_FLOAT_UNARY(Logistic, flogistic(x))
+TLALOC_FLOAT_UNARY(Sqrt, std::sqrt(x))
+TLALOC_FLOAT_UNARY(Rsqrt, T(1) / std::sqrt(x))
+TLALOC_FLOAT_UNARY(Floor, std::floor(x))
+#undef TLALOC_FLOAT_UNARY
+struct Sign {
+  static constexpr int types = kF | kS;
+  template <class T>
+  static T f(T x) {
+    if constexpr (kInt<T>)
+      return T((x > 0) - (x < 0));
+    else
+      return x > 0 ? T(1) : x < 0 ? T(-1) : x;  // +-0 and NaN pass through
+  }
+};
+
+// ---- binary ---------------------------------------------------------------------------------
+#define TLALOC_ARITH(Name, op)                      \
+  struct Name {                                     \
+    static constexpr int types = kF | kS | kU;      \
+    template <class T>                              \
+    static T f(T a, T b) {                          \
+      if constexpr (kInt<T>)                        \
+        return wrap<T>(uint32_t(a) op uint32_t(b)); \
+      else                                          \
+        return a op b;                              \
+    }                                               \
+  };
+TLALOC_ARITH(Add, +)
+TLALOC_ARITH(Sub, -)
+TLALOC_ARITH(Mul, *)
+#undef TLALOC_ARITH
+struct Div {
+  static constexpr int types = kF | kS | kU;
+  template <class T>
+  static T f(T a, T b) {
+    if constexpr (std::is_same_v<T, int32_t>) {
+      if (b == 0) return -1;
+      if (a == INT_MIN && b == -1) return INT_MIN;
+      return a / b;
+    } else if constexpr (std::is_same_v<T, uint32_t>) {
+      return b == 0 ? 0xffffffffu : a / b;
+    } else {
+      return a / b;
+    }
+  }
+};
+struct Rem {
+  static constexpr int types = kF | kS | kU;
+  template <class T>
+  static T f(T a, T b) {
+    if constexpr (std::is_same_v<T, int32_t>)
+      return b == 0 ? a : b == -1 ? 0 : a % b;
+    else if constexpr (std::is_same_v<T, uint32_t>)
+      return b == 0 ? a : a % b;
+    else
+      return std::fmod(a, b);
+  }
+};
+struct Max {
+  static constexpr int types = kF | kS | kU;
+  template <class T>
+  static T f(T a, T b) {
+    if constexpr (kInt<T>) {
+      return a > b ? a : b;
+    } else {
+      if (a != a || b != b) return a + b;  // NaN
+      return (a > b || (a == b && std::signbit(b))) ? a : b;
+    }
+  }
+};
+struct Min {
+  static constexpr int types = kF | kS | kU;
+  template <class T>
+  static T f(T a, T b) {
+    if constexpr (kInt<T>) {
+      return a < b ? a : b;
+    } else {
+      if (a != a || b != b) return a + b;
+      return (a < b || (a == b && std::signbit(a))) ? a : b;
+    }
+  }
+};
+struct Pow {
+  static constexpr int types = kF;
+  template <class T>
+  static T f(T a, T b) {
+    return std::pow(a, b);
+  }
+};
+#define TLALOC_BITWISE(Name, op)               \
+  struct Name {                                \
+    static constexpr int types = kS | kU | kB; \
+    template <class T>                         \
+    static T f(T a, T b) {                     \
+      return T(a op b);                        \
+    }                                          \
+  };
+TLALOC_BITWISE(And, &)
+TLALOC_BITWISE(Or, |)
+TLALOC_BITWISE(Xor, ^)
+#undef TLALOC_BITWISE
+struct Shl {
+  static constexpr int types = kS | kU;
+  template <class T>
+  static T f(T a, T b) {
+    return uint32_t(b) >= 32 ? T(0) : wrap<T>(uint32_t(a) << uint32_t(b));
+  }
+};
+struct Shr {
+  static constexpr int types = kS | kU;
+  template <class T>
+  static T f(T a, T b) {
+    return uint32_t(b) >= 32 ? T(0) : wrap<T>(uint32_t(a) >> uint32_t(b));
+  }
+};
+
+}  // namespace tlaloc::runtime::host::instr_ops
