@@ -10,6 +10,7 @@
 namespace tlaloc::io {
 namespace {
 
+using testing::error_of;
 using testing::ScratchDir;
 
 Checkpoint sample(int64_t step) {
@@ -37,15 +38,6 @@ std::vector<TensorSpec> param_specs() {
   return {{"0.weight", DType::f32, Shape{2, 3}},
           {"0.bias", DType::f32, Shape{3}},
           {"2.weight", DType::f64, Shape{1}}};
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Checkpoint, RoundTripsEverything) {

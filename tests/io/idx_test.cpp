@@ -10,6 +10,7 @@
 namespace tlaloc::io {
 namespace {
 
+using testing::error_of;
 using testing::ScratchDir;
 
 std::vector<std::byte> idx_bytes(uint8_t type, std::vector<uint32_t> dims,
@@ -26,15 +27,6 @@ void write_gz(const std::string& path, const std::vector<std::byte>& b) {
   ASSERT_NE(f, nullptr);
   ASSERT_EQ(gzwrite(f, b.data(), unsigned(b.size())), int(b.size()));
   ASSERT_EQ(gzclose(f), Z_OK);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 TEST(Idx, ReadsPlainAndGzipFiles) {

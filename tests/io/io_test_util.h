@@ -7,10 +7,23 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "tlaloc/core/error.h"
+
 namespace tlaloc::io::testing {
+
+// The message of the tlaloc::Error f throws, or "(no error)".
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
 
 // A fresh folder under TMPDIR (or /tmp), removed with everything in it at scope exit.
 class ScratchDir {
