@@ -15,16 +15,7 @@ std::vector<int64_t> hidden_of(const io::Checkpoint& c) {
   if (c.user.count("recipe") == 0 || c.user.at("recipe") != "fmnist" || it == c.user.end())
     fail("{}: not a `tlaloc train fmnist` checkpoint (no recipe=fmnist / hidden metadata)",
          c.source);
-  std::vector<int64_t> out;
-  size_t pos = 0;
-  const std::string& s = it->second;
-  while (pos <= s.size()) {
-    size_t end = s.find(',', pos);
-    if (end == std::string::npos) end = s.size();
-    out.push_back(std::stoll(s.substr(pos, end - pos)));
-    pos = end + 1;
-  }
-  return out;
+  return train::fmnist::parse_sizes(it->second, c.source + ": metadata user.hidden");
 }
 
 void run_eval(const std::string& path, const std::string& data) {

@@ -37,23 +37,6 @@ struct FmnistOptions {
   bool warmup_given = false;
 };
 
-std::vector<int64_t> parse_hidden(const std::string& s) {
-  std::vector<int64_t> out;
-  size_t pos = 0;
-  while (pos <= s.size()) {
-    size_t end = s.find(',', pos);
-    if (end == std::string::npos) end = s.size();
-    std::string tok = s.substr(pos, end - pos);
-    char* rest = nullptr;
-    long long v = std::strtoll(tok.c_str(), &rest, 10);
-    if (tok.empty() || *rest != '\0' || v <= 0)
-      fail("--hidden '{}': expected positive sizes separated by commas, e.g. 512,256", s);
-    out.push_back(v);
-    pos = end + 1;
-  }
-  return out;
-}
-
 io::ImageSet first_rows(io::ImageSet s, int64_t n) {
   if (n <= 0 || n >= s.labels.numel()) return s;
   Array img(DType::f32, Shape{n, s.images.shape()[1]});
@@ -67,7 +50,7 @@ io::ImageSet first_rows(io::ImageSet s, int64_t n) {
 
 void run_fmnist(const FmnistOptions& o) {
   using namespace tlaloc::train;
-  auto hidden = parse_hidden(o.hidden);
+  auto hidden = fmnist::parse_sizes(o.hidden, "--hidden");
   if (o.batch <= 0) fail("--batch must be positive, got {}", o.batch);
   io::ImageSet train_set = first_rows(io::load_fashion_mnist(o.data, true), o.limit);
   io::ImageSet test_set = io::load_fashion_mnist(o.data, false);

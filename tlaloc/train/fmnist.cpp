@@ -3,11 +3,29 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "tlaloc/nn/losses.h"
 #include "tlaloc/random/random.h"
 
 namespace tlaloc::train::fmnist {
+
+std::vector<int64_t> parse_sizes(const std::string& s, const std::string& what) {
+  std::vector<int64_t> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    std::string tok = s.substr(pos, end - pos);
+    char* rest = nullptr;
+    long long v = std::strtoll(tok.c_str(), &rest, 10);
+    if (tok.empty() || *rest != '\0' || v <= 0)
+      fail("{} '{}': expected positive sizes separated by commas, e.g. 512,256", what, s);
+    out.push_back(v);
+    pos = end + 1;
+  }
+  return out;
+}
 
 std::shared_ptr<nn::Sequential> make_model(const std::vector<int64_t>& hidden) {
   std::vector<int64_t> sizes{kPixels};

@@ -16,6 +16,10 @@ namespace tlaloc::train::fmnist {
 
 inline constexpr int64_t kPixels = 784, kClasses = 10;
 
+// "512,256" -> {512, 256}. Throws tlaloc::Error naming `what` unless every entry is a positive
+// integer.
+std::vector<int64_t> parse_sizes(const std::string& s, const std::string& what);
+
 // nn::mlp({784, hidden..., 10}).
 std::shared_ptr<nn::Sequential> make_model(const std::vector<int64_t>& hidden);
 
