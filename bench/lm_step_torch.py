@@ -9,6 +9,7 @@ Prints one line per timed step with --verbose, and a final line
   RESULT torch <device> params=N median_ms=.. min_ms=.. max_ms=.. steps=N optimizer=..
 """
 import argparse
+import resource
 import statistics
 import sys
 import time
@@ -106,7 +107,8 @@ def main():
             print(f"step {i} {times[-1]:.4f} ms")
     print(f"last loss {loss.item():.6f}")
     print(f"RESULT torch {dev.type} params={nparams} median_ms={statistics.median(times):.4f} "
-          f"min_ms={min(times):.4f} max_ms={max(times):.4f} steps={a.steps} optimizer={kind}")
+          f"min_ms={min(times):.4f} max_ms={max(times):.4f} steps={a.steps} optimizer={kind} "
+          f"peak_rss_mib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}")
 
 
 if __name__ == "__main__":

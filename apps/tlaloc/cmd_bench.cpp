@@ -1,7 +1,8 @@
 // tlaloc bench step: the three-lane table of the seed case study (train/step_bench.h) on the
-// disc demo's step (the benchmark LM joins when train/lm lands): (a) host lane, (b) pjrt with
-// gradients downloaded and AdamW on the host, (c) pjrt with the optimizer in the program.
+// disc demo's step or the benchmark LM (--model lm): (a) host lane, (b) pjrt with gradients
+// downloaded and AdamW on the host, (c) pjrt with the optimizer in the program.
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include "apps/tlaloc/commands.h"
 #include "tlaloc/random/random.h"
@@ -92,6 +93,12 @@ void run_bench_step(const BenchOptions& o) {
     lanes.push_back(bench_pjrt_in_program(c, client, o.steps, o.warmup));
   }
   fmt::print("{}", lane_table(lanes));
+  // ru_maxrss is in KiB on Linux (getrusage(2)).
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  fmt::print(
+      "peak resident memory of this process: {:.1f} MiB\nRESULT tlaloc peak_rss_mib={:.1f}\n",
+      ru.ru_maxrss / 1024.0, ru.ru_maxrss / 1024.0);
 }
 
 }  // namespace

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The benchmark LM's train step (issue 7: 2 layers, d_model 128, 4 heads, MLP 512 GELU, ctx 16,
+# batch 4x16, AdamW in the program): `tlaloc bench step --model lm --lane host` against the same
+# model in PyTorch (bench/lm_step_torch.py, Debian's python3-torch) on this machine, in one run.
+# Arms alternate (A B A B ...) for ROUNDS rounds at 1 and 2 threads, everything with
+# OMP_WAIT_POLICY=passive (PyTorch's best setting here). Prints each run's median step time, the
+# median and spread per arm, tlaloc's best median against PyTorch's best median as a ratio, and
+# each process's peak resident memory.
+# Usage: bench/run_lm_bench.sh [ROUNDS=3] [STEPS=300]   (needs build/ from scripts/build.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+steps=${2:-300}
+tlaloc=build/tlaloc
+[ -x "$tlaloc" ] || { echo "build first: scripts/build.sh" >&2; exit 1; }
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+export OMP_WAIT_POLICY=passive
+
+for r in $(seq 1 "$rounds"); do
+  for th in 1 2; do
+    echo "round $r threads $th: tlaloc, torch" >&2
+    OMP_NUM_THREADS=$th "$tlaloc" bench step --model lm --lane host --threads "$th" --steps "$steps" \
+      | grep '^RESULT' | tr '\n' ' ' >>"$out/tlaloc_$th"
+    echo >>"$out/tlaloc_$th"
+    OMP_NUM_THREADS=$th /usr/bin/python3 bench/lm_step_torch.py --device cpu --threads "$th" \
+      --steps "$steps" | grep '^RESULT' >>"$out/torch_$th"
+  done
+done
+
+/usr/bin/python3 - "$out" <<'PY'
+import os, re, statistics, sys
+out = sys.argv[1]
+arms = {}
+for name in sorted(os.listdir(out)):
+    med, rss = [], []
+    for line in open(os.path.join(out, name)):
+        m = re.search(r"(?:lane_a_median_ms|median_ms)=([0-9.]+)", line)
+        k = re.search(r"peak_rss_mib=([0-9.]+)", line)
+        if m:
+            med.append(float(m.group(1)))
+            rss.append(float(k.group(1)) if k else float("nan"))
+    arms[name] = (med, rss)
+print(f"{'arm':10s} {'per-run median step ms':34s} {'median':>8s} {'min':>8s} {'max':>8s} {'peak RSS MiB':>13s}")
+for name, (t, rss) in arms.items():
+    runs = " ".join(f"{x:.3f}" for x in t)
+    print(f"{name:10s} {runs:34s} {statistics.median(t):8.3f} {min(t):8.3f} {max(t):8.3f} {max(rss):13.1f}")
+best = lambda p: min((statistics.median(t), k) for k, (t, _) in arms.items() if k.startswith(p))
+tl, tk = best("tlaloc")
+pb, pk = best("torch")
+print(f"\ntlaloc best: {tl:.3f} ms ({tk}); PyTorch best: {pb:.3f} ms ({pk})")
+print(f"ratio PyTorch best / tlaloc best = {pb / tl:.2f}x  (targets: >= 2x, tlaloc <= 2.5 ms)")
+PY
