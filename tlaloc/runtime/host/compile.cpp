@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "tlaloc/ir/builder.h"
@@ -187,9 +188,20 @@ class HostExecutable final : public Executable {
     fmt::print(stderr, "host profile of {} ({} steps, {} runs, {:.1f} us/run):\n", function().name,
                step_ns_.size(), profiled_runs_,
                total / 1e3 / double(std::max<int64_t>(profiled_runs_, 1)));
+    const double runs = double(std::max<int64_t>(profiled_runs_, 1));
+    // By kind (the label's first word: fused, dot_general, tlaloc.attention, ...).
+    std::map<std::string, std::pair<double, int>> kinds;
+    for (size_t i = 0; i < step_ns_.size(); ++i) {
+      const std::string& l = plan_.steps[i]->label;
+      auto& k = kinds[l.substr(0, l.find(' '))];
+      k.first += step_ns_[i];
+      ++k.second;
+    }
+    for (const auto& [name, k] : kinds)
+      fmt::print(stderr, "  {:9.1f} us  {:5.1f}%  {} steps of {}\n", k.first / 1e3 / runs,
+                 100 * k.first / total, k.second, name);
     for (size_t i = 0; i < order.size() && i < 25; ++i)
-      fmt::print(stderr, "  {:9.1f} us  {:5.1f}%  #{} {}\n",
-                 step_ns_[order[i]] / 1e3 / double(profiled_runs_),
+      fmt::print(stderr, "  {:9.1f} us  {:5.1f}%  #{} {}\n", step_ns_[order[i]] / 1e3 / runs,
                  100 * step_ns_[order[i]] / total, order[i], plan_.steps[order[i]]->label);
   }
 
