@@ -45,7 +45,7 @@ void run_lm(LmOptions o) {
   auto schedule = resolve_common(o.common, o.steps);
   nn::CausalLM model(o.model);
   model.init(random::key(o.common.seed));
-  fmt::print("{}parameters: {}\n", model.to_string(), model.num_parameters());
+  fmt::print("{}\nparameters: {}\n", model.to_string(), model.num_parameters());
   TrainerOptions topt;
   topt.schedule = schedule;
   topt.num_threads = o.common.threads;
