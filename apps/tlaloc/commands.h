@@ -29,5 +29,6 @@ void register_train_disc(CLI::App& train);    // tlaloc train disc
 void register_train_fmnist(CLI::App& train);  // tlaloc train fmnist
 void register_train_lm(CLI::App& train);      // tlaloc train lm (train_lm.cpp)
 void register_eval(CLI::App& app);            // tlaloc eval CKPT
+void register_sample(CLI::App& app);          // tlaloc sample CKPT (cmd_sample.cpp)
 
 }  // namespace tlaloc::app

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   tlaloc::app::register_train(app);
   tlaloc::app::register_export(app);
   tlaloc::app::register_eval(app);
+  tlaloc::app::register_sample(app);
   tlaloc::app::register_inspect(app);
   tlaloc::app::register_bench(app);
   try {

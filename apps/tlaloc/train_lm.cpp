@@ -65,7 +65,8 @@ void run_lm(LmOptions o) {
                                           {"heads", std::to_string(o.model.heads)},
                                           {"kv_heads", std::to_string(o.model.kv_heads)},
                                           {"context", std::to_string(ctx)},
-                                          {"d_ff", std::to_string(o.model.d_ff)}};
+                                          {"d_ff", std::to_string(o.model.d_ff)},
+                                          {"tied", o.model.tied ? "true" : "false"}};
   if (!o.resume.empty()) {
     io::Checkpoint c = io::load_checkpoint(o.resume);
     for (auto& [k, v] : user)

@@ -84,6 +84,15 @@ void Module::print_tree(std::string& out, const std::string& name, int indent) c
   }
 }
 
+Module& Module::child(const std::string& name) const {
+  std::string have;
+  for (auto& [n, m] : children_) {
+    if (n == name) return *m;
+    have += (have.empty() ? "" : ", ") + n;
+  }
+  fail("{}: no child module '{}' (children: {})", repr(), name, have.empty() ? "none" : have);
+}
+
 std::string Module::to_string() const {
   std::string out;
   print_tree(out, "", 0);

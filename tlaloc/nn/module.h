@@ -53,6 +53,9 @@ class Module {
   void bind(std::span<const trace::Tensor> params);
   // PyTorch-style multi-line printout of the module tree.
   std::string to_string() const;
+  // The direct child registered as `name` ("blocks", "0"). Throws tlaloc::Error naming this
+  // module and the children it has when there is none.
+  Module& child(const std::string& name) const;
 
  protected:
   Parameter& register_parameter(std::string name, Array value);

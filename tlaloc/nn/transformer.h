@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 
+#include "tlaloc/nn/kv_cache.h"
 #include "tlaloc/nn/layers.h"
 
 namespace tlaloc::nn {
@@ -49,6 +50,11 @@ class MultiHeadAttention : public Module {
   MultiHeadAttention(int64_t d_model, int64_t num_heads, int64_t num_kv_heads, bool causal = true);
   trace::Tensor forward(const trace::Tensor& x) override { return forward(x, std::nullopt); }
   trace::Tensor forward(const trace::Tensor& x, const std::optional<trace::Tensor>& key_mask);
+  // One decoding step (kv_cache.cpp): x [batch, 1, d_model] is the token at position pos (s32
+  // scalar); its key and value are written into slot pos of `cache` (dynamic_update_slice)
+  // and its query attends to slots 0..pos only. Returns [batch, 1, d_model]; cache.k / cache.v
+  // are replaced by the updated tensors. Throws tlaloc::Error for other shapes.
+  trace::Tensor decode(const trace::Tensor& x, const trace::Tensor& pos, KVCache& cache);
   std::string repr() const override;
   int64_t num_heads() const { return h_; }
   int64_t num_kv_heads() const { return hkv_; }
@@ -65,6 +71,8 @@ class TransformerBlock : public Module {
  public:
   TransformerBlock(int64_t d_model, int64_t num_heads, int64_t num_kv_heads, int64_t d_ff);
   trace::Tensor forward(const trace::Tensor& x) override;
+  // forward() for one token at position pos with attention over `cache` (kv_cache.cpp).
+  trace::Tensor decode(const trace::Tensor& x, const trace::Tensor& pos, KVCache& cache);
   std::string repr() const override { return "TransformerBlock"; }
 
  private:
@@ -85,6 +93,14 @@ class CausalLM : public Module {
  public:
   explicit CausalLM(CausalLMConfig c);
   trace::Tensor forward(const trace::Tensor& tokens) override;
+  // One decoding step (kv_cache.cpp): tokens s32 [batch, 1] at position pos (s32 scalar,
+  // 0 <= pos < context) -> logits f32 [batch, 1, vocab], equal to forward()'s last row on the
+  // whole prefix whose earlier keys/values are in `caches` (one per block, kv_cache_type()).
+  // Each cache is replaced by its updated tensor. Throws tlaloc::Error for other shapes.
+  trace::Tensor decode(const trace::Tensor& tokens, const trace::Tensor& pos,
+                       std::vector<KVCache>& caches);
+  // The type of one block's k or v cache: f32 [batch, kv_heads, context, d_model / heads].
+  ir::TensorType kv_cache_type(int64_t batch) const;
   std::string repr() const override { return "CausalLM"; }
   const CausalLMConfig& config() const { return c_; }
 

@@ -1,0 +1,63 @@
+// tlaloc sample CKPT: text from a `tlaloc train lm` checkpoint, generated with a KV cache.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "apps/tlaloc/commands.h"
+#include "tlaloc/train/generate.h"
+
+namespace tlaloc::app {
+
+namespace {
+
+struct SampleArgs {
+  std::string path, prompt = "The ";
+  int64_t tokens = 200;
+  train::lm::SampleOptions sample;
+  int threads = 1;
+};
+
+void run_sample(const SampleArgs& a) {
+  using namespace tlaloc::train;
+  if (a.prompt.empty()) fail("sample: --prompt is empty; the model needs at least one byte");
+  if (a.tokens < 0) fail("sample: --tokens {} must be >= 0", a.tokens);
+  lm::sample_token(std::vector<float>{0.0f}, a.sample, random::key(0));  // checks T and k
+  io::Checkpoint c = io::load_checkpoint(a.path);
+  auto model = lm::load_model(c);
+  const auto& m = model->config();
+  fmt::print(stderr,
+             "{}: step {}, {} parameters (layers {}, d_model {}, heads {}, kv_heads {}, context "
+             "{}{}); past the context the window slides (recomputed)\n",
+             a.path, c.step, model->num_parameters(), m.layers, m.d_model, m.heads, m.kv_heads,
+             m.context, m.tied ? ", tied head" : "");
+  lm::Decoder decoder(*model, a.threads);
+  std::vector<int32_t> prompt;
+  for (char ch : a.prompt) prompt.push_back(int32_t(static_cast<unsigned char>(ch)));
+  std::vector<int32_t> out = lm::generate(decoder, prompt, a.tokens, a.sample);
+  std::string text = a.prompt;
+  for (int32_t t : out) text.push_back(char(static_cast<unsigned char>(t)));
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fputc('\n', stdout);
+}
+
+}  // namespace
+
+void register_sample(CLI::App& app) {
+  static SampleArgs a;
+  auto* cmd = app.add_subcommand(
+      "sample", "generate text from a `tlaloc train lm` checkpoint (KV-cache decoding)");
+  cmd->add_option("CKPT", a.path, "checkpoint written by `tlaloc train lm`")->required();
+  cmd->add_option("--prompt", a.prompt, "text to continue (bytes)")->capture_default_str();
+  cmd->add_option("--tokens", a.tokens, "bytes to generate")->capture_default_str();
+  cmd->add_option("--temperature", a.sample.temperature, "softmax temperature (0: greedy)")
+      ->capture_default_str();
+  cmd->add_option("--top-k", a.sample.top_k, "sample among the k most likely bytes (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--seed", a.sample.seed, "threefry seed (one key split per byte)")
+      ->capture_default_str();
+  cmd->add_option("--threads", a.threads, "host lane threads (0: OpenMP default)")
+      ->capture_default_str();
+  cmd->callback([] { run_sample(a); });
+}
+
+}  // namespace tlaloc::app

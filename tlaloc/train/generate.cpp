@@ -1,0 +1,135 @@
+#include "tlaloc/train/generate.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <numeric>
+
+#include "tlaloc/random/random.h"
+#include "tlaloc/runtime/host/compile.h"
+#include "tlaloc/train/checkpointing.h"
+
+namespace tlaloc::train::lm {
+
+namespace {
+
+int64_t positive_field(const io::Checkpoint& c, const std::string& key) {
+  auto it = c.user.find(key);
+  if (it == c.user.end())
+    fail("{}: metadata user.{} is missing (not written by `tlaloc train lm`?)", c.source, key);
+  const std::string& s = it->second;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v <= 0)
+    fail("{}: metadata user.{} is '{}', not a positive integer", c.source, key, s);
+  return v;
+}
+
+bool has_param(const io::Checkpoint& c, const std::string& name) {
+  return std::any_of(c.params.begin(), c.params.end(),
+                     [&](const auto& p) { return p.first == name; });
+}
+
+}  // namespace
+
+nn::CausalLMConfig config_from_checkpoint(const io::Checkpoint& c) {
+  auto recipe = c.user.find("recipe");
+  if (recipe == c.user.end() || recipe->second != "lm")
+    fail("{}: not a `tlaloc train lm` checkpoint (metadata user.recipe is {})", c.source,
+         recipe == c.user.end() ? "missing" : "'" + recipe->second + "'");
+  nn::CausalLMConfig m;
+  m.layers = positive_field(c, "layers");
+  m.d_model = positive_field(c, "d_model");
+  m.heads = positive_field(c, "heads");
+  m.kv_heads = positive_field(c, "kv_heads");
+  m.context = positive_field(c, "context");
+  m.d_ff = positive_field(c, "d_ff");
+  auto tied = c.user.find("tied");
+  if (tied != c.user.end() && tied->second != "true" && tied->second != "false")
+    fail("{}: metadata user.tied is '{}', not true or false", c.source, tied->second);
+  m.tied = tied != c.user.end() ? tied->second == "true" : !has_param(c, "head.weight");
+  return m;
+}
+
+std::unique_ptr<nn::CausalLM> load_model(const io::Checkpoint& c) {
+  auto model = std::make_unique<nn::CausalLM>(config_from_checkpoint(c));
+  restore_model(*model, c);
+  return model;
+}
+
+Decoder::Decoder(nn::CausalLM& model, int num_threads) : c_(model.config()) {
+  exe_ = runtime::host::compile(nn::decode_step(model, 1), {.num_threads = num_threads});
+  inputs_.emplace_back(DType::s32, Shape{1});
+  inputs_.emplace_back(DType::s32, Shape{});
+  const ir::TensorType cache = model.kv_cache_type(1);
+  for (int64_t i = 0; i < 2 * c_.layers; ++i) inputs_.emplace_back(cache.dtype, cache.shape);
+  for (auto& p : model.named_parameters()) inputs_.push_back(p.param->value);
+}
+
+Decoder::~Decoder() = default;
+
+void Decoder::reset() { window_.clear(); }
+
+std::vector<float> Decoder::run(int32_t token, int32_t pos) {
+  inputs_[0].data<int32_t>()[0] = token;
+  inputs_[1].data<int32_t>()[0] = pos;
+  std::vector<Array> out = exe_->run_donated(inputs_);
+  for (size_t i = 1; i < out.size(); ++i) inputs_[1 + i] = std::move(out[i]);  // caches back
+  ++steps_;
+  const float* l = out[0].data<float>();
+  return std::vector<float>(l, l + c_.vocab);
+}
+
+std::vector<float> Decoder::push(int32_t token) {
+  if (token < 0 || token >= c_.vocab)
+    fail("Decoder: token {} is outside the vocabulary [0, {})", token, c_.vocab);
+  if (int64_t(window_.size()) == c_.context) {
+    // Slide: position embeddings are absolute, so the kept tokens' keys and values change
+    // with their positions; recompute them from slot 0.
+    window_.erase(window_.begin());
+    for (size_t i = 0; i < window_.size(); ++i) run(window_[i], int32_t(i));
+  }
+  window_.push_back(token);
+  return run(token, int32_t(window_.size() - 1));
+}
+
+int32_t sample_token(std::span<const float> logits, const SampleOptions& o, random::Key key) {
+  if (logits.empty()) fail("sample: empty logits");
+  if (!(o.temperature >= 0)) fail("sample: temperature {} must be >= 0", o.temperature);
+  if (o.top_k < 0) fail("sample: top_k {} must be >= 0 (0 keeps every token)", o.top_k);
+  const int64_t n = int64_t(logits.size());
+  if (o.temperature == 0)
+    return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  std::vector<float> scaled(logits.size());
+  for (size_t i = 0; i < scaled.size(); ++i) scaled[i] = float(double(logits[i]) / o.temperature);
+  if (o.top_k > 0 && o.top_k < n) {
+    std::vector<int32_t> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
+    for (size_t i = size_t(o.top_k); i < order.size(); ++i) scaled[size_t(order[i])] = -INFINITY;
+  }
+  Array l = Array::from<float>(Shape{n}, scaled);
+  return random::categorical(key, l).data<int32_t>()[0];
+}
+
+std::vector<int32_t> generate(Decoder& d, std::span<const int32_t> prompt, int64_t n,
+                              const SampleOptions& o) {
+  if (prompt.empty()) fail("generate: the prompt is empty (at least one token is needed)");
+  if (n < 0) fail("generate: {} tokens requested; the count must be >= 0", n);
+  sample_token(std::vector<float>{0.0f}, o, random::key(0));  // checks the options up front
+  d.reset();
+  std::vector<float> logits;
+  for (int32_t t : prompt) logits = d.push(t);
+  random::Key key = random::key(o.seed);
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    auto [next, sub] = random::split<2>(key);
+    key = next;
+    out.push_back(sample_token(logits, o, sub));
+    if (i + 1 < n) logits = d.push(out.back());
+  }
+  return out;
+}
+
+}  // namespace tlaloc::train::lm

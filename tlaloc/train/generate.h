@@ -1,0 +1,77 @@
+// Text generation with a byte-level CausalLM (tlaloc sample): the model read back from a
+// `tlaloc train lm` checkpoint, a Decoder that runs the compiled KV-cache decode step
+// (nn/kv_cache.h) on the host lane, and sampling on the host with threefry keys.
+//
+// Past the model's context the window slides: once the cache holds `context` tokens, the next
+// token restarts the cache and re-feeds the last context - 1 tokens before it (recomputed), so
+// every prediction sees exactly the last min(n, context) tokens, as forward() on that window.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "tlaloc/io/checkpoint.h"
+#include "tlaloc/nn/transformer.h"
+#include "tlaloc/random/key.h"
+#include "tlaloc/runtime/executable.h"
+
+namespace tlaloc::train::lm {
+
+// Model sizes from the metadata of a `tlaloc train lm` checkpoint (user.recipe = "lm",
+// user.layers, d_model, heads, kv_heads, context, d_ff; tied when there is no head.weight).
+// Throws tlaloc::Error naming the file and the missing / malformed field, or another recipe.
+nn::CausalLMConfig config_from_checkpoint(const io::Checkpoint& c);
+// The model of config_from_checkpoint(c) with its parameters restored (strictly: names,
+// dtypes and shapes must match, else tlaloc::Error listing each difference).
+std::unique_ptr<nn::CausalLM> load_model(const io::Checkpoint& c);
+
+// Runs the decode step of one sequence (batch 1), compiled once for the host lane. Holds a copy
+// of the model's parameters (their values at construction) and the k/v caches, donated to
+// each step so they are updated in place.
+class Decoder {
+ public:
+  explicit Decoder(nn::CausalLM& model, int num_threads = 1);
+  ~Decoder();
+  // Appends `token` (0 <= token < vocab, else tlaloc::Error) and returns the logits f32
+  // [vocab] for the next token given the last min(n, context) tokens (the window slides; see
+  // the top of this file).
+  std::vector<float> push(int32_t token);
+  // Forgets every token.
+  void reset();
+  // Tokens in the current window (<= context).
+  int64_t window() const { return int64_t(window_.size()); }
+  // Decode steps run so far (re-fed tokens included).
+  int64_t steps_run() const { return steps_; }
+  const nn::CausalLMConfig& config() const { return c_; }
+
+ private:
+  std::vector<float> run(int32_t token, int32_t pos);
+  nn::CausalLMConfig c_;
+  std::unique_ptr<runtime::Executable> exe_;
+  std::vector<Array> inputs_;  // token, pos, caches (donated), parameters
+  std::vector<int32_t> window_;
+  int64_t steps_ = 0;
+};
+
+struct SampleOptions {
+  double temperature = 1.0;  // 0: greedy (argmax); > 0: softmax(logits / temperature)
+  int64_t top_k = 0;         // keep the k largest logits (0 or >= vocab: all)
+  uint64_t seed = 20260921;  // keys: random::key(seed), split once per generated token
+};
+
+// One token from `logits` [vocab]: temperature 0 -> the first index of the largest logit;
+// otherwise jax.random.categorical(key, logits / temperature) with every logit outside the
+// top_k largest set to -inf (ties at the k-th value broken by lower index).
+// Throws tlaloc::Error for empty logits, temperature < 0 or NaN, top_k < 0.
+int32_t sample_token(std::span<const float> logits, const SampleOptions& o, random::Key key);
+
+// Feeds `prompt` (non-empty, tokens in [0, vocab)) to a reset decoder and generates
+// `n` (>= 0) tokens: token i is sample_token(logits, o, k_i), where
+// (key, k_i) = random::split<2>(key) per token from key = random::key(o.seed). Returns the
+// generated tokens only. Throws tlaloc::Error for an empty prompt, n < 0 or bad options.
+std::vector<int32_t> generate(Decoder& d, std::span<const int32_t> prompt, int64_t n,
+                              const SampleOptions& o);
+
+}  // namespace tlaloc::train::lm
