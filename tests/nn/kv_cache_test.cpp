@@ -1,11 +1,13 @@
 // KV-cache decoding (nn/kv_cache.h) against the full forward recomputed on the whole prefix
 // with plain-op attention (tests/support/lm_oracle.h): every position, MHA / GQA / MQA, tied
-// and untied heads, two sequences in one batch; the caches are donated (updated in place).
+// and untied heads, two sequences in one batch; the caches are donated (updated in place); the
+// step survives StableHLO emit -> parse -> run.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "support/lm_oracle.h"
+#include "support/stablehlo_roundtrip.h"
 #include "tlaloc/nn/kv_cache.h"
 #include "tlaloc/runtime/host/compile.h"
 
@@ -97,6 +99,17 @@ TEST(KVCache, DecodeStepSignatureAndAliases) {
   ASSERT_EQ(f.aliases.size(), 4u);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(f.aliases[size_t(i)], (ir::Alias{1 + i, 2 + i}));
   EXPECT_THROW(nn::decode_step(m, 0), Error);
+}
+
+TEST(KVCache, DecodeStepSurvivesStableHloEmitParseRun) {
+  // The pjrt lane's form of the step: emitted, parsed back, run bitwise equal, aliases kept.
+  nn::CausalLM m(small(4, 2));
+  m.init(random::key(2));
+  ir::Function f = nn::decode_step(m, 2);
+  std::vector<Array> in = tlaloc::testing::sample_inputs(f, 3);
+  in[1] = Array::scalar<int32_t>(5);
+  std::string text = tlaloc::testing::expect_stablehlo_roundtrip(f, in);
+  EXPECT_NE(text.find("stablehlo.dynamic_update_slice"), std::string::npos);
 }
 
 }  // namespace

@@ -30,9 +30,10 @@ const std::vector<int32_t> kPrompt{72, 101, 108, 108, 111};  // "Hello"
 
 // Generation by recompute: every token from forward() on the last `context` tokens, drawn
 // with the keys generate() documents.
-std::vector<int32_t> generate_by_recompute(nn::CausalLM& m, int64_t n, const SampleOptions& o) {
+std::vector<int32_t> generate_by_recompute(nn::CausalLM& m, const std::vector<int32_t>& prompt,
+                                           int64_t n, const SampleOptions& o) {
   tlaloc::testing::RecomputeOracle oracle(m);
-  std::vector<int32_t> history = kPrompt, out;
+  std::vector<int32_t> history = prompt, out;
   random::Key key = random::key(o.seed);
   for (int64_t i = 0; i < n; ++i) {
     auto [next, sub] = random::split<2>(key);
@@ -68,7 +69,7 @@ TEST(Generate, KvCacheEqualsRecomputeGreedyAndSampledPastTheContext) {
                             SampleOptions{.temperature = 0.8, .top_k = 5, .seed = 9}}) {
       SCOPED_TRACE(fmt::format("T {} top_k {}", o.temperature, o.top_k));
       auto cached = train::lm::generate(d, kPrompt, 16, o);  // 5 + 16 tokens > context 6
-      EXPECT_EQ(cached, generate_by_recompute(m, 16, o));
+      EXPECT_EQ(cached, generate_by_recompute(m, kPrompt, 16, o));
       EXPECT_EQ(d.window(), 6);
     }
   }
@@ -87,6 +88,14 @@ TEST(Generate, WindowSlidesByRecomputingTheKeptTokens) {
   EXPECT_EQ(d.window(), 0);
   EXPECT_THROW(d.push(256), Error);
   EXPECT_THROW(d.push(-1), Error);
+  // A prompt longer than the context: only its last 6 tokens are fed, and the text equals
+  // generation by recompute over the whole history.
+  std::vector<int32_t> long_prompt{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  SampleOptions o{.temperature = 1.0, .seed = 6};
+  const int64_t before = d.steps_run();
+  auto got = train::lm::generate(d, long_prompt, 3, o);
+  EXPECT_EQ(d.steps_run() - before, 6 + 2 * 6);  // 6 prompt steps, then 2 slides of 6 steps
+  EXPECT_EQ(got, generate_by_recompute(m, long_prompt, 3, o));
 }
 
 TEST(Generate, SameSeedSameTextOtherSeedOtherText) {
@@ -151,9 +160,10 @@ TEST(Generate, BadInputIsAnError) {
             std::string::npos);
   EXPECT_NE(msg([&] { train::lm::generate(d, kPrompt, 3, {.top_k = -2}); }).find("top_k -2"),
             std::string::npos);
-  EXPECT_NE(
-      msg([&] { train::lm::generate(d, std::vector<int32_t>{300}, 3, {}); }).find("token 300"),
-      std::string::npos);
+  EXPECT_NE(msg([&] {
+              train::lm::generate(d, std::vector<int32_t>{300}, 3, {});
+            }).find("prompt token 300"),
+            std::string::npos);
 }
 
 io::Checkpoint lm_checkpoint(nn::CausalLM& m) {

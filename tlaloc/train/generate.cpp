@@ -118,9 +118,15 @@ std::vector<int32_t> generate(Decoder& d, std::span<const int32_t> prompt, int64
   if (prompt.empty()) fail("generate: the prompt is empty (at least one token is needed)");
   if (n < 0) fail("generate: {} tokens requested; the count must be >= 0", n);
   sample_token(std::vector<float>{0.0f}, o, random::key(0));  // checks the options up front
+  for (int32_t t : prompt)
+    if (t < 0 || t >= d.config().vocab)
+      fail("generate: prompt token {} is outside the vocabulary [0, {})", t, d.config().vocab);
+  // Only the last `context` prompt tokens are ever seen: feeding just those gives the same
+  // window as feeding all and sliding.
+  const size_t ctx = size_t(d.config().context);
   d.reset();
   std::vector<float> logits;
-  for (int32_t t : prompt) logits = d.push(t);
+  for (int32_t t : prompt.subspan(prompt.size() - std::min(prompt.size(), ctx))) logits = d.push(t);
   random::Key key = random::key(o.seed);
   std::vector<int32_t> out;
   for (int64_t i = 0; i < n; ++i) {

@@ -67,10 +67,11 @@ struct SampleOptions {
 // Throws tlaloc::Error for empty logits, temperature < 0 or NaN, top_k < 0.
 int32_t sample_token(std::span<const float> logits, const SampleOptions& o, random::Key key);
 
-// Feeds `prompt` (non-empty, tokens in [0, vocab)) to a reset decoder and generates
-// `n` (>= 0) tokens: token i is sample_token(logits, o, k_i), where
-// (key, k_i) = random::split<2>(key) per token from key = random::key(o.seed). Returns the
-// generated tokens only. Throws tlaloc::Error for an empty prompt, n < 0 or bad options.
+// Feeds `prompt` (non-empty, tokens in [0, vocab); only its last `context` tokens matter, so
+// only those are fed) to a reset decoder and generates `n` (>= 0) tokens: token i is
+// sample_token(logits, o, k_i), where (key, k_i) = random::split<2>(key) per token from
+// key = random::key(o.seed). Returns the generated tokens only. Throws tlaloc::Error for an
+// empty prompt, a token outside the vocabulary, n < 0 or bad options.
 std::vector<int32_t> generate(Decoder& d, std::span<const int32_t> prompt, int64_t n,
                               const SampleOptions& o);
 
