@@ -227,6 +227,9 @@ TEST(Generate, NonLmCheckpointsAreRefusedByName) {
   io::Checkpoint bad = c;
   bad.user["context"] = "16x";
   refuse(bad, "user.context is '16x', not a positive integer");
+  io::Checkpoint erf = c;
+  erf.user["gelu"] = "none";
+  refuse(erf, "user.gelu is 'none'");
   io::Checkpoint wrong = c;
   wrong.user["d_model"] = "32";  // the tensors are d_model 16
   refuse(wrong, "tok_emb.weight");

@@ -48,6 +48,14 @@ nn::CausalLMConfig config_from_checkpoint(const io::Checkpoint& c) {
   if (tied != c.user.end() && tied->second != "true" && tied->second != "false")
     fail("{}: metadata user.tied is '{}', not true or false", c.source, tied->second);
   m.tied = tied != c.user.end() ? tied->second == "true" : !has_param(c, "head.weight");
+  // Block choices this build's CausalLM does not have: refuse anything but the default rather
+  // than build a different model.
+  for (auto [key, only] : {std::pair{"norm", "layernorm"}, std::pair{"gelu", "tanh"}}) {
+    auto it = c.user.find(key);
+    if (it != c.user.end() && it->second != only)
+      fail("{}: metadata user.{} is '{}'; this build's CausalLM supports only '{}'", c.source, key,
+           it->second, only);
+  }
   return m;
 }
 
