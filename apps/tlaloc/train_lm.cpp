@@ -49,7 +49,8 @@ void run_lm(LmOptions o) {
   TrainerOptions topt;
   topt.schedule = schedule;
   topt.num_threads = o.common.threads;
-  Trainer trainer(model, lm::loss_fn(ctx), lm::data_inputs(ntrain, o.batch),
+  const bool dropout = o.model.dropout > 0;
+  Trainer trainer(model, lm::loss_fn(ctx), lm::data_inputs(ntrain, o.batch, dropout),
                   optim::AdamW{.lr = o.lr, .weight_decay = o.wd}, topt);
   fmt::print("IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
              trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
@@ -66,7 +67,9 @@ void run_lm(LmOptions o) {
                                           {"kv_heads", std::to_string(o.model.kv_heads)},
                                           {"context", std::to_string(ctx)},
                                           {"d_ff", std::to_string(o.model.d_ff)},
-                                          {"tied", o.model.tied ? "true" : "false"}};
+                                          {"tied", o.model.tied ? "true" : "false"},
+                                          {"norm", o.model.norm},
+                                          {"gelu", o.model.gelu}};
   if (!o.resume.empty()) {
     io::Checkpoint c = io::load_checkpoint(o.resume);
     for (auto& [k, v] : user)
@@ -89,7 +92,9 @@ void run_lm(LmOptions o) {
   double last = NAN;
   while (trainer.steps_taken() < o.steps) {
     int64_t s = trainer.steps_taken();
-    trainer.step({lm::random_starts(o.common.seed, s, o.batch, ntrain, ctx)});
+    std::vector<Array> in{lm::random_starts(o.common.seed, s, o.batch, ntrain, ctx)};
+    if (dropout) in.push_back(lm::dropout_key(o.common.seed, s));
+    trainer.step(std::move(in));
     if ((s + 1) % o.common.log_every == 0 || s + 1 == o.steps) {
       last = trainer.read_last().loss / std::log(2.0);
       bar.update(s + 1, last);
@@ -121,6 +126,11 @@ void register_train_lm(CLI::App& train) {
   cmd->add_option("--context", o.model.context, "context length (bytes)")->capture_default_str();
   cmd->add_option("--d-ff", o.model.d_ff, "MLP hidden width")->capture_default_str();
   cmd->add_flag("--tied", o.model.tied, "tie the head to the token embedding");
+  cmd->add_option("--norm", o.model.norm, "layernorm | rmsnorm")->capture_default_str();
+  cmd->add_option("--gelu", o.model.gelu, "GELU approximate: tanh | none (erf)")
+      ->capture_default_str();
+  cmd->add_option("--dropout", o.model.dropout, "dropout p on embeddings and residual branches")
+      ->capture_default_str();
   cmd->add_option("--lr", o.lr, "AdamW learning rate")->capture_default_str();
   cmd->add_option("--wd", o.wd, "AdamW weight decay (decoupled)")->capture_default_str();
   cmd->add_option("--save", o.save, "checkpoint path (safetensors)")->capture_default_str();

@@ -4,6 +4,9 @@
 
 #include <cmath>
 
+#include "tlaloc/random/program.h"
+#include "tlaloc/trace/special.h"
+
 namespace tlaloc::nn {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool bias, DType dtype)
@@ -40,6 +43,35 @@ void Linear::reset_parameters(const random::Key& key) {
     b.value = random::uniform(keys[1], b.value.shape(), b.value.dtype(), -bound, bound);
   }
 }
+
+GELU::GELU(std::string approximate) : approximate_(std::move(approximate)) {
+  if (approximate_ != "tanh" && approximate_ != "none")
+    fail("GELU: approximate must be 'none' or 'tanh', got '{}'", approximate_);
+}
+
+trace::Tensor GELU::forward(const trace::Tensor& x) {
+  return approximate_ == "tanh" ? trace::gelu(x) : trace::gelu_erf(x);
+}
+
+trace::Tensor dropout(const trace::Tensor& x, const trace::Tensor& key, double p) {
+  if (!(p >= 0 && p <= 1)) fail("dropout: p must be in [0, 1], got {}", p);
+  if (!is_floating(x.dtype())) fail("dropout: x must be floating, got {}", ir::to_string(x.type()));
+  if (p == 0) return x;
+  if (p == 1) return trace::zeros_like(x);  // no 0 · inf: the result does not read x
+  trace::Tensor keep = random::bernoulli(key, 1 - p, x.shape());
+  return trace::where(keep, x * (1 / (1 - p)), trace::zeros_like(x));
+}
+
+Dropout::Dropout(double p) : p_(p) {
+  if (!(p >= 0 && p <= 1)) fail("Dropout: p must be in [0, 1], got {}", p);
+}
+
+trace::Tensor Dropout::forward(const trace::Tensor& x) {
+  if (!training() || p_ == 0) return x;
+  return dropout(x, key(), p_);
+}
+
+std::string Dropout::repr() const { return fmt::format("Dropout(p={}, inplace=False)", p_); }
 
 trace::Tensor Sequential::forward(const trace::Tensor& x) {
   trace::Tensor h = x;

@@ -38,11 +38,41 @@ class Tanh : public Module {
   std::string repr() const override { return "Tanh()"; }
 };
 
-// GELU, tanh approximation (torch.nn.GELU(approximate="tanh")).
+// GELU (torch.nn.GELU). approximate: "tanh" (trace::gelu; the default here, unlike PyTorch,
+// so existing models keep their meaning) or "none" (the erf form, trace::gelu_erf). Throws
+// tlaloc::Error for another value.
 class GELU : public Module {
  public:
-  trace::Tensor forward(const trace::Tensor& x) override { return trace::gelu(x); }
-  std::string repr() const override { return "GELU(approximate='tanh')"; }
+  explicit GELU(std::string approximate = "tanh");
+  trace::Tensor forward(const trace::Tensor& x) override;
+  std::string repr() const override { return "GELU(approximate='" + approximate_ + "')"; }
+  const std::string& approximate() const { return approximate_; }
+
+ private:
+  std::string approximate_;
+};
+
+// Dropout (torch.nn.Dropout; Srivastava et al. 2014) of x (any shape, float dtype) with key
+// u32[2] (random/program.h): each element is kept with probability 1 - p and scaled by
+// 1/(1 - p), else zeroed; the keep-mask is random::bernoulli(key, 1 - p, x.shape), drawn in the
+// program from threefry bits. p = 0 returns x; p = 1 returns zeros. The gradient (autodiff of
+// the select) is mask / (1 - p). Throws tlaloc::Error for p outside [0, 1] or a non-float x.
+trace::Tensor dropout(const trace::Tensor& x, const trace::Tensor& key, double p);
+
+// The Dropout module: dropout(x, key(), p) in training mode, the identity in eval mode
+// (Module::train / eval). key() is this module's key from Module::bind_key, so one compiled
+// step serves every step's key. Throws tlaloc::Error for p outside [0, 1], or when training
+// with 0 < p and no key bound.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  trace::Tensor forward(const trace::Tensor& x) override;
+  std::string repr() const override;
+  bool takes_init_key() const override { return false; }
+  double p() const { return p_; }
+
+ private:
+  double p_;
 };
 
 // Runs children in order; they are named "0", "1", ... as in torch.nn.Sequential.

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "tlaloc/random/program.h"
+
 namespace tlaloc::nn {
 
 Parameter& Module::register_parameter(std::string name, Array value) {
@@ -65,10 +67,37 @@ void Module::bind(std::span<const trace::Tensor> params) {
 }
 
 void Module::init(const random::Key& key) {
-  std::vector<Module*> mods;
-  collect_modules(mods);
+  std::vector<Module*> all, mods;
+  collect_modules(all);
+  for (Module* m : all)
+    if (m->takes_init_key()) mods.push_back(m);
   auto keys = random::split(key, int(mods.size()));
   for (size_t i = 0; i < mods.size(); ++i) mods[i]->reset_parameters(keys[i]);
+}
+
+void Module::train(bool mode) {
+  std::vector<Module*> mods;
+  collect_modules(mods);
+  for (Module* m : mods) m->training_ = mode;
+}
+
+void Module::bind_key(const trace::Tensor& key) {
+  if (key.dtype() != DType::u32 || key.shape() != Shape{2})
+    fail("{}: bind_key needs a u32[2] key, got {}", repr(), ir::to_string(key.type()));
+  std::vector<Module*> mods;
+  collect_modules(mods);
+  for (size_t i = 0; i < mods.size(); ++i) {
+    mods[i]->root_key_ = key;
+    mods[i]->key_index_ = uint32_t(i);
+  }
+}
+
+trace::Tensor Module::key() const {
+  if (!root_key_.valid())
+    fail("{}: no random key bound: call bind_key() on the model inside the capture, or eval()",
+         repr());
+  ir::Builder& b = root_key_.builder();
+  return random::fold_in(root_key_, {&b, b.scalar(DType::u32, double(key_index_))});
 }
 
 void Module::print_tree(std::string& out, const std::string& name, int indent) const {

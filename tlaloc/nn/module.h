@@ -42,6 +42,9 @@ class Module {
   // (Re)initialises this module's own parameters from `key`; children are initialised by
   // init(). Modules without parameters do nothing.
   virtual void reset_parameters(const random::Key& key) { (void)key; }
+  // False for modules left out of init()'s key split (Dropout), so that adding them to a model
+  // leaves every other module's initial values unchanged.
+  virtual bool takes_init_key() const { return true; }
 
   // Initialises every parameter of the tree: `key` is split into one key per module
   // (pre-order), so a model is a pure function of the seed.
@@ -49,6 +52,15 @@ class Module {
   // Every parameter of the tree, pre-order, in registration order, with dotted names.
   std::vector<NamedParameter> named_parameters();
   int64_t num_parameters();  // total element count
+  // Training mode of the whole tree (torch.nn.Module.train / eval; modules start in training
+  // mode). Read at capture time: Dropout is active only in training mode.
+  void train(bool mode = true);
+  void eval() { train(false); }
+  bool training() const { return training_; }
+  // Binds a random key for a capture: `key` is a symbolic u32[2] (random/program.h), normally a
+  // per-step input so one compiled step serves every key. Module i of the tree (pre-order)
+  // draws from fold_in(key, i) through key(). Throws tlaloc::Error when key is not u32[2].
+  void bind_key(const trace::Tensor& key);
   // Binds one symbolic tensor per parameter (in named_parameters() order) for a capture.
   void bind(std::span<const trace::Tensor> params);
   // PyTorch-style multi-line printout of the module tree.
@@ -68,6 +80,9 @@ class Module {
   // The parameter's symbolic value; throws tlaloc::Error when called outside a bound capture.
   const trace::Tensor& param(const std::string& name) const;
   Parameter& parameter(const std::string& name);
+  // This module's random key for the capture (see bind_key); throws tlaloc::Error naming the
+  // module when none is bound.
+  trace::Tensor key() const;
   // Direct children in registration order.
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
     return children_;
@@ -79,6 +94,9 @@ class Module {
   void print_tree(std::string& out, const std::string& name, int indent) const;
 
   std::vector<std::unique_ptr<Parameter>> params_;
+  bool training_ = true;
+  trace::Tensor root_key_;  // bound by bind_key; key() folds in key_index_
+  uint32_t key_index_ = 0;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "tlaloc/nn/norms.h"
 #include "tlaloc/random/random.h"
 #include "tlaloc/trace/composite.h"
 
@@ -92,22 +93,35 @@ std::string MultiHeadAttention::repr() const {
                      h_, hkv_, causal_ ? "True" : "False");
 }
 
+std::shared_ptr<Module> make_norm(const std::string& norm, int64_t dim) {
+  if (norm == "layernorm") return std::make_shared<LayerNorm>(dim);
+  if (norm == "rmsnorm") return std::make_shared<RMSNorm>(dim);
+  fail("norm must be 'layernorm' or 'rmsnorm', got '{}'", norm);
+}
+
 TransformerBlock::TransformerBlock(int64_t d_model, int64_t num_heads, int64_t num_kv_heads,
-                                   int64_t d_ff) {
-  ln1_ = &register_module("ln_1", std::make_shared<LayerNorm>(d_model));
+                                   int64_t d_ff, const BlockOptions& o) {
+  ln1_ = &register_module("ln_1", make_norm(o.norm, d_model));
   attn_ = &register_module("attn",
                            std::make_shared<MultiHeadAttention>(d_model, num_heads, num_kv_heads));
-  ln2_ = &register_module("ln_2", std::make_shared<LayerNorm>(d_model));
+  ln2_ = &register_module("ln_2", make_norm(o.norm, d_model));
   auto mlp = std::make_shared<Sequential>();
   mlp->add(std::make_shared<Linear>(d_model, d_ff))
-      .add(std::make_shared<GELU>())
+      .add(std::make_shared<GELU>(o.gelu))
       .add(std::make_shared<Linear>(d_ff, d_model));
   mlp_ = &register_module("mlp", mlp);
+  if (!(o.dropout >= 0 && o.dropout <= 1))
+    fail("TransformerBlock: dropout must be in [0, 1], got {}", o.dropout);
+  if (o.dropout > 0) {
+    drop1_ = &register_module("drop_1", std::make_shared<Dropout>(o.dropout));
+    drop2_ = &register_module("drop_2", std::make_shared<Dropout>(o.dropout));
+  }
 }
 
 Tensor TransformerBlock::forward(const Tensor& x) {
-  Tensor h = x + (*attn_)((*ln1_)(x));
-  return h + (*mlp_)((*ln2_)(h));
+  auto drop = [](Module* d, const Tensor& t) { return d ? (*d)(t) : t; };
+  Tensor h = x + drop(drop1_, (*attn_)((*ln1_)(x)));
+  return h + drop(drop2_, (*mlp_)((*ln2_)(h)));
 }
 
 CausalLM::CausalLM(CausalLMConfig c) : c_(c) {
@@ -117,11 +131,14 @@ CausalLM::CausalLM(CausalLMConfig c) : c_(c) {
   register_module("tok_emb", std::make_shared<Embedding>(c.vocab, c.d_model));
   register_module("pos_emb", std::make_shared<Embedding>(c.context, c.d_model));
   auto blocks = std::make_shared<Sequential>();
+  const BlockOptions opt{.norm = c.norm, .gelu = c.gelu, .dropout = c.dropout};
   for (int64_t i = 0; i < c.layers; ++i)
-    blocks->add(std::make_shared<TransformerBlock>(c.d_model, c.heads, c.kv_heads, c.d_ff));
+    blocks->add(std::make_shared<TransformerBlock>(c.d_model, c.heads, c.kv_heads, c.d_ff, opt));
   register_module("blocks", blocks);
-  register_module("ln_f", std::make_shared<LayerNorm>(c.d_model));
+  register_module("ln_f", make_norm(c.norm, c.d_model));
   if (!c.tied) register_module("head", std::make_shared<Linear>(c.d_model, c.vocab, false));
+  // Registered last so the children above keep their indices.
+  if (c.dropout > 0) drop_ = &register_module("drop", std::make_shared<Dropout>(c.dropout));
 }
 
 Tensor CausalLM::forward(const Tensor& tokens) {
@@ -132,6 +149,7 @@ Tensor CausalLM::forward(const Tensor& tokens) {
   auto& ch = children();
   Tensor pos = trace::iota(Shape{S}, 0, DType::s32);
   Tensor x = (*ch[0].second)(tokens) + (*ch[1].second)(pos);
+  if (drop_) x = (*drop_)(x);
   x = (*ch[3].second)((*ch[2].second)(x));
   if (!c_.tied) return (*ch[4].second)(x);
   // Tied head: logits = x · tok_emb.weightᵀ.

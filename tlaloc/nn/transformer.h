@@ -65,30 +65,53 @@ class MultiHeadAttention : public Module {
   bool causal_;
 };
 
-// Pre-norm block: x + attn(ln_1(x)), then + mlp(ln_2(x)) with mlp = Linear(d, d_ff), GELU
-// (tanh form), Linear(d_ff, d). Children: ln_1, attn, ln_2, mlp.{0,2}.
+// Choices of a TransformerBlock beyond its sizes; the defaults are the original block.
+struct BlockOptions {
+  std::string norm = "layernorm";  // "layernorm" (LayerNorm with bias) or "rmsnorm" (RMSNorm)
+  std::string gelu = "tanh";       // GELU approximate: "tanh" or "none" (erf form)
+  double dropout = 0.0;            // Dropout p on each residual branch (training mode only)
+};
+
+// Pre-norm block: x + attn(ln_1(x)), then + mlp(ln_2(x)) with mlp = Linear(d, d_ff), GELU,
+// Linear(d_ff, d). Children: ln_1, attn, ln_2, mlp.{0,1,2}, and drop_1 / drop_2 (Dropout on the
+// attention / MLP branch, registered only when options.dropout > 0). Throws tlaloc::Error for
+// an unknown norm or gelu choice or a dropout outside [0, 1].
 class TransformerBlock : public Module {
  public:
-  TransformerBlock(int64_t d_model, int64_t num_heads, int64_t num_kv_heads, int64_t d_ff);
+  TransformerBlock(int64_t d_model, int64_t num_heads, int64_t num_kv_heads, int64_t d_ff)
+      : TransformerBlock(d_model, num_heads, num_kv_heads, d_ff, BlockOptions{}) {}
+  TransformerBlock(int64_t d_model, int64_t num_heads, int64_t num_kv_heads, int64_t d_ff,
+                   const BlockOptions& options);
   trace::Tensor forward(const trace::Tensor& x) override;
   // forward() for one token at position pos with attention over `cache` (kv_cache.cpp).
   trace::Tensor decode(const trace::Tensor& x, const trace::Tensor& pos, KVCache& cache);
   std::string repr() const override { return "TransformerBlock"; }
 
  private:
-  LayerNorm *ln1_, *ln2_;
+  Module *ln1_, *ln2_;
   MultiHeadAttention* attn_;
   Sequential* mlp_;
+  Module *drop1_ = nullptr, *drop2_ = nullptr;
 };
+
+// A normalisation layer over the last axis by name: "layernorm" -> LayerNorm(dim) (with
+// bias), "rmsnorm" -> RMSNorm(dim) (norms.h). Throws tlaloc::Error for another name.
+std::shared_ptr<Module> make_norm(const std::string& norm, int64_t dim);
 
 struct CausalLMConfig {
   int64_t vocab = 256, context = 16, d_model = 128, layers = 2, heads = 4, kv_heads = 4;
   int64_t d_ff = 512;
   bool tied = false;  // head shares tok_emb.weight
+  // Block choices (BlockOptions); ln_f follows `norm`, and dropout > 0 also adds a Dropout
+  // "drop" on the embeddings. The defaults leave the model and its checkpoints unchanged.
+  std::string norm = "layernorm";
+  std::string gelu = "tanh";
+  double dropout = 0.0;
 };
 
 // tokens s32 [batch, seq <= context] -> logits f32 [batch, seq, vocab]. Children: tok_emb,
-// pos_emb, blocks.<i>, ln_f, head (untied only). Throws tlaloc::Error for bad sizes.
+// pos_emb, blocks.<i>, ln_f, head (untied only), drop (dropout > 0 only). With dropout > 0 a
+// training-mode capture needs a key (Module::bind_key). Throws tlaloc::Error for bad sizes.
 class CausalLM : public Module {
  public:
   explicit CausalLM(CausalLMConfig c);
@@ -106,6 +129,7 @@ class CausalLM : public Module {
 
  private:
   CausalLMConfig c_;
+  Module* drop_ = nullptr;
 };
 
 }  // namespace tlaloc::nn

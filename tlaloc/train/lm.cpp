@@ -17,9 +17,11 @@ nn::CausalLMConfig bench_config() { return {}; }
 
 optim::AdamW bench_optimizer() { return {.lr = 3e-3, .weight_decay = 0.01}; }
 
-std::vector<DataInput> data_inputs(int64_t n_tokens, int64_t batch) {
-  return {{"tokens", {DType::s32, Shape{n_tokens}}, true},
-          {"starts", {DType::s32, Shape{batch}}, false}};
+std::vector<DataInput> data_inputs(int64_t n_tokens, int64_t batch, bool dropout_key) {
+  std::vector<DataInput> in{{"tokens", {DType::s32, Shape{n_tokens}}, true},
+                            {"starts", {DType::s32, Shape{batch}}, false}};
+  if (dropout_key) in.push_back({"dropout_key", {DType::u32, Shape{2}}, false});
+  return in;
 }
 
 LossFn loss_fn(int64_t context) {
@@ -28,6 +30,8 @@ LossFn loss_fn(int64_t context) {
     Tensor pos = trace::reshape(d[1], {B, 1}) + trace::iota(Shape{1, context + 1}, 1);
     Tensor win = trace::take_rows(d[0], pos);  // [B, context + 1]
     Tensor x = trace::slice(win, 1, 0, context), y = trace::slice(win, 1, 1, context + 1);
+    m.train(d.size() > 2);
+    if (d.size() > 2) m.bind_key(d[2]);
     Tensor logits = m(x);
     Tensor flat = trace::reshape(logits, {B * context, logits.dim(2)});
     return std::vector<Tensor>{nn::cross_entropy(flat, trace::reshape(y, {B * context}))};
@@ -78,6 +82,11 @@ double unigram_bits_per_byte(const Array& train, const Array& eval) {
   const int32_t* e = eval.data<int32_t>();
   for (int64_t i = 0; i < eval.numel(); ++i) bits -= std::log2(count[size_t(e[i])] / total);
   return bits / double(eval.numel());
+}
+
+Array dropout_key(uint64_t seed, int64_t step) {
+  random::Key k = random::split(random::key(seed), 2)[1];
+  return random::key_data(random::fold_in(k, uint32_t(step)));
 }
 
 Array random_starts(uint64_t seed, int64_t step, int64_t count, int64_t n_tokens, int64_t context) {

@@ -18,12 +18,17 @@ inline constexpr int64_t kBenchBatch = 4;
 // AdamW lr 3e-3, weight decay 0.01 (the benchmark's optimizer).
 optim::AdamW bench_optimizer();
 
-// Data inputs: tokens s32 [n_tokens] (resident), starts s32 [batch].
-std::vector<DataInput> data_inputs(int64_t n_tokens, int64_t batch);
+// Data inputs: tokens s32 [n_tokens] (resident), starts s32 [batch], and with dropout_key a
+// per-step dropout_key u32[2] (see dropout_key()).
+std::vector<DataInput> data_inputs(int64_t n_tokens, int64_t batch, bool dropout_key = false);
 // Mean cross-entropy of model(tokens[s : s+context]) against tokens[s+1 : s+context+1] over
 // the windows starting at `starts` (each start must be <= n_tokens - context - 1; larger ones
-// are clamped by the gather).
+// are clamped by the gather). With a third data input (dropout_key) the model is captured in
+// training mode with that key bound (Module::bind_key); with two, in eval mode.
 LossFn loss_fn(int64_t context);
+// The dropout key of step `step`: fold_in(split(key(seed), 2)[1], step) as u32[2] key data, so
+// a resumed run draws the same masks.
+Array dropout_key(uint64_t seed, int64_t step);
 
 // The benchmark model's train step (init from `seed`), for export, tests and `bench step`.
 optim::TrainStep bench_train_step(int64_t n_tokens = 4096, uint64_t seed = 20260921);
