@@ -26,6 +26,13 @@ nn::CausalLMConfig small(int64_t heads, int64_t kv_heads, bool tied = false) {
           .tied = tied};
 }
 
+// The same sizes with RMSNorm and the erf form of GELU.
+nn::CausalLMConfig rms_erf(nn::CausalLMConfig c) {
+  c.norm = "rmsnorm";
+  c.gelu = "none";
+  return c;
+}
+
 // Runs the decode step over `seqs` (batch rows, equal lengths <= context); returns the logits
 // of every position: [position][row][vocab].
 std::vector<std::vector<std::vector<float>>> decode_all(
@@ -68,8 +75,9 @@ TEST(KVCache, DecodeEqualsRecomputingTheWholePrefixAtEveryPosition) {
     const char* name;
     nn::CausalLMConfig c;
   };
-  for (const Case& k : {Case{"MHA", small(4, 4)}, Case{"GQA", small(4, 2)},
-                        Case{"MQA", small(4, 1)}, Case{"GQA tied", small(4, 2, true)}}) {
+  for (const Case& k :
+       {Case{"MHA", small(4, 4)}, Case{"GQA", small(4, 2)}, Case{"MQA", small(4, 1)},
+        Case{"GQA tied", small(4, 2, true)}, Case{"GQA rmsnorm erf-GELU", rms_erf(small(4, 2))}}) {
     SCOPED_TRACE(k.name);
     nn::CausalLM m(k.c);
     m.init(random::key(11));

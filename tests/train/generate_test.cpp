@@ -202,6 +202,23 @@ TEST(Generate, ModelSizesComeFromCheckpointMetadata) {
   }
 }
 
+TEST(Generate, NormAndGeluChoicesComeFromCheckpointMetadata) {
+  nn::CausalLMConfig cfg = small(2);
+  cfg.norm = "rmsnorm";
+  cfg.gelu = "none";
+  nn::CausalLM m(cfg);
+  m.init(random::key(9));
+  io::Checkpoint c = lm_checkpoint(m);
+  c.user["norm"] = "rmsnorm";
+  c.user["gelu"] = "none";
+  auto loaded = train::lm::load_model(c);
+  EXPECT_EQ(loaded->config().norm, "rmsnorm");
+  EXPECT_EQ(loaded->config().gelu, "none");
+  SampleOptions o{.temperature = 1.0, .seed = 4};
+  train::lm::Decoder d1(m), d2(*loaded);
+  EXPECT_EQ(train::lm::generate(d1, kPrompt, 10, o), train::lm::generate(d2, kPrompt, 10, o));
+}
+
 TEST(Generate, NonLmCheckpointsAreRefusedByName) {
   nn::CausalLM m(small(2));
   io::Checkpoint c = lm_checkpoint(m);
@@ -228,8 +245,8 @@ TEST(Generate, NonLmCheckpointsAreRefusedByName) {
   bad.user["context"] = "16x";
   refuse(bad, "user.context is '16x', not a positive integer");
   io::Checkpoint erf = c;
-  erf.user["gelu"] = "none";
-  refuse(erf, "user.gelu is 'none'");
+  erf.user["gelu"] = "exact";
+  refuse(erf, "user.gelu is 'exact', not tanh or none");
   io::Checkpoint wrong = c;
   wrong.user["d_model"] = "32";  // the tensors are d_model 16
   refuse(wrong, "tok_emb.weight");

@@ -48,14 +48,17 @@ nn::CausalLMConfig config_from_checkpoint(const io::Checkpoint& c) {
   if (tied != c.user.end() && tied->second != "true" && tied->second != "false")
     fail("{}: metadata user.tied is '{}', not true or false", c.source, tied->second);
   m.tied = tied != c.user.end() ? tied->second == "true" : !has_param(c, "head.weight");
-  // Block choices this build's CausalLM does not have: refuse anything but the default rather
-  // than build a different model.
-  for (auto [key, only] : {std::pair{"norm", "layernorm"}, std::pair{"gelu", "tanh"}}) {
+  // Block choices (written since train lm has --norm / --gelu; older checkpoints have the
+  // defaults).
+  auto choice = [&](const char* key, std::string& field, const char* a, const char* b) {
     auto it = c.user.find(key);
-    if (it != c.user.end() && it->second != only)
-      fail("{}: metadata user.{} is '{}'; this build's CausalLM supports only '{}'", c.source, key,
-           it->second, only);
-  }
+    if (it == c.user.end()) return;
+    if (it->second != a && it->second != b)
+      fail("{}: metadata user.{} is '{}', not {} or {}", c.source, key, it->second, a, b);
+    field = it->second;
+  };
+  choice("norm", m.norm, "layernorm", "rmsnorm");
+  choice("gelu", m.gelu, "tanh", "none");
   return m;
 }
 
