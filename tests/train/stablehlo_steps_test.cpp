@@ -6,6 +6,7 @@
 #include "tlaloc/optim/optimizer.h"
 #include "tlaloc/train/disc.h"
 #include "tlaloc/train/fmnist.h"
+#include "tlaloc/train/lm.h"
 
 using namespace tlaloc;
 
@@ -40,4 +41,26 @@ TEST(StableHloSteps, FmnistTrainStep) {
   Array idx = random::randint(random::key(4), Shape{batch}, 0, rows);
   Array w = Array::filled(DType::f32, Shape{batch}, 1.0);
   tlaloc::testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {images, labels, idx, w}));
+}
+
+// The LM step with the layer choices of issue 7: RMSNorm, erf GELU (select / exp / divide
+// compositions) and dropout (in-program threefry on the dropout_key input).
+TEST(StableHloSteps, LmTrainStepWithDropoutRmsNormErfGelu) {
+  nn::CausalLM m({.vocab = 256,
+                  .context = 4,
+                  .d_model = 8,
+                  .layers = 1,
+                  .heads = 2,
+                  .kv_heads = 1,
+                  .d_ff = 16,
+                  .norm = "rmsnorm",
+                  .gelu = "none",
+                  .dropout = 0.2});
+  m.init(random::key(5));
+  auto s = train::build_train_step(m, train::lm::loss_fn(4), train::lm::data_inputs(64, 2, true),
+                                   train::lm::bench_optimizer());
+  Array tokens = random::randint(random::key(6), Shape{64}, 0, 256);
+  Array starts = Array::from<int32_t>({2}, {3, 40});
+  tlaloc::testing::expect_stablehlo_roundtrip(
+      s.fn, step_inputs(s, {tokens, starts, train::lm::dropout_key(1, 0)}));
 }
