@@ -11,7 +11,7 @@ using trace::Tensor;
 
 namespace {
 
-// m(x) with x of type `x_type` and the module's parameters as inputs after it.
+// Runs m(x) on the host lane with the module's parameters as inputs after x.
 std::vector<Array> run_module(nn::Module& m, const Array& x) {
   std::vector<ir::TensorType> types{{x.dtype(), x.shape()}};
   std::vector<Array> in{x};
