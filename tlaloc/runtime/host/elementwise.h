@@ -35,9 +35,9 @@ class ProgramBuilder {
   int op(const ir::Node& node, const std::vector<int>& regs, const std::vector<DType>& dtypes);
   // Register reinterpretation (reshape of a member): no instruction.
   int alias(int reg) { return reg; }
-  // Writes the register to `value`'s storage. A late store runs after every other instruction
-  // of the block (needed when the storage may be a donated input the block still reads).
-  void store(int reg, int32_t value, DType dtype, bool late = false);
+  // Writes the register to `value`'s storage. may_alias: inputs whose storage `value`'s may be
+  // (donated to it); the write then waits until the block has read them.
+  void store(int reg, int32_t value, DType dtype, const std::vector<int32_t>& may_alias = {});
   // Full reduction (to a scalar) of the register over all n elements into `value`.
   void reduce(int reg, ir::ReduceKind kind, DType dtype, int32_t value);
   std::unique_ptr<Kernel> finish();

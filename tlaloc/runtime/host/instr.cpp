@@ -32,18 +32,34 @@ void unary_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t 
   const T* a = reg<T>(r, in.a);
   for (int64_t i = 0; i < n; ++i) d[i] = F::template f<T>(a[i]);
 }
-template <class T, class F>
+// S (binary and compare loops): kBlocks, or which operand is one broadcast value (kScalarA,
+// kScalarB), read once per block instead of once per element.
+template <class T, bool Scalar>
+struct Operand {
+  const T* p;
+  T s{};
+  Operand(void* const* r, int32_t k) : p(reg<T>(r, k)) {
+    if constexpr (Scalar) s = p[0];
+  }
+  T operator[](int64_t i) const {
+    if constexpr (Scalar)
+      return s;
+    else
+      return p[i];
+  }
+};
+template <class T, class F, int S>
 void binary_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   T* d = reg<T>(r, in.dst);
-  const T* a = reg<T>(r, in.a);
-  const T* b = reg<T>(r, in.b);
+  const Operand<T, S == kScalarA> a(r, in.a);
+  const Operand<T, S == kScalarB> b(r, in.b);
   for (int64_t i = 0; i < n; ++i) d[i] = F::template f<T>(a[i], b[i]);
 }
-template <class T, ir::Comparison C>
+template <class T, ir::Comparison C, int S>
 void compare_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   uint8_t* d = reg<uint8_t>(r, in.dst);
-  const T* a = reg<T>(r, in.a);
-  const T* b = reg<T>(r, in.b);
+  const Operand<T, S == kScalarA> a(r, in.a);
+  const Operand<T, S == kScalarB> b(r, in.b);
   for (int64_t i = 0; i < n; ++i) {
     bool v;
     if constexpr (C == ir::Comparison::EQ) v = a[i] == b[i];
@@ -109,18 +125,18 @@ struct Unary {
     static constexpr InstrFn fn = &unary_loop<T, F>;
   };
 };
-template <class F>
+template <class F, int S>
 struct Binary {
   template <class T>
   struct L {
-    static constexpr InstrFn fn = &binary_loop<T, F>;
+    static constexpr InstrFn fn = &binary_loop<T, F, S>;
   };
 };
-template <ir::Comparison C>
+template <ir::Comparison C, int S>
 struct Cmp {
   template <class T>
   struct L {
-    static constexpr InstrFn fn = &compare_loop<T, C>;
+    static constexpr InstrFn fn = &compare_loop<T, C, S>;
   };
 };
 template <class T>
@@ -140,8 +156,27 @@ InstrFn unary(DType t) {
   return by_type<Unary<F>::template L, F::types>(t);
 }
 template <class F>
-InstrFn binary(DType t) {
-  return by_type<Binary<F>::template L, F::types>(t);
+InstrFn binary(DType t, int s) {
+  switch (s) {
+    case kScalarA:
+      return by_type<Binary<F, kScalarA>::template L, F::types>(t);
+    case kScalarB:
+      return by_type<Binary<F, kScalarB>::template L, F::types>(t);
+    default:
+      return by_type<Binary<F, kBlocks>::template L, F::types>(t);
+  }
+}
+template <ir::Comparison C>
+InstrFn compare(DType t, int s) {
+  constexpr int types = kF | kS | kU | kB;
+  switch (s) {
+    case kScalarA:
+      return by_type<Cmp<C, kScalarA>::template L, types>(t);
+    case kScalarB:
+      return by_type<Cmp<C, kScalarB>::template L, types>(t);
+    default:
+      return by_type<Cmp<C, kBlocks>::template L, types>(t);
+  }
 }
 
 // ---- loads, stores, rounding, convert -------------------------------------------------------
@@ -204,7 +239,7 @@ void store(const Instr& in, void* const* r, void* const* ptr, int64_t base, int6
   const T* a = reg<T>(r, in.a);
   if constexpr (S == DType::bf16 || S == DType::f16)
     for (int64_t i = 0; i < n; ++i) store_elem<S>(p, base + i, a[i]);
-  else
+  else if (static_cast<T*>(p) + base != a)  // else already there (an in-place input)
     std::memcpy(static_cast<T*>(p) + base, a, size_t(n) * sizeof(T));
 }
 template <DType S>
@@ -321,7 +356,7 @@ InstrFn convert_fn(DType from, DType to) {
 
 InstrFn select_scalar_fn(DType t) { return by_type<SelectScalarL, kF | kS | kU | kB>(t); }
 
-InstrFn op_fn(Op op, DType t, ir::Comparison cmp) {
+InstrFn op_fn(Op op, DType t, ir::Comparison cmp, int scalar) {
   InstrFn f = nullptr;
   switch (op) {
     case Op::negate:
@@ -358,63 +393,63 @@ InstrFn op_fn(Op op, DType t, ir::Comparison cmp) {
       f = unary<Floor>(t);
       break;
     case Op::add:
-      f = binary<Add>(t);
+      f = binary<Add>(t, scalar);
       break;
     case Op::subtract:
-      f = binary<Sub>(t);
+      f = binary<Sub>(t, scalar);
       break;
     case Op::multiply:
-      f = binary<Mul>(t);
+      f = binary<Mul>(t, scalar);
       break;
     case Op::divide:
-      f = binary<Div>(t);
+      f = binary<Div>(t, scalar);
       break;
     case Op::maximum:
-      f = binary<Max>(t);
+      f = binary<Max>(t, scalar);
       break;
     case Op::minimum:
-      f = binary<Min>(t);
+      f = binary<Min>(t, scalar);
       break;
     case Op::power:
-      f = binary<Pow>(t);
+      f = binary<Pow>(t, scalar);
       break;
     case Op::remainder:
-      f = binary<Rem>(t);
+      f = binary<Rem>(t, scalar);
       break;
     case Op::and_:
-      f = binary<And>(t);
+      f = binary<And>(t, scalar);
       break;
     case Op::or_:
-      f = binary<Or>(t);
+      f = binary<Or>(t, scalar);
       break;
     case Op::xor_:
-      f = binary<Xor>(t);
+      f = binary<Xor>(t, scalar);
       break;
     case Op::shift_left:
-      f = binary<Shl>(t);
+      f = binary<Shl>(t, scalar);
       break;
     case Op::shift_right_logical:
-      f = binary<Shr>(t);
+      f = binary<Shr>(t, scalar);
       break;
     case Op::compare:
       switch (cmp) {
         case ir::Comparison::EQ:
-          f = by_type<Cmp<ir::Comparison::EQ>::L, kF | kS | kU | kB>(t);
+          f = compare<ir::Comparison::EQ>(t, scalar);
           break;
         case ir::Comparison::NE:
-          f = by_type<Cmp<ir::Comparison::NE>::L, kF | kS | kU | kB>(t);
+          f = compare<ir::Comparison::NE>(t, scalar);
           break;
         case ir::Comparison::LT:
-          f = by_type<Cmp<ir::Comparison::LT>::L, kF | kS | kU | kB>(t);
+          f = compare<ir::Comparison::LT>(t, scalar);
           break;
         case ir::Comparison::LE:
-          f = by_type<Cmp<ir::Comparison::LE>::L, kF | kS | kU | kB>(t);
+          f = compare<ir::Comparison::LE>(t, scalar);
           break;
         case ir::Comparison::GT:
-          f = by_type<Cmp<ir::Comparison::GT>::L, kF | kS | kU | kB>(t);
+          f = compare<ir::Comparison::GT>(t, scalar);
           break;
         case ir::Comparison::GE:
-          f = by_type<Cmp<ir::Comparison::GE>::L, kF | kS | kU | kB>(t);
+          f = compare<ir::Comparison::GE>(t, scalar);
           break;
       }
       break;

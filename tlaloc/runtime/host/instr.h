@@ -41,8 +41,11 @@ DType compute_dtype(DType t);
 InstrFn load_fn(DType storage, int kind);
 InstrFn store_fn(DType storage);
 InstrFn round_fn(DType storage);  // nullptr unless bf16 / f16
-// For an elementwise node (not convert) on operands of `dtype`.
-InstrFn op_fn(ir::Op op, DType dtype, ir::Comparison cmp);
+// For an elementwise node (not convert) on operands of `dtype`. scalar: kScalarA / kScalarB when
+// that operand register holds one broadcast value (binary ops and compare read it once per
+// block; other ops ignore it and read the register's full block).
+inline constexpr int kBlocks = 0, kScalarA = 1, kScalarB = 2;
+InstrFn op_fn(ir::Op op, DType dtype, ir::Comparison cmp, int scalar = kBlocks);
 // select whose predicate register holds one broadcast value.
 InstrFn select_scalar_fn(DType dtype);
 // convert between dtypes (compute types); nullptr when it is a register alias.

@@ -46,10 +46,10 @@ class Planner {
     is_result_.assign(nv, false);
     live_.assign(nv, false);
     for (ir::ValueId r : f.results) is_result_[size_t(r)] = live_[size_t(r)] = true;
-    donated_result_.assign(nv, false);
+    donors_.resize(nv);
     fused_reduce_.assign(nv, false);
     for (const ir::Alias& a : f.aliases)
-      donated_result_[size_t(f.results[size_t(a.output)])] = true;
+      donors_[size_t(f.results[size_t(a.output)])].push_back(f.inputs[size_t(a.input)]);
     for (size_t i = nv; i-- > 0;)
       if (live_[i])
         for (ir::ValueId o : f.nodes[i].operands) live_[size_t(o)] = true;
@@ -235,7 +235,7 @@ class Planner {
       for (int32_t u : users_[size_t(m)])
         outside |= state_[size_t(u)] != State::member || group_[size_t(u)] != g;
       if (outside) {
-        b.store(reg[m], m, n.type.dtype, donated_result_[size_t(m)]);
+        b.store(reg[m], m, n.type.dtype, donors_[size_t(m)]);
         any_store = true;
       }
     }
@@ -264,7 +264,8 @@ class Planner {
   std::vector<View> view_;
   std::vector<int> group_;
   std::vector<std::vector<int32_t>> users_;
-  std::vector<bool> is_result_, live_, donated_result_;
+  std::vector<bool> is_result_, live_;
+  std::vector<std::vector<int32_t>> donors_;  // inputs donated to outputs naming the value
   std::vector<bool> fused_reduce_;  // a reduce computed by its operand's group: no register
   std::vector<Group> groups_;
 };

@@ -1,0 +1,146 @@
+// The fused register program's compile-time choices, checked against values computed here:
+// scalar operands read once per block, selects on a scalar predicate resolved per run, and ops
+// writing donated outputs in place only once the block no longer reads the donor. Sizes span
+// several blocks with a partial last one, and reach the multi-threaded split.
+#include "kernel_test_util.h"
+
+namespace tlaloc::host_test {
+namespace {
+
+using ir::Op;
+using runtime::host::compile;
+
+std::vector<double> ramp(int64_t n, double a, double b) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(a + b * std::sin(double(i) * 0.37));
+  return v;
+}
+
+// f32 results of one IEEE op: the double result rounded once is the correctly rounded float.
+std::vector<double> f32_map(const std::vector<double>& x, const std::function<double(double)>& f) {
+  std::vector<double> out;
+  for (double v : x) out.push_back(round_to(DType::f32, f(v)));
+  return out;
+}
+
+TEST(HostProgram, ScalarOperandOnEitherSide) {
+  const int64_t n = 1100;
+  ir::Builder b("scalar_sides");
+  auto x = b.parameter({DType::f32, {n}}, "x");
+  auto s = b.parameter({DType::f32, {}}, "s");
+  auto S = b.broadcast_in_dim(s, {n}, {});
+  auto f = b.build({b.binary(Op::subtract, S, x), b.binary(Op::divide, x, S),
+                    b.binary(Op::divide, S, x), b.compare(S, x, ir::Comparison::LT),
+                    b.compare(x, S, ir::Comparison::LT), b.binary(Op::power, S, x)});
+  Array xa = Array::from_doubles(DType::f32, {n}, ramp(n, 0.5, 2.0));
+  const double sv = 1.25;
+  auto out = run_all(f, {xa, Array::scalar(float(sv))});
+  auto xs = xa.to_doubles();
+  expect_values(out[0], f32_map(xs, [&](double v) { return sv - v; }));
+  expect_values(out[1], f32_map(xs, [&](double v) { return v / sv; }));
+  expect_values(out[2], f32_map(xs, [&](double v) { return sv / v; }));
+  expect_values(out[3], f32_map(xs, [&](double v) { return sv < v ? 1 : 0; }));
+  expect_values(out[4], f32_map(xs, [&](double v) { return v < sv ? 1 : 0; }));
+  expect_values(out[5], f32_map(xs, [&](double v) { return std::pow(sv, v); }), 1e-6);
+}
+
+// m' = 0.5 m + g, p' = p - 0.25 m'; both skipped (select on the scalar `skip`, an input or
+// computed from g as Σg·0 != itself, i.e. g holds an inf / NaN); p and m donated.
+ir::Function skip_update(int64_t n, bool skip_from_g) {
+  ir::Builder b("skip_update");
+  auto p = b.parameter({DType::f32, {n}}, "p");
+  auto m = b.parameter({DType::f32, {n}}, "m");
+  auto g = b.parameter({DType::f32, {n}}, "g");
+  auto skip_in = b.parameter({DType::i1, {}}, "skip");
+  auto bc = [&](double v) { return b.broadcast_in_dim(b.scalar(DType::f32, v), {n}, {}); };
+  auto m2 = b.binary(Op::add, b.binary(Op::multiply, bc(0.5), m), g);
+  auto p2 = b.binary(Op::subtract, p, b.binary(Op::multiply, bc(0.25), m2));
+  auto skip = skip_in;
+  if (skip_from_g) {
+    auto z =
+        b.binary(Op::multiply, b.reduce(g, ir::ReduceKind::sum, {0}), b.scalar(DType::f32, 0.0));
+    skip = b.compare(z, z, ir::Comparison::NE);
+  }
+  auto f = b.build({b.select(skip, p, p2), b.select(skip, m, m2), skip}, {"p", "m", "skip"});
+  f.aliases = {{0, 0}, {1, 1}};
+  return f;
+}
+
+TEST(HostProgram, ScalarPredicateSelectTakesEitherBranchInPlace) {
+  const int64_t n = 40000;  // above the threading threshold: both threads' block ranges
+  const auto pv = ramp(n, 1.0, 0.5), mv = ramp(n, 0.0, 0.25);
+  for (bool from_g : {false, true}) {
+    for (bool skip : {false, true}) {
+      SCOPED_TRACE(fmt::format("skip from g {} skip {}", from_g, skip));
+      auto gv = ramp(n, 0.1, 1.0);
+      if (skip && from_g) gv[size_t(n - 3)] = kInf;
+      ir::Function f = skip_update(n, from_g);
+      std::vector<Array> in = {Array::from_doubles(DType::f32, {n}, pv),
+                               Array::from_doubles(DType::f32, {n}, mv),
+                               Array::from_doubles(DType::f32, {n}, gv), Array::scalar(skip)};
+      auto want = run_all(f, in);
+      std::vector<double> wp, wm;
+      for (int64_t i = 0; i < n; ++i) {
+        const double p = in[0].at(i), m = in[1].at(i), g = in[2].at(i);
+        double m2 = round_to(DType::f32, round_to(DType::f32, 0.5 * m) + g);
+        wm.push_back(skip ? m : m2);
+        wp.push_back(skip ? p : round_to(DType::f32, p - round_to(DType::f32, 0.25 * m2)));
+      }
+      expect_values(want[0], wp);
+      expect_values(want[1], wm);
+      expect_values(want[2], {skip ? 1.0 : 0.0});
+      for (int threads : {1, 2}) {
+        auto exe = compile(f, {.num_threads = threads});
+        std::vector<Array> d = in;
+        const void* ps = d[0].raw();
+        const void* ms = d[1].raw();
+        auto out = exe->run_donated(d);
+        EXPECT_EQ(out[0].raw(), ps);
+        EXPECT_EQ(out[1].raw(), ms);
+        EXPECT_TRUE(out[0].bitwise_equal(want[0]));
+        EXPECT_TRUE(out[1].bitwise_equal(want[1]));
+      }
+    }
+  }
+}
+
+// o1 = 2x is computed before x + y reads x again; x is donated to o1, so o1 may only be
+// written once nothing else reads x. Both orders of the two outputs in the IR.
+TEST(HostProgram, DonatedOutputWaitsForLaterReadsOfItsDonor) {
+  const int64_t n = 1500;
+  for (bool o1_first : {true, false}) {
+    ir::Builder b("donor_read_late");
+    auto x = b.parameter({DType::f32, {n}}, "x");
+    auto y = b.parameter({DType::f32, {n}}, "y");
+    auto two = b.broadcast_in_dim(b.scalar(DType::f32, 2.0), {n}, {});
+    ir::ValueId o1, o2;
+    if (o1_first) {
+      o1 = b.binary(Op::multiply, x, two);
+      o2 = b.binary(Op::multiply, b.binary(Op::add, x, y), o1);
+    } else {
+      o2 = b.binary(Op::add, x, y);
+      o1 = b.binary(Op::multiply, x, two);
+      o2 = b.binary(Op::multiply, o2, o1);
+    }
+    auto f = b.build({o1, o2}, {"o1", "o2"});
+    f.aliases = {{0, 0}};
+    const auto xv = ramp(n, 0.0, 3.0), yv = ramp(n, 1.0, -1.0);
+    std::vector<Array> in = {Array::from_doubles(DType::f32, {n}, xv),
+                             Array::from_doubles(DType::f32, {n}, yv)};
+    std::vector<double> w1, w2;
+    for (int64_t i = 0; i < n; ++i) {
+      const double xi = in[0].at(i), yi = in[1].at(i);
+      w1.push_back(2 * xi);
+      w2.push_back(round_to(DType::f32, round_to(DType::f32, xi + yi) * (2 * xi)));
+    }
+    auto exe = compile(f);
+    const void* xs = in[0].raw();
+    auto out = exe->run_donated(in);
+    EXPECT_EQ(out[0].raw(), xs);
+    expect_values(out[0], w1);
+    expect_values(out[1], w2);
+  }
+}
+
+}  // namespace
+}  // namespace tlaloc::host_test

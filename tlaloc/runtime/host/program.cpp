@@ -1,0 +1,170 @@
+#include "tlaloc/runtime/host/program.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace tlaloc::runtime::host {
+
+namespace {
+
+bool contains(const std::vector<int32_t>& v, int32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// Selects resolved, operands renamed, dead instructions dropped.
+std::vector<VInstr> resolve(const Recording& rec, const std::vector<int>& preds, int mask) {
+  std::vector<int> ren(size_t(rec.nvregs()));
+  std::iota(ren.begin(), ren.end(), 0);
+  std::vector<VInstr> code;
+  for (VInstr v : rec.code) {
+    for (int* r : {&v.a, &v.b, &v.c})
+      if (*r >= 0) *r = ren[size_t(*r)];
+    if (v.kind == VKind::select) {
+      auto it = std::find(preds.begin(), preds.end(), v.a);
+      if (it != preds.end()) {
+        ren[size_t(v.dst)] = (mask >> (it - preds.begin())) & 1 ? v.b : v.c;
+        continue;
+      }
+    }
+    code.push_back(std::move(v));
+  }
+  // Registers are written once, except that a bf16 / f16 rounding rewrites its operand, whose
+  // writer then stays live too: liveness is never cleared going backwards.
+  std::vector<char> live(size_t(rec.nvregs()), 0), keep(code.size(), 0);
+  for (size_t i = code.size(); i-- > 0;) {
+    const VInstr& v = code[i];
+    if (v.kind != VKind::store && v.kind != VKind::use && !(v.dst >= 0 && live[size_t(v.dst)]))
+      continue;
+    keep[i] = 1;
+    for (int r : {v.a, v.b, v.c})
+      if (r >= 0) live[size_t(r)] = 1;
+  }
+  std::vector<VInstr> out;
+  for (size_t i = 0; i < code.size(); ++i)
+    if (keep[i]) out.push_back(std::move(code[i]));
+  return out;
+}
+
+}  // namespace
+
+Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
+                        const std::vector<int>& preds, int mask) {
+  std::vector<VInstr> code = resolve(rec, preds, mask);
+  const size_t nv = size_t(rec.nvregs());
+  // Storage reads: which instruction reads which value's storage (position; late ones last).
+  auto reads_storage = [&](const VInstr& v, const std::vector<int32_t>& values) {
+    if (v.kind == VKind::load && contains(values, v.value)) return true;
+    for (int r : {v.a, v.b, v.c})
+      if (r >= 0 && rec.input_of[size_t(r)] >= 0 && contains(values, rec.input_of[size_t(r)]))
+        return true;
+    return false;
+  };
+  // Stores: an op's result is written straight into the stored value's storage unless that
+  // storage may be an input some later instruction still reads (then it is stored last).
+  std::vector<int32_t> out_of(nv, -1);
+  std::vector<char> drop(code.size(), 0), late(code.size(), 0);
+  for (size_t i = 0; i < code.size(); ++i) {
+    const VInstr& s = code[i];
+    if (s.kind != VKind::store) continue;
+    late[i] = !s.may_alias.empty();
+    const int r = s.a;
+    if (!s.plain || !rec.from_op[size_t(r)] || rec.once[size_t(r)] || out_of[size_t(r)] >= 0)
+      continue;
+    bool ok = true;
+    if (!s.may_alias.empty()) {
+      size_t k = 0;  // the last writer of r
+      for (size_t j = 0; j < code.size(); ++j)
+        if (code[j].kind != VKind::store && code[j].dst == r) k = j;
+      for (size_t j = k + 1; j < code.size() && ok; ++j) ok = !reads_storage(code[j], s.may_alias);
+    }
+    if (ok) {
+      out_of[size_t(r)] = s.value;
+      drop[i] = 1;
+    }
+  }
+  // Order: prologue, block body, stores after the block, reduce markers.
+  std::vector<const VInstr*> order;
+  for (int pass = 0; pass < 3; ++pass)
+    for (size_t i = 0; i < code.size(); ++i) {
+      const VInstr& v = code[i];
+      if (drop[i]) continue;
+      int p = v.once ? 0 : v.kind == VKind::use || late[i] ? 2 : 1;
+      if (p == pass) order.push_back(&v);
+    }
+  const size_t prologue =
+      size_t(std::count_if(order.begin(), order.end(), [](const VInstr* v) { return v->once; }));
+  // Slots: scratch by linear scan over liveness (once registers never freed), then bound ones.
+  auto bound = [&](int r) { return rec.input_of[size_t(r)] >= 0 || out_of[size_t(r)] >= 0; };
+  auto pooled = [&](int r) { return r >= 0 && !bound(r) && !rec.once[size_t(r)]; };
+  std::vector<int> last(nv, -1);
+  for (size_t i = 0; i < order.size(); ++i)
+    for (int r : {order[i]->a, order[i]->b, order[i]->c})
+      if (r >= 0) last[size_t(r)] = int(i);
+  std::vector<int> phys(nv, -1), free_regs;
+  int nphys = 0;
+  auto get = [&] {
+    if (free_regs.empty()) return nphys++;
+    int r = free_regs.back();
+    free_regs.pop_back();
+    return r;
+  };
+  for (size_t i = 0; i < order.size(); ++i) {
+    const VInstr& v = *order[i];
+    int ops[3] = {v.a, v.b, v.c};
+    // Operands dying here are freed before dst is assigned (so dst may reuse one) only when
+    // their element size equals dst's; others after, since loops write d[i] after reading a[i].
+    std::vector<int> later;
+    for (int j = 0; j < 3; ++j) {
+      int r = ops[j];
+      bool dup = false;
+      for (int q = 0; q < j; ++q) dup |= ops[q] == r;
+      if (!pooled(r) || dup || last[size_t(r)] != int(i) || r == v.dst) continue;
+      if (v.dst >= 0 && rec.vsize[size_t(r)] == rec.vsize[size_t(v.dst)])
+        free_regs.push_back(phys[size_t(r)]);
+      else
+        later.push_back(phys[size_t(r)]);
+    }
+    if (v.dst >= 0 && !bound(v.dst) && phys[size_t(v.dst)] < 0) {
+      phys[size_t(v.dst)] = get();
+      if (last[size_t(v.dst)] < 0 && pooled(v.dst)) later.push_back(phys[size_t(v.dst)]);
+    }
+    free_regs.insert(free_regs.end(), later.begin(), later.end());
+  }
+  Program p;
+  p.nscratch = std::max(nphys, 1);
+  int nslots = p.nscratch;
+  for (size_t r = 0; r < nv; ++r) {
+    bool used = last[r] >= 0 || out_of[r] >= 0;
+    if (!bound(int(r)) || !used) continue;
+    phys[r] = nslots;
+    if (out_of[r] >= 0)
+      p.bindings.push_back({nslots++, out_of[r], 0, rec.vsize[r]});
+    else
+      p.bindings.push_back({nslots++, rec.input_of[r], rec.input_offset[r], rec.vsize[r]});
+  }
+  p.nslots = nslots;
+  auto slot = [&](int r) { return r >= 0 ? phys[size_t(r)] : -1; };
+  for (size_t i = 0; i < order.size(); ++i) {
+    const VInstr& v = *order[i];
+    if (v.kind == VKind::use) continue;
+    Instr in;
+    in.fn = v.fn;
+    const bool sa = v.a >= 0 && rec.once[size_t(v.a)], sb = v.b >= 0 && rec.once[size_t(v.b)];
+    if (sa && !sb && v.fn_sa) in.fn = v.fn_sa;
+    if (sb && !sa && v.fn_sb) in.fn = v.fn_sb;
+    in.value = v.value;
+    in.dst = slot(v.dst);
+    in.a = slot(v.a);
+    in.b = slot(v.b);
+    in.c = slot(v.c);
+    if (v.map >= 0) in.map = &maps[size_t(v.map)];
+    (i < prologue ? p.prologue : p.body).push_back(in);
+  }
+  for (FusedReduce r : rec.reduces) {
+    r.slot = slot(r.slot);
+    p.reduces.push_back(r);
+  }
+  return p;
+}
+
+}  // namespace tlaloc::runtime::host
