@@ -144,3 +144,48 @@ TEST(HostProgram, DonatedOutputWaitsForLaterReadsOfItsDonor) {
 
 }  // namespace
 }  // namespace tlaloc::host_test
+
+namespace tlaloc::host_test {
+namespace {
+
+// Every float op on f32 / f64 / bf16 values (incl. NaN, inf, -0, subnormals) and the
+// converts between them: the AVX2 loops give the baseline loops' bits.
+TEST(HostProgram, Avx2AndBaselineLoopsAgreeBitwise) {
+  const int64_t n = 1037;
+  std::vector<double> xv = ramp(n, 0.0, 30.0), yv = ramp(n, 0.5, 2.0);
+  const double specials[] = {kNaN, kInf, -kInf, -0.0, 0.0, 1e-40, -1e-39, 88.8, -104.0};
+  for (size_t i = 0; i < std::size(specials); ++i) xv[i * 7] = yv[i * 11 + 1] = specials[i];
+  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    SCOPED_TRACE(std::string(name(dt)));
+    ir::Builder b("isa");
+    auto x = b.parameter({dt, {n}}, "x");
+    auto y = b.parameter({dt, {n}}, "y");
+    auto s = b.broadcast_in_dim(b.parameter({dt, {}}, "s"), {n}, {});
+    std::vector<ir::ValueId> outs;
+    for (Op op : {Op::negate, Op::abs, Op::exponential, Op::log, Op::log_plus_one, Op::tanh,
+                  Op::logistic, Op::sqrt, Op::rsqrt, Op::sign, Op::floor})
+      outs.push_back(b.unary(op, x));
+    for (Op op : {Op::add, Op::subtract, Op::multiply, Op::divide, Op::maximum, Op::minimum,
+                  Op::power, Op::remainder}) {
+      outs.push_back(b.binary(op, x, y));
+      outs.push_back(b.binary(op, s, x));
+      outs.push_back(b.binary(op, x, s));
+    }
+    outs.push_back(b.select(b.compare(x, y, ir::Comparison::LT), x, y));
+    outs.push_back(b.clamp(s, x, y));
+    for (DType to : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::s32, DType::i1})
+      outs.push_back(b.convert(b.binary(Op::multiply, x, y), to));
+    ir::Function f = b.build(outs);
+    std::vector<Array> in = {Array::from_doubles(dt, {n}, xv), Array::from_doubles(dt, {n}, yv),
+                             Array::from_doubles(dt, {}, {-1.75})};
+    auto fast = compile(f)->run(in);
+    setenv("TLALOC_HOST_ISA", "baseline", 1);
+    auto base = compile(f)->run(in);
+    unsetenv("TLALOC_HOST_ISA");
+    for (size_t i = 0; i < outs.size(); ++i)
+      EXPECT_TRUE(fast[i].bitwise_equal(base[i])) << "output " << i;
+  }
+}
+
+}  // namespace
+}  // namespace tlaloc::host_test

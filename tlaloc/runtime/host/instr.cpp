@@ -1,4 +1,7 @@
-// Elementwise instruction kernels: one template per op, instantiated per compute type.
+// Elementwise instruction kernels: one template per op, instantiated per compute type, for the
+// baseline instruction set and (instr_avx2.cpp) for AVX2, chosen once per process by the CPU
+// (TLALOC_HOST_ISA=baseline forces the baseline loops). The two compile the same IEEE
+// operations (no FMA contraction), so results are bitwise equal.
 // Semantics follow StableHLO (https://openxla.org/stablehlo/spec). Where StableHLO leaves a
 // result implementation-defined we follow XLA's CPU backend:
 //   integer x / 0 = -1 (s32) or all ones (u32); INT_MIN / -1 = INT_MIN;
@@ -9,461 +12,61 @@
 // maximum / minimum propagate NaN and order -0 < +0; sign(+-0) = +-0, sign(NaN) = NaN.
 #include "tlaloc/runtime/host/instr.h"
 
-#include "tlaloc/runtime/host/instr_ops.h"
-
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "tlaloc/core/error.h"
+#include "tlaloc/runtime/host/instr_ops.h"
+
+#define TLALOC_INSTR_ISA isa_baseline
+#include "tlaloc/runtime/host/instr_loops.h"
+#undef TLALOC_INSTR_ISA
 
 namespace tlaloc::runtime::host {
+
+#if TLALOC_HOST_AVX2
+namespace isa_avx2 {
+InstrFn load_fn(DType storage, int kind);
+InstrFn store_fn(DType storage);
+InstrFn round_fn(DType storage);
+InstrFn op_fn(ir::Op op, DType dtype, ir::Comparison cmp, int scalar);
+InstrFn select_scalar_fn(DType dtype);
+InstrFn convert_fn(DType from, DType to);
+}  // namespace isa_avx2
+#endif
+
 namespace {
-
-using ir::Op;
-
-using namespace instr_ops;
-
-// ---- loops ----------------------------------------------------------------------------------
-template <class T, class F>
-void unary_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
-  T* d = reg<T>(r, in.dst);
-  const T* a = reg<T>(r, in.a);
-  for (int64_t i = 0; i < n; ++i) d[i] = F::template f<T>(a[i]);
+bool avx2() {
+#if TLALOC_HOST_AVX2
+  const char* e = std::getenv("TLALOC_HOST_ISA");
+  if (e && std::string_view(e) == "baseline") return false;
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+#else
+  return false;
+#endif
 }
-// S (binary and compare loops): kBlocks, or which operand is one broadcast value (kScalarA,
-// kScalarB), read once per block instead of once per element.
-template <class T, bool Scalar>
-struct Operand {
-  const T* p;
-  T s{};
-  Operand(void* const* r, int32_t k) : p(reg<T>(r, k)) {
-    if constexpr (Scalar) s = p[0];
-  }
-  T operator[](int64_t i) const {
-    if constexpr (Scalar)
-      return s;
-    else
-      return p[i];
-  }
-};
-template <class T, class F, int S>
-void binary_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
-  T* d = reg<T>(r, in.dst);
-  const Operand<T, S == kScalarA> a(r, in.a);
-  const Operand<T, S == kScalarB> b(r, in.b);
-  for (int64_t i = 0; i < n; ++i) d[i] = F::template f<T>(a[i], b[i]);
-}
-template <class T, ir::Comparison C, int S>
-void compare_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
-  uint8_t* d = reg<uint8_t>(r, in.dst);
-  const Operand<T, S == kScalarA> a(r, in.a);
-  const Operand<T, S == kScalarB> b(r, in.b);
-  for (int64_t i = 0; i < n; ++i) {
-    bool v;
-    if constexpr (C == ir::Comparison::EQ) v = a[i] == b[i];
-    if constexpr (C == ir::Comparison::NE) v = a[i] != b[i];
-    if constexpr (C == ir::Comparison::LT) v = a[i] < b[i];
-    if constexpr (C == ir::Comparison::LE) v = a[i] <= b[i];
-    if constexpr (C == ir::Comparison::GT) v = a[i] > b[i];
-    if constexpr (C == ir::Comparison::GE) v = a[i] >= b[i];
-    d[i] = v;
-  }
-}
-template <class T>
-void select_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
-  T* d = reg<T>(r, in.dst);
-  const uint8_t* p = reg<uint8_t>(r, in.a);
-  const T* x = reg<T>(r, in.b);
-  const T* y = reg<T>(r, in.c);
-  for (int64_t i = 0; i < n; ++i) d[i] = p[i] ? x[i] : y[i];
-}
-// select with a scalar (broadcast) predicate: copies one whole operand.
-template <class T>
-void select_scalar_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
-  const T* s = reg<uint8_t>(r, in.a)[0] ? reg<T>(r, in.b) : reg<T>(r, in.c);
-  T* d = reg<T>(r, in.dst);
-  if (d != s) std::memcpy(d, s, size_t(n) * sizeof(T));
-}
-template <class T>
-void clamp_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
-  T* d = reg<T>(r, in.dst);
-  const T* lo = reg<T>(r, in.a);
-  const T* x = reg<T>(r, in.b);
-  const T* hi = reg<T>(r, in.c);
-  for (int64_t i = 0; i < n; ++i) d[i] = Min::f<T>(Max::f<T>(x[i], lo[i]), hi[i]);
-}
-
-template <template <class> class L, int types>
-InstrFn by_type(DType t) {
-  switch (t) {
-    case DType::f32:
-    case DType::bf16:
-    case DType::f16:
-      if constexpr ((types & kF) != 0) return L<float>::fn;
-      break;
-    case DType::f64:
-      if constexpr ((types & kF) != 0) return L<double>::fn;
-      break;
-    case DType::s32:
-      if constexpr ((types & kS) != 0) return L<int32_t>::fn;
-      break;
-    case DType::u32:
-      if constexpr ((types & kU) != 0) return L<uint32_t>::fn;
-      break;
-    case DType::i1:
-      if constexpr ((types & kB) != 0) return L<uint8_t>::fn;
-      break;
-  }
-  return nullptr;
-}
-template <class F>
-struct Unary {
-  template <class T>
-  struct L {
-    static constexpr InstrFn fn = &unary_loop<T, F>;
-  };
-};
-template <class F, int S>
-struct Binary {
-  template <class T>
-  struct L {
-    static constexpr InstrFn fn = &binary_loop<T, F, S>;
-  };
-};
-template <ir::Comparison C, int S>
-struct Cmp {
-  template <class T>
-  struct L {
-    static constexpr InstrFn fn = &compare_loop<T, C, S>;
-  };
-};
-template <class T>
-struct SelectL {
-  static constexpr InstrFn fn = &select_loop<T>;
-};
-template <class T>
-struct SelectScalarL {
-  static constexpr InstrFn fn = &select_scalar_loop<T>;
-};
-template <class T>
-struct ClampL {
-  static constexpr InstrFn fn = &clamp_loop<T>;
-};
-template <class F>
-InstrFn unary(DType t) {
-  return by_type<Unary<F>::template L, F::types>(t);
-}
-template <class F>
-InstrFn binary(DType t, int s) {
-  switch (s) {
-    case kScalarA:
-      return by_type<Binary<F, kScalarA>::template L, F::types>(t);
-    case kScalarB:
-      return by_type<Binary<F, kScalarB>::template L, F::types>(t);
-    default:
-      return by_type<Binary<F, kBlocks>::template L, F::types>(t);
-  }
-}
-template <ir::Comparison C>
-InstrFn compare(DType t, int s) {
-  constexpr int types = kF | kS | kU | kB;
-  switch (s) {
-    case kScalarA:
-      return by_type<Cmp<C, kScalarA>::template L, types>(t);
-    case kScalarB:
-      return by_type<Cmp<C, kScalarB>::template L, types>(t);
-    default:
-      return by_type<Cmp<C, kBlocks>::template L, types>(t);
-  }
-}
-
-// ---- loads, stores, rounding, convert -------------------------------------------------------
-template <DType S>
-void load_scalar(const Instr& in, void* const* r, void* const* ptr, int64_t, int64_t n) {
-  using T = Compute<S>;
-  T v = load_elem<S>(ptr[in.value], in.map->offset);
-  T* d = reg<T>(r, in.dst);
-  for (int64_t i = 0; i < n; ++i) d[i] = v;
-}
-template <DType S>
-void load_contiguous(const Instr& in, void* const* r, void* const* ptr, int64_t base, int64_t n) {
-  using T = Compute<S>;
-  const void* p = ptr[in.value];
-  int64_t o = in.map->offset + base;
-  T* d = reg<T>(r, in.dst);
-  if constexpr (S == DType::bf16 || S == DType::f16)
-    for (int64_t i = 0; i < n; ++i) d[i] = load_elem<S>(p, o + i);
-  else
-    std::memcpy(d, static_cast<const T*>(p) + o, size_t(n) * sizeof(T));
-}
-template <DType S>
-void load_general(const Instr& in, void* const* r, void* const* ptr, int64_t base, int64_t n) {
-  using T = Compute<S>;
-  const LoadMap& m = *in.map;
-  const void* p = ptr[in.value];
-  T* d = reg<T>(r, in.dst);
-  const int rank = int(m.dims.size());
-  int64_t coord[16];
-  int64_t off = m.offset, rem = base;
-  for (int k = rank - 1; k >= 0; --k) {
-    coord[k] = rem % m.dims[size_t(k)];
-    rem /= m.dims[size_t(k)];
-    off += coord[k] * m.strides[size_t(k)];
-  }
-  const int64_t inner = m.dims[size_t(rank - 1)], s = m.strides[size_t(rank - 1)];
-  int64_t i = 0;
-  while (i < n) {
-    int64_t run = std::min(inner - coord[rank - 1], n - i);
-    if (s == 0) {
-      T v = load_elem<S>(p, off);
-      for (int64_t j = 0; j < run; ++j) d[i + j] = v;
-    } else {
-      for (int64_t j = 0; j < run; ++j) d[i + j] = load_elem<S>(p, off + j * s);
-    }
-    i += run;
-    off += run * s;
-    coord[rank - 1] += run;
-    for (int k = rank - 1; k > 0 && coord[k] == m.dims[size_t(k)]; --k) {
-      off += m.strides[size_t(k - 1)] - coord[k] * m.strides[size_t(k)];
-      coord[k] = 0;
-      ++coord[k - 1];
-    }
-  }
-}
-template <DType S>
-void store(const Instr& in, void* const* r, void* const* ptr, int64_t base, int64_t n) {
-  using T = Compute<S>;
-  void* p = ptr[in.value];
-  const T* a = reg<T>(r, in.a);
-  if constexpr (S == DType::bf16 || S == DType::f16)
-    for (int64_t i = 0; i < n; ++i) store_elem<S>(p, base + i, a[i]);
-  else if (static_cast<T*>(p) + base != a)  // else already there (an in-place input)
-    std::memcpy(static_cast<T*>(p) + base, a, size_t(n) * sizeof(T));
-}
-template <DType S>
-float round_to(float f) {
-  if constexpr (S == DType::bf16)
-    return from_bf16(to_bf16(f));
-  else
-    return from_f16(to_f16(f));
-}
-template <DType S>
-void round_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
-  float* d = reg<float>(r, in.dst);
-  const float* a = reg<float>(r, in.a);
-  for (int64_t i = 0; i < n; ++i) d[i] = round_to<S>(a[i]);
-}
-
-// double -> float rounding to odd, so that a following rounding to bf16 / f16 is exact RNE.
-float to_float_odd(double x) {
-  float f = float(x);
-  if (double(f) == x || std::isnan(x) || std::isinf(f)) return f;
-  if (std::fabs(double(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
-  uint32_t u = f32_bits(f) | 1u;
-  return bits_f32(u);
-}
-template <class D, class S>
-D convert_value(S x) {
-  if constexpr (std::is_same_v<D, uint8_t>) {
-    return x != S(0) ? 1 : 0;
-  } else if constexpr (!kInt<S> && kInt<D>) {
-    if (x != x) return 0;
-    constexpr double lo = double(std::numeric_limits<D>::min());
-    constexpr double hi = double(std::numeric_limits<D>::max());
-    if (double(x) <= lo) return std::numeric_limits<D>::min();
-    if (double(x) >= hi) return std::numeric_limits<D>::max();
-    return D(x);
-  } else {
-    return D(x);
-  }
-}
-template <class S, class D>
-void convert_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
-  D* d = reg<D>(r, in.dst);
-  const S* a = reg<S>(r, in.a);
-  for (int64_t i = 0; i < n; ++i) d[i] = convert_value<D, S>(a[i]);
-}
-// Any source to bf16 / f16 with a single rounding.
-template <class S, DType To>
-void convert_round_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
-  float* d = reg<float>(r, in.dst);
-  const S* a = reg<S>(r, in.a);
-  for (int64_t i = 0; i < n; ++i) {
-    float f;
-    if constexpr (std::is_same_v<S, float>)
-      f = a[i];
-    else
-      f = to_float_odd(double(a[i]));
-    d[i] = round_to<To>(f);
-  }
-}
-template <class S>
-InstrFn convert_from(DType to) {
-  switch (to) {
-    case DType::f32:
-      return &convert_loop<S, float>;
-    case DType::f64:
-      return &convert_loop<S, double>;
-    case DType::bf16:
-      return &convert_round_loop<S, DType::bf16>;
-    case DType::f16:
-      return &convert_round_loop<S, DType::f16>;
-    case DType::s32:
-      return &convert_loop<S, int32_t>;
-    case DType::u32:
-      return &convert_loop<S, uint32_t>;
-    case DType::i1:
-      return &convert_loop<S, uint8_t>;
-  }
-  return nullptr;
-}
-
 }  // namespace
+
+#if TLALOC_HOST_AVX2
+#define TLALOC_DISPATCH(call) (avx2() ? isa_avx2::call : isa_baseline::call)
+#else
+#define TLALOC_DISPATCH(call) isa_baseline::call
+#endif
 
 DType compute_dtype(DType t) { return t == DType::bf16 || t == DType::f16 ? DType::f32 : t; }
 
-InstrFn load_fn(DType storage, int kind) {
-  return dispatch(storage, [&]<DType S>() -> InstrFn {
-    return kind == 0 ? &load_scalar<S> : kind == 1 ? &load_contiguous<S> : &load_general<S>;
-  });
-}
-InstrFn store_fn(DType storage) {
-  return dispatch(storage, []<DType S>() -> InstrFn { return &store<S>; });
-}
-InstrFn round_fn(DType storage) {
-  if (storage == DType::bf16) return &round_loop<DType::bf16>;
-  if (storage == DType::f16) return &round_loop<DType::f16>;
-  return nullptr;
-}
-
-InstrFn convert_fn(DType from, DType to) {
-  if (from == to || (compute_dtype(from) == compute_dtype(to) && to == DType::f32)) return nullptr;
-  switch (compute_dtype(from)) {
-    case DType::f64:
-      return convert_from<double>(to);
-    case DType::s32:
-      return convert_from<int32_t>(to);
-    case DType::u32:
-      return convert_from<uint32_t>(to);
-    case DType::i1:
-      return convert_from<uint8_t>(to);
-    default:
-      return convert_from<float>(to);
-  }
-}
-
-InstrFn select_scalar_fn(DType t) { return by_type<SelectScalarL, kF | kS | kU | kB>(t); }
-
-InstrFn op_fn(Op op, DType t, ir::Comparison cmp, int scalar) {
-  InstrFn f = nullptr;
-  switch (op) {
-    case Op::negate:
-      f = unary<Negate>(t);
-      break;
-    case Op::abs:
-      f = unary<Abs>(t);
-      break;
-    case Op::exponential:
-      f = unary<Exp>(t);
-      break;
-    case Op::log:
-      f = unary<Log>(t);
-      break;
-    case Op::log_plus_one:
-      f = unary<Log1p>(t);
-      break;
-    case Op::tanh:
-      f = unary<Tanh>(t);
-      break;
-    case Op::logistic:
-      f = unary<Logistic>(t);
-      break;
-    case Op::sqrt:
-      f = unary<Sqrt>(t);
-      break;
-    case Op::rsqrt:
-      f = unary<Rsqrt>(t);
-      break;
-    case Op::sign:
-      f = unary<Sign>(t);
-      break;
-    case Op::floor:
-      f = unary<Floor>(t);
-      break;
-    case Op::add:
-      f = binary<Add>(t, scalar);
-      break;
-    case Op::subtract:
-      f = binary<Sub>(t, scalar);
-      break;
-    case Op::multiply:
-      f = binary<Mul>(t, scalar);
-      break;
-    case Op::divide:
-      f = binary<Div>(t, scalar);
-      break;
-    case Op::maximum:
-      f = binary<Max>(t, scalar);
-      break;
-    case Op::minimum:
-      f = binary<Min>(t, scalar);
-      break;
-    case Op::power:
-      f = binary<Pow>(t, scalar);
-      break;
-    case Op::remainder:
-      f = binary<Rem>(t, scalar);
-      break;
-    case Op::and_:
-      f = binary<And>(t, scalar);
-      break;
-    case Op::or_:
-      f = binary<Or>(t, scalar);
-      break;
-    case Op::xor_:
-      f = binary<Xor>(t, scalar);
-      break;
-    case Op::shift_left:
-      f = binary<Shl>(t, scalar);
-      break;
-    case Op::shift_right_logical:
-      f = binary<Shr>(t, scalar);
-      break;
-    case Op::compare:
-      switch (cmp) {
-        case ir::Comparison::EQ:
-          f = compare<ir::Comparison::EQ>(t, scalar);
-          break;
-        case ir::Comparison::NE:
-          f = compare<ir::Comparison::NE>(t, scalar);
-          break;
-        case ir::Comparison::LT:
-          f = compare<ir::Comparison::LT>(t, scalar);
-          break;
-        case ir::Comparison::LE:
-          f = compare<ir::Comparison::LE>(t, scalar);
-          break;
-        case ir::Comparison::GT:
-          f = compare<ir::Comparison::GT>(t, scalar);
-          break;
-        case ir::Comparison::GE:
-          f = compare<ir::Comparison::GE>(t, scalar);
-          break;
-      }
-      break;
-    case Op::select:
-      f = by_type<SelectL, kF | kS | kU | kB>(t);
-      break;
-    case Op::clamp:
-      f = by_type<ClampL, kF | kS | kU>(t);
-      break;
-    default:
-      break;
-  }
-  if (!f) fail("host runtime: no elementwise kernel for {} on {}", ir::op_name(op), name(t));
-  return f;
+InstrFn load_fn(DType storage, int kind) { return TLALOC_DISPATCH(load_fn(storage, kind)); }
+InstrFn store_fn(DType storage) { return TLALOC_DISPATCH(store_fn(storage)); }
+InstrFn round_fn(DType storage) { return TLALOC_DISPATCH(round_fn(storage)); }
+InstrFn convert_fn(DType from, DType to) { return TLALOC_DISPATCH(convert_fn(from, to)); }
+InstrFn select_scalar_fn(DType t) { return TLALOC_DISPATCH(select_scalar_fn(t)); }
+InstrFn op_fn(ir::Op op, DType t, ir::Comparison cmp, int scalar) {
+  return TLALOC_DISPATCH(op_fn(op, t, cmp, scalar));
 }
 
 }  // namespace tlaloc::runtime::host

@@ -4,6 +4,13 @@
 #include "tlaloc/ir/ir.h"
 #include "tlaloc/runtime/host/kernel.h"
 
+// AVX2 builds of the instruction loops, dispatched at run time (GCC on x86-64).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TLALOC_HOST_AVX2 1
+#else
+#define TLALOC_HOST_AVX2 0
+#endif
+
 namespace tlaloc::runtime::host {
 
 // A load's index map after collapsing: element i of the block starting at `base` reads
