@@ -27,9 +27,9 @@ void run_sample(const SampleArgs& a) {
   const auto& m = model->config();
   fmt::print(stderr,
              "{}: step {}, {} parameters (layers {}, d_model {}, heads {}, kv_heads {}, context "
-             "{}{}); past the context the window slides (recomputed)\n",
+             "{}, d_ff {}, {}, gelu {}{}); past the context the window slides (recomputed)\n",
              a.path, c.step, model->num_parameters(), m.layers, m.d_model, m.heads, m.kv_heads,
-             m.context, m.tied ? ", tied head" : "");
+             m.context, m.d_ff, m.norm, m.gelu, m.tied ? ", tied head" : "");
   lm::Decoder decoder(*model, a.threads);
   std::vector<int32_t> prompt;
   for (char ch : a.prompt) prompt.push_back(int32_t(static_cast<unsigned char>(ch)));

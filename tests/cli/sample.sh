@@ -15,7 +15,7 @@ ckpt="$tmp/lm.safetensors"
 
 # Greedy, 48 bytes after an 8-byte prompt (past the 16-byte context): text of the corpus.
 "$TLALOC" sample "$ckpt" --prompt "the cat " --tokens 48 --temperature 0 >"$tmp/greedy" 2>"$tmp/err"
-grep -q "layers 1, d_model 32, heads 4, kv_heads 2, context 16" "$tmp/err" ||
+grep -q "layers 1, d_model 32, heads 4, kv_heads 2, context 16, d_ff 64, layernorm, gelu tanh)" "$tmp/err" ||
   { echo "FAIL: sizes not read back from the checkpoint:"; cat "$tmp/err"; exit 1; }
 [ "$(wc -c <"$tmp/greedy")" -eq 57 ] || { echo "FAIL: not prompt + 48 bytes:"; cat "$tmp/greedy"; exit 1; }
 greedy=$(head -c 56 "$tmp/greedy")
