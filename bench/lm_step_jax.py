@@ -2,7 +2,7 @@
 """The benchmark LM's train step in JAX + Optax, timed per step (peer baseline for lane (c) of
 `tlaloc bench step`): the same model as bench/lm_step_torch.py (byte vocab 256, context 16,
 token + position embeddings, 2 pre-norm blocks with LayerNorm, 4-head causal attention, MLP
-512 with tanh GELU, final LayerNorm, untied head; batch 4 x 16), next-byte cross-entropy,
+512 with tanh GELU, final LayerNorm, untied head without bias; batch 4 x 16), next-byte cross-entropy,
 optax.adamw(3e-3, weight_decay=0.01); the whole step is one jax.jit with donate_argnums for
 params and optimizer state, so they are updated in place on the device, as in tlaloc's lane (c).
 Prints a final line
@@ -35,7 +35,8 @@ def init(key):
     ks = jax.random.split(key, 3 + 4 * LAYERS)
     p = {"tok": jax.random.normal(ks[0], (VOCAB, D), jnp.float32),
          "pos": jax.random.normal(ks[1], (CONTEXT, D), jnp.float32),
-         "ln_f": layer_norm_params(), "head": linear(ks[2], D, VOCAB), "blocks": []}
+         "ln_f": layer_norm_params(), "head": {"weight": linear(ks[2], D, VOCAB)["weight"]},
+         "blocks": []}
     for l in range(LAYERS):
         k = ks[3 + 4 * l: 7 + 4 * l]
         p["blocks"].append({"ln1": layer_norm_params(), "qkv": linear(k[0], D, 3 * D),
@@ -66,7 +67,7 @@ def forward(p, idx):
         a = (jax.nn.softmax(s, -1) @ v).transpose(0, 2, 1, 3).reshape(b, t, D)
         x = x + dense(blk["proj"], a)
         x = x + dense(blk["fc2"], jax.nn.gelu(dense(blk["fc1"], ln(blk["ln2"], x)), approximate=True))
-    return dense(p["head"], ln(p["ln_f"], x))
+    return ln(p["ln_f"], x) @ p["head"]["weight"]  # no head bias, as tlaloc's CausalLM
 
 
 def main():

@@ -3,7 +3,7 @@
 
 Model (issue 7, "the benchmark model"): byte vocab 256, context 16, learned token and position
 embeddings, 2 pre-norm blocks (LayerNorm with biases, 4-head causal self-attention, MLP 128->512
-->128 with tanh GELU), final LayerNorm, untied head; batch 4 x 16; next-byte cross-entropy;
+->128 with tanh GELU), final LayerNorm, untied head without bias (as tlaloc's); batch 4 x 16; next-byte cross-entropy;
 AdamW(lr 3e-3, weight_decay 0.01) -- fused=True on CUDA (torch >= 2.0), else the default.
 Prints one line per timed step with --verbose, and a final line
   RESULT torch <device> params=N median_ms=.. min_ms=.. max_ms=.. steps=N optimizer=..
@@ -50,7 +50,7 @@ class LM(nn.Module):
         self.pos = nn.Embedding(CONTEXT, D)
         self.blocks = nn.ModuleList(Block() for _ in range(LAYERS))
         self.ln_f = nn.LayerNorm(D)
-        self.head = nn.Linear(D, VOCAB)
+        self.head = nn.Linear(D, VOCAB, bias=False)  # as tlaloc's CausalLM head
 
     def forward(self, idx):
         x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
