@@ -26,7 +26,8 @@
 // OMP_WAIT_POLICY=passive: spinning workers otherwise make multi-threaded steps many times
 // slower (measured 10-30x on a loaded 2-core machine; single-threaded runs are unaffected).
 // TLALOC_HOST_PROFILE=1 in the environment makes each executable print, when destroyed, its time
-// per run by step kind (fused, dot_general, ...) and its 25 slowest steps to stderr.
+// per run by step kind (fused, dot_general, ...) and its 25 slowest steps to stderr;
+// TLALOC_HOST_PROFILE=cpu times the calling thread's CPU time instead of wall time.
 #pragma once
 
 #include <memory>
