@@ -36,8 +36,10 @@ const K& as(const Kernel& k) {
 
 // Elements at or above which a kernel splits work over threads.
 inline constexpr int64_t kParallelElements = 1 << 15;
-// Elements per block of a fused elementwise program, and bytes of one register.
-inline constexpr int64_t kBlock = 512;
+// Elements per block of a fused elementwise program, and bytes of one register. Shorter
+// blocks interleave a program's memory streams more finely: 256 ran the 16M-element AdamW
+// update ~25 % faster than 512 (and no slower at 1M) on the 2-core development machine.
+inline constexpr int64_t kBlock = 256;
 inline constexpr int64_t kBlockBytes = kBlock * 8;
 
 // C++ type a dtype is computed in: bf16/f16 compute in float, i1 as uint8_t 0/1.
