@@ -33,10 +33,14 @@ void run_sample(const SampleArgs& a) {
   lm::Decoder decoder(*model, a.threads);
   std::vector<int32_t> prompt;
   for (char ch : a.prompt) prompt.push_back(int32_t(static_cast<unsigned char>(ch)));
-  std::vector<int32_t> out = lm::generate(decoder, prompt, a.tokens, a.sample);
-  std::string text = a.prompt;
-  for (int32_t t : out) text.push_back(char(static_cast<unsigned char>(t)));
-  std::fwrite(text.data(), 1, text.size(), stdout);
+  // Streamed: each byte is written as soon as it is drawn (a long --tokens shows progress and
+  // can be cut short with Ctrl-C or `| head`).
+  std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
+  std::fflush(stdout);
+  lm::generate(decoder, prompt, a.tokens, a.sample, [](int32_t t) {
+    std::fputc(static_cast<unsigned char>(t), stdout);
+    std::fflush(stdout);
+  });
   std::fputc('\n', stdout);
 }
 
@@ -56,7 +60,8 @@ void register_sample(CLI::App& app) {
   cmd->add_option("--seed", a.sample.seed, "threefry seed (one key split per byte)")
       ->capture_default_str();
   cmd->add_option("--threads", a.threads, "host lane threads (0: OpenMP default)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
   cmd->callback([] { run_sample(a); });
 }
 

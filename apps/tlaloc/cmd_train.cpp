@@ -21,7 +21,7 @@ void add_common_options(CLI::App* cmd, CommonTrainOptions& o) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o.threads, "host threads (0: OMP_NUM_THREADS or all cores)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 4096));
   cmd->add_option("--schedule", o.schedule, "lr schedule: constant|cosine|warmup-cosine|step")
       ->capture_default_str();
   cmd->add_option("--warmup", o.warmup, "linear warm-up steps")->capture_default_str();

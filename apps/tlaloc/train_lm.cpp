@@ -1,8 +1,10 @@
 // tlaloc train lm: a byte-level causal transformer LM on text files, AdamW inside the step.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "apps/tlaloc/commands.h"
 #include "apps/tlaloc/train_common.h"
@@ -30,8 +32,40 @@ Array tokens_range(const Array& t, int64_t begin, int64_t end) {
   return out;
 }
 
+// A resumed run must start from finite numbers: NaN / inf in a parameter or optimizer state
+// (a diverged run, a damaged file) would only train into NaN.
+void require_finite(const io::Checkpoint& c) {
+  for (const io::NamedArrays* arrays : {&c.params, &c.optimizer_state})
+    for (const auto& [name, a] : *arrays) {
+      if (a.dtype() != DType::f32) continue;
+      const float* x = a.data<float>();
+      const int64_t bad =
+          std::count_if(x, x + a.numel(), [](float f) { return !std::isfinite(f); });
+      if (bad > 0)
+        fail(
+            "--resume {}: tensor '{}' holds {} NaN or inf values of {} (a diverged run or a "
+            "damaged file)",
+            c.source, name, bad, a.numel());
+    }
+}
+
+// Checked before the corpus is read or anything is compiled, so a typo fails at once.
+void check_options(const LmOptions& o) {
+  if (o.batch < 1) fail("train lm: --batch {} must be >= 1", o.batch);
+  if (!(o.model.dropout >= 0 && o.model.dropout < 1))
+    fail("train lm: --dropout {} must be in [0, 1) (1 zeroes every activation)", o.model.dropout);
+  if (o.save_every < 0) fail("train lm: --save-every {} must be >= 0", o.save_every);
+  std::filesystem::path dir = std::filesystem::path(o.save).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+    fail("train lm: --save {}: folder {} does not exist", o.save, dir.string());
+}
+
 void run_lm(LmOptions o) {
   using namespace tlaloc::train;
+  check_options(o);
+  TrainerOptions topt;
+  apply_lane(o.common, topt);  // a lane that cannot start fails before any work
   auto files = o.text.empty() ? lm::default_corpus() : o.text;
   Array all = lm::read_corpus(files);
   const int64_t n = all.numel(), ctx = o.model.context;
@@ -46,7 +80,6 @@ void run_lm(LmOptions o) {
   nn::CausalLM model(o.model);
   model.init(random::key(o.common.seed));
   fmt::print("{}\nparameters: {}\n", model.to_string(), model.num_parameters());
-  TrainerOptions topt;
   topt.schedule = schedule;
   topt.num_threads = o.common.threads;
   const bool dropout = o.model.dropout > 0;
@@ -69,18 +102,36 @@ void run_lm(LmOptions o) {
                                           {"d_ff", std::to_string(o.model.d_ff)},
                                           {"tied", o.model.tied ? "true" : "false"},
                                           {"norm", o.model.norm},
-                                          {"gelu", o.model.gelu}};
+                                          {"gelu", o.model.gelu},
+                                          {"dropout", io::exact(o.model.dropout)},
+                                          {"batch", std::to_string(o.batch)}};
   if (!o.resume.empty()) {
     io::Checkpoint c = io::load_checkpoint(o.resume);
     for (auto& [k, v] : user)
       if (c.user.count(k) && c.user.at(k) != v)
         fail("--resume {}: it was trained with {}={}, this run has {}", o.resume, k, c.user.at(k),
              v);
+    if (c.seed && *c.seed != o.common.seed)
+      fail("--resume {}: it was trained with --seed {}, this run has {}", o.resume, *c.seed,
+           o.common.seed);
+    if (c.step >= o.steps)
+      fail("--resume {}: it is at step {} already; --steps {} leaves nothing to train", o.resume,
+           c.step, o.steps);
+    require_finite(c);
     restore(trainer, c);
     fmt::print("resumed from {} at step {}\n", o.resume, trainer.steps_taken());
   }
   trainer.set_resident(0, std::move(train_tok));
+  // Refuses to go on (and to save) once the loss is NaN or inf: that checkpoint is useless.
+  auto check_loss = [&](double bits, const char* what) {
+    if (!std::isfinite(bits))
+      fail(
+          "train lm: the {} is {} at step {} (diverged; try a lower --lr); no checkpoint "
+          "written",
+          what, bits, trainer.steps_taken());
+  };
   auto save = [&] {
+    check_loss(trainer.read_last().loss, "training loss");
     io::save_checkpoint(o.save, to_checkpoint(trainer, o.common.seed, trainer.steps_taken(), user));
     fmt::print("saved {} (step {})\n", o.save, trainer.steps_taken());
   };
@@ -88,8 +139,11 @@ void run_lm(LmOptions o) {
     std::vector<Array> in{val_tok, starts};
     return trainer.run_eval(eval_id, in)[0].at(0) / std::log(2.0);
   };
-  Progress bar("train lm", o.steps);
+  const int64_t first = trainer.steps_taken();
+  Progress bar(first > 0 ? fmt::format("train lm (from step {})", first) : "train lm",
+               o.steps - first);
   double last = NAN;
+  install_interrupt_handler();
   while (trainer.steps_taken() < o.steps) {
     int64_t s = trainer.steps_taken();
     std::vector<Array> in{lm::random_starts(o.common.seed, s, o.batch, ntrain, ctx)};
@@ -97,12 +151,20 @@ void run_lm(LmOptions o) {
     trainer.step(std::move(in));
     if ((s + 1) % o.common.log_every == 0 || s + 1 == o.steps) {
       last = trainer.read_last().loss / std::log(2.0);
-      bar.update(s + 1, last);
+      check_loss(last, "training loss");
+      bar.update(s + 1 - first, last);
     }
     if (o.save_every > 0 && (s + 1) % o.save_every == 0) save();
+    if (interrupted()) {
+      save();
+      fmt::print("interrupted at step {}: continue with --resume {}\n", trainer.steps_taken(),
+                 o.save);
+      return;
+    }
   }
-  bar.finish(o.steps, last);
+  bar.finish(o.steps - first, last);
   double bpb = val_bpb();
+  check_loss(bpb, "validation loss");
   double uni = lm::unigram_bits_per_byte(all, val_tok);
   fmt::print("validation: {:.4f} bits/byte (model)  vs  {:.4f} bits/byte (unigram baseline)\n", bpb,
              uni);
@@ -134,7 +196,7 @@ void register_train_lm(CLI::App& train) {
   cmd->add_option("--lr", o.lr, "AdamW learning rate")->capture_default_str();
   cmd->add_option("--wd", o.wd, "AdamW weight decay (decoupled)")->capture_default_str();
   cmd->add_option("--save", o.save, "checkpoint path (safetensors)")->capture_default_str();
-  cmd->add_option("--save-every", o.save_every, "also save every N steps");
+  cmd->add_option("--save-every", o.save_every, "also save every N steps (0: only at the end)");
   cmd->add_option("--resume", o.resume, "continue from this checkpoint");
   cmd->callback([] { run_lm(o); });
   add_export_recipe({"lm", "the benchmark LM's train step (2x128, 4 heads, ctx 16, AdamW)",

@@ -252,4 +252,54 @@ TEST(Generate, NonLmCheckpointsAreRefusedByName) {
   refuse(wrong, "tok_emb.weight");
 }
 
+TEST(Generate, NonFiniteCheckpointsAndLogitsAreRefused) {
+  nn::CausalLM m(small(2));
+  m.init(random::key(3));
+  io::Checkpoint c = lm_checkpoint(m);
+  for (auto& [name, a] : c.params)
+    if (name == "pos_emb.weight") {
+      Array bad(DType::f32, a.shape());
+      for (int64_t i = 0; i < bad.numel(); ++i) bad.data<float>()[i] = i == 5 ? NAN : 0.5f;
+      a = bad;
+    }
+  try {
+    train::lm::load_model(c);
+    ADD_FAILURE() << "a NaN parameter was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("test.safetensors: parameter 'pos_emb.weight' holds 1 "
+                                         "NaN or inf values of 96"),
+              std::string::npos)
+        << e.what();
+  }
+  auto refused = [](std::vector<float> l, SampleOptions o, const std::string& want) {
+    try {
+      train::lm::sample_token(l, o, random::key(0));
+      ADD_FAILURE() << "accepted; want " << want;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  refused({0.0f, NAN}, {.temperature = 0}, "logit nan of token 1 is not finite");
+  refused({INFINITY, 0.0f}, {.temperature = 1}, "logit inf of token 0 is not finite");
+  refused({0.0f}, {.temperature = INFINITY}, "temperature inf must be finite and >= 0");
+  // -inf logits (masked tokens) are fine: never drawn.
+  for (auto& k : random::split(random::key(2), 10))
+    EXPECT_EQ(train::lm::sample_token(std::vector<float>{-INFINITY, 0.0f, -INFINITY}, {}, k), 1);
+}
+
+TEST(Generate, TinyTemperatureIsGreedyAndTokensStream) {
+  // logits / 1e-300 overflow f32; softmax((l - max) / T) puts all mass on the argmax (token 2).
+  std::vector<float> l{1.0f, -3.0f, 2.5f, 2.0f};
+  for (auto& k : random::split(random::key(4), 20))
+    EXPECT_EQ(train::lm::sample_token(l, {.temperature = 1e-300}, k), 2);
+  nn::CausalLM m(small(4));
+  m.init(random::key(6));
+  train::lm::Decoder d(m);
+  std::vector<int32_t> streamed;
+  SampleOptions o{.temperature = 0.9, .seed = 8};
+  auto out = train::lm::generate(d, kPrompt, 12, o, [&](int32_t t) { streamed.push_back(t); });
+  EXPECT_EQ(streamed, out);
+  EXPECT_EQ(out, generate_by_recompute(m, kPrompt, 12, o));
+}
+
 }  // namespace

@@ -65,6 +65,16 @@ nn::CausalLMConfig config_from_checkpoint(const io::Checkpoint& c) {
 std::unique_ptr<nn::CausalLM> load_model(const io::Checkpoint& c) {
   auto model = std::make_unique<nn::CausalLM>(config_from_checkpoint(c));
   restore_model(*model, c);
+  for (auto& p : model->named_parameters()) {
+    const Array& v = p.param->value;
+    const float* x = v.data<float>();
+    const int64_t bad = std::count_if(x, x + v.numel(), [](float f) { return !std::isfinite(f); });
+    if (bad > 0)
+      fail(
+          "{}: parameter '{}' holds {} NaN or inf values of {} (a diverged run or a damaged "
+          "file)",
+          c.source, p.name, bad, v.numel());
+  }
   return model;
 }
 
@@ -106,13 +116,26 @@ std::vector<float> Decoder::push(int32_t token) {
 
 int32_t sample_token(std::span<const float> logits, const SampleOptions& o, random::Key key) {
   if (logits.empty()) fail("sample: empty logits");
-  if (!(o.temperature >= 0)) fail("sample: temperature {} must be >= 0", o.temperature);
+  if (!(o.temperature >= 0) || std::isinf(o.temperature))
+    fail("sample: temperature {} must be finite and >= 0", o.temperature);
   if (o.top_k < 0) fail("sample: top_k {} must be >= 0 (0 keeps every token)", o.top_k);
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (std::isnan(logits[i]) || logits[i] == INFINITY)
+      fail(
+          "sample: logit {} of token {} is not finite (the model's parameters or inputs hold "
+          "NaN or inf?)",
+          logits[i], i);
   const int64_t n = int64_t(logits.size());
   if (o.temperature == 0)
     return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
   std::vector<float> scaled(logits.size());
   for (size_t i = 0; i < scaled.size(); ++i) scaled[i] = float(double(logits[i]) / o.temperature);
+  if (std::any_of(scaled.begin(), scaled.end(), [](float v) { return v == INFINITY; })) {
+    // A tiny temperature overflowed f32: shift by the largest logit first (same softmax).
+    const double top = *std::max_element(logits.begin(), logits.end());
+    for (size_t i = 0; i < scaled.size(); ++i)
+      scaled[i] = float((double(logits[i]) - top) / o.temperature);
+  }
   if (o.top_k > 0 && o.top_k < n) {
     std::vector<int32_t> order(logits.size());
     std::iota(order.begin(), order.end(), 0);
@@ -125,7 +148,8 @@ int32_t sample_token(std::span<const float> logits, const SampleOptions& o, rand
 }
 
 std::vector<int32_t> generate(Decoder& d, std::span<const int32_t> prompt, int64_t n,
-                              const SampleOptions& o) {
+                              const SampleOptions& o,
+                              const std::function<void(int32_t)>& on_token) {
   if (prompt.empty()) fail("generate: the prompt is empty (at least one token is needed)");
   if (n < 0) fail("generate: {} tokens requested; the count must be >= 0", n);
   sample_token(std::vector<float>{0.0f}, o, random::key(0));  // checks the options up front
@@ -144,6 +168,7 @@ std::vector<int32_t> generate(Decoder& d, std::span<const int32_t> prompt, int64
     auto [next, sub] = random::split<2>(key);
     key = next;
     out.push_back(sample_token(logits, o, sub));
+    if (on_token) on_token(out.back());
     if (i + 1 < n) logits = d.push(out.back());
   }
   return out;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -24,7 +25,8 @@ namespace tlaloc::train::lm {
 // Throws tlaloc::Error naming the file and the missing / malformed field, or another recipe.
 nn::CausalLMConfig config_from_checkpoint(const io::Checkpoint& c);
 // The model of config_from_checkpoint(c) with its parameters restored (strictly: names,
-// dtypes and shapes must match, else tlaloc::Error listing each difference).
+// dtypes and shapes must match, else tlaloc::Error listing each difference). A parameter
+// holding NaN or inf (a diverged or damaged file) is a tlaloc::Error naming it.
 std::unique_ptr<nn::CausalLM> load_model(const io::Checkpoint& c);
 
 // Runs the decode step of one sequence (batch 1), compiled once for the host lane. Holds a copy
@@ -56,23 +58,27 @@ class Decoder {
 };
 
 struct SampleOptions {
-  double temperature = 1.0;  // 0: greedy (argmax); > 0: softmax(logits / temperature)
+  double temperature = 1.0;  // 0: greedy (argmax); finite > 0: softmax(logits / temperature)
   int64_t top_k = 0;         // keep the k largest logits (0 or >= vocab: all)
   uint64_t seed = 20260921;  // keys: random::key(seed), split once per generated token
 };
 
 // One token from `logits` [vocab]: temperature 0 -> the first index of the largest logit;
 // otherwise jax.random.categorical(key, logits / temperature) with every logit outside the
-// top_k largest set to -inf (ties at the k-th value broken by lower index).
-// Throws tlaloc::Error for empty logits, temperature < 0 or NaN, top_k < 0.
+// top_k largest set to -inf (ties at the k-th value broken by lower index). When a tiny
+// temperature would overflow f32, (logits - max) / temperature is used instead (the same
+// softmax). Throws tlaloc::Error for empty logits, a NaN or +inf logit, temperature < 0,
+// NaN or inf, top_k < 0.
 int32_t sample_token(std::span<const float> logits, const SampleOptions& o, random::Key key);
 
 // Feeds `prompt` (non-empty, tokens in [0, vocab); only its last `context` tokens matter, so
 // only those are fed) to a reset decoder and generates `n` (>= 0) tokens: token i is
 // sample_token(logits, o, k_i), where (key, k_i) = random::split<2>(key) per token from
-// key = random::key(o.seed). Returns the generated tokens only. Throws tlaloc::Error for an
-// empty prompt, a token outside the vocabulary, n < 0 or bad options.
+// key = random::key(o.seed). Returns the generated tokens only; `on_token`, when set, is also
+// called with each token as soon as it is drawn (to stream long outputs). Throws tlaloc::Error
+// for an empty prompt, a token outside the vocabulary, n < 0 or bad options.
 std::vector<int32_t> generate(Decoder& d, std::span<const int32_t> prompt, int64_t n,
-                              const SampleOptions& o);
+                              const SampleOptions& o,
+                              const std::function<void(int32_t)>& on_token = {});
 
 }  // namespace tlaloc::train::lm

@@ -48,9 +48,17 @@ optim::TrainStep bench_train_step(int64_t n_tokens, uint64_t seed) {
 Array read_corpus(const std::vector<std::string>& files) {
   std::vector<int32_t> tok;
   for (const auto& f : files) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(f, ec))
+      fail("lm: text file {} is a directory (pass its files)", f);
     std::ifstream in(f, std::ios::binary);
     if (!in) fail("lm: cannot read text file {}", f);
-    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<char> bytes;
+    try {
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (const std::ios_base::failure& e) {
+      fail("lm: cannot read text file {}: {}", f, e.what());
+    }
     for (char c : bytes) tok.push_back(int32_t(static_cast<unsigned char>(c)));
   }
   if (tok.empty()) fail("lm: the corpus ({} files) is empty", files.size());

@@ -44,6 +44,7 @@ void Progress::update(int64_t done, double value) {
   } else {
     if (t - last_print_ < plain_every_) return;
     fmt::print(out_, "{}\n", line(done, value));
+    std::fflush(out_);  // a log file or `tee` shows the line now, not at exit
   }
   last_print_ = t;
 }
