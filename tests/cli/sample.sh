@@ -46,7 +46,7 @@ fails "$tmp/none.safetensors: cannot open" sample "$tmp/none.safetensors"
 fails "$tmp/fmnist.safetensors: not a \`tlaloc train lm\` checkpoint (metadata user.recipe is 'fmnist')" \
   sample "$tmp/fmnist.safetensors"
 fails "sample: --tokens -1 must be >= 0" sample "$ckpt" --tokens -1
-fails "sample: temperature -0.5 must be >= 0" sample "$ckpt" --temperature -0.5
+fails "sample: temperature -0.5 must be finite and >= 0" sample "$ckpt" --temperature -0.5
 fails "sample: top_k -2 must be >= 0" sample "$ckpt" --top-k -2
 fails "sample: --prompt is empty" sample "$ckpt" --prompt ""
 echo "sample: ok"

@@ -47,12 +47,13 @@ void Progress::update(int64_t done, double value) {
     std::fflush(out_);  // a log file or `tee` shows the line now, not at exit
   }
   last_print_ = t;
+  last_done_ = done;
 }
 
 void Progress::finish(int64_t done, double value) {
   if (tty_) {
     fmt::print(out_, "\r{}\033[K\n", line(done, value));
-  } else if (elapsed() - last_print_ >= 1.0) {
+  } else if (done != last_done_) {  // a short run's log ends at 100%, not at its first line
     fmt::print(out_, "{}\n", line(done, value));
   }
   std::fflush(out_);

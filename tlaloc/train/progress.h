@@ -28,6 +28,7 @@ class Progress {
   double plain_every_;
   std::chrono::steady_clock::time_point start_;
   double last_print_ = -1e9;
+  int64_t last_done_ = -1;  // `done` of the last line printed
 };
 
 }  // namespace tlaloc::train
