@@ -18,7 +18,7 @@ void add_common_options(CLI::App* cmd, CommonTrainOptions& o) {
       ->capture_default_str();
   cmd->add_option("--log-every", o.log_every, "read and print the loss every N steps")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--threads", o.threads, "host threads (0: OMP_NUM_THREADS or all cores)")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));

@@ -1,5 +1,7 @@
 // The `tlaloc` command: train, evaluate, inspect and export models. See README.md.
 #include <cstdio>
+#include <exception>
+#include <new>
 
 #include "apps/tlaloc/commands.h"
 #include "tlaloc/core/error.h"
@@ -20,6 +22,12 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const tlaloc::Error& e) {
     std::fprintf(stderr, "tlaloc: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tlaloc: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {  // a bug: still one line, not an abort
+    std::fprintf(stderr, "tlaloc: internal error: %s\n", e.what());
     return 1;
   }
   return 0;

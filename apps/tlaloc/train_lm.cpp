@@ -59,6 +59,8 @@ void check_options(const LmOptions& o) {
   std::error_code ec;
   if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
     fail("train lm: --save {}: folder {} does not exist", o.save, dir.string());
+  // Parameters, gradients and AdamW's two moments: 4 f32 per parameter.
+  train::lm::check_fits_in_memory(o.model, 16, "train lm");
 }
 
 void run_lm(LmOptions o) {

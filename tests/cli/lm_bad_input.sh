@@ -24,7 +24,7 @@ fails() {  # fails "expected message" args...
 cli_fails() {  # CLI11's own parse errors: the message, then "Run with --help ..."
   local want=$1; shift
   if "$TLALOC" "$@" >"$tmp/out" 2>"$tmp/err"; then echo "FAIL: accepted: $*"; exit 1; fi
-  head -1 "$tmp/err" | grep -qF -- "$want" || { echo "FAIL: $*: got"; cat "$tmp/err"; exit 1; }
+  grep -qF -- "$want" <(head -1 "$tmp/err") || { echo "FAIL: $*: got"; cat "$tmp/err"; exit 1; }
 }
 
 # train lm: options checked before any work, no checkpoint left behind.
@@ -39,6 +39,8 @@ fails "train lm: the training loss is nan at step" \
   train lm "${small[@]}" --steps 6 --lr 1e30 --save "$tmp/diverged.safetensors"
 [ ! -e "$tmp/diverged.safetensors" ] || { echo "FAIL: a diverged run saved a checkpoint"; exit 1; }
 cli_fails "--threads: Value -1 not in range 0 to 4096" train lm "${base[@]}" --threads -1
+cli_fails "--log-every: Value 0 not in range 1 to 1073741824" train lm --log-every 0
+fails "train lm: a model of 1.983e+14 parameters needs about" train lm --layers 1000000000
 
 # --resume: another seed, batch or dropout, or nothing left to train, is refused by name.
 r=(train lm "${small[@]}" --resume "$ckpt" --save "$tmp/r.safetensors")
@@ -75,11 +77,12 @@ got=$({ timeout 120 "$TLALOC" sample "$ckpt" --tokens 1000000000000 2>/dev/null 
 # Ctrl-C during train lm saves a checkpoint that --resume continues from.
 "$TLALOC" train lm "${small[@]}" --steps 1000000 --save "$tmp/int.safetensors" >"$tmp/int.out" &
 pid=$!
-for _ in $(seq 600); do grep -q "train lm " "$tmp/int.out" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 1800); do grep -q "train lm " "$tmp/int.out" 2>/dev/null && break; sleep 0.1; done
 kill -INT "$pid"
 wait "$pid" || { echo "FAIL: interrupted train lm exited non-zero"; cat "$tmp/int.out"; exit 1; }
 grep -q "^interrupted at step [0-9]*: continue with --resume $tmp/int.safetensors" "$tmp/int.out" ||
   { echo "FAIL: no interrupted line"; cat "$tmp/int.out"; exit 1; }
-"$TLALOC" inspect "$tmp/int.safetensors" | grep -q "user.recipe = lm" ||
+"$TLALOC" inspect "$tmp/int.safetensors" >"$tmp/inspect"
+grep -q "user.recipe = lm" "$tmp/inspect" ||
   { echo "FAIL: no checkpoint after Ctrl-C"; exit 1; }
 echo "lm_bad_input: ok"

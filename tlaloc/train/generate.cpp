@@ -8,6 +8,7 @@
 #include "tlaloc/random/random.h"
 #include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/train/checkpointing.h"
+#include "tlaloc/train/lm.h"
 
 namespace tlaloc::train::lm {
 
@@ -63,7 +64,9 @@ nn::CausalLMConfig config_from_checkpoint(const io::Checkpoint& c) {
 }
 
 std::unique_ptr<nn::CausalLM> load_model(const io::Checkpoint& c) {
-  auto model = std::make_unique<nn::CausalLM>(config_from_checkpoint(c));
+  nn::CausalLMConfig config = config_from_checkpoint(c);
+  check_fits_in_memory(config, 8, c.source);  // the model and the decoder's copy, f32
+  auto model = std::make_unique<nn::CausalLM>(config);
   restore_model(*model, c);
   for (auto& p : model->named_parameters()) {
     const Array& v = p.param->value;

@@ -26,7 +26,8 @@ namespace tlaloc::train::lm {
 nn::CausalLMConfig config_from_checkpoint(const io::Checkpoint& c);
 // The model of config_from_checkpoint(c) with its parameters restored (strictly: names,
 // dtypes and shapes must match, else tlaloc::Error listing each difference). A parameter
-// holding NaN or inf (a diverged or damaged file) is a tlaloc::Error naming it.
+// holding NaN or inf (a diverged or damaged file) is a tlaloc::Error naming it, and so are
+// sizes whose model would not fit in memory (lm::check_fits_in_memory, before allocating).
 std::unique_ptr<nn::CausalLM> load_model(const io::Checkpoint& c);
 
 // Runs the decode step of one sequence (batch 1), compiled once for the host lane. Holds a copy

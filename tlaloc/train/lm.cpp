@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iterator>
 
+#include <unistd.h>
+
 #include "tlaloc/nn/losses.h"
 #include "tlaloc/random/random.h"
 
@@ -90,6 +92,30 @@ double unigram_bits_per_byte(const Array& train, const Array& eval) {
   const int32_t* e = eval.data<int32_t>();
   for (int64_t i = 0; i < eval.numel(); ++i) bits -= std::log2(count[size_t(e[i])] / total);
   return bits / double(eval.numel());
+}
+
+double parameter_count(const nn::CausalLMConfig& c) {
+  if (c.vocab <= 0 || c.context <= 0 || c.d_model <= 0 || c.layers <= 0 || c.heads <= 0 ||
+      c.kv_heads <= 0 || c.d_ff <= 0)
+    return 0;
+  const double d = double(c.d_model), ff = double(c.d_ff), v = double(c.vocab);
+  const double kv = double(c.kv_heads) * d / double(c.heads);  // k / v projection outputs
+  const double norm = c.norm == "rmsnorm" ? d : 2 * d;
+  const double block =
+      2 * norm + (d * d + d) * 2 + (d * kv + kv) * 2 + (d * ff + ff) + (ff * d + d);
+  return v * d + double(c.context) * d + double(c.layers) * block + norm + (c.tied ? 0 : v * d);
+}
+
+void check_fits_in_memory(const nn::CausalLMConfig& c, double bytes_per_parameter,
+                          const std::string& what) {
+  const double n = parameter_count(c), need = n * bytes_per_parameter;
+  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  if (have > 0 && need > have)
+    fail(
+        "{}: a model of {:.4g} parameters needs about {:.1f} GiB ({} bytes each), more than this "
+        "machine's {:.1f} GiB of memory",
+        what, n, need / kGiB, bytes_per_parameter, have / kGiB);
 }
 
 Array dropout_key(uint64_t seed, int64_t step) {

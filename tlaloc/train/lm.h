@@ -33,6 +33,17 @@ Array dropout_key(uint64_t seed, int64_t step);
 // The benchmark model's train step (init from `seed`), for export, tests and `bench step`.
 optim::TrainStep bench_train_step(int64_t n_tokens = 4096, uint64_t seed = 20260921);
 
+// Parameters of nn::CausalLM(c), counted without building it (double: absurd sizes do not
+// overflow): tok_emb, pos_emb; per block two norms (weight, plus bias for layernorm), q/k/v/out
+// projections with biases (k, v: kv_heads * d_model / heads outputs), MLP with biases; ln_f;
+// the untied head (no bias). 0 when a size is not positive (CausalLM refuses those).
+double parameter_count(const nn::CausalLMConfig& c);
+// Throws tlaloc::Error "<what>: a model of N parameters needs about X GiB (B bytes each), more
+// than this machine's Y GiB of memory" when parameter_count(c) * bytes_per_parameter exceeds
+// the physical memory (sysconf), so such sizes fail at once instead of in the OOM killer.
+void check_fits_in_memory(const nn::CausalLMConfig& c, double bytes_per_parameter,
+                          const std::string& what);
+
 // Bytes of the files, concatenated, as s32 tokens. Throws tlaloc::Error naming a file that
 // cannot be read, or when the total is empty.
 Array read_corpus(const std::vector<std::string>& files);
