@@ -189,3 +189,68 @@ TEST(HostProgram, Avx2AndBaselineLoopsAgreeBitwise) {
 
 }  // namespace
 }  // namespace tlaloc::host_test
+
+namespace tlaloc::host_test {
+namespace {
+
+// outer(c, inner(a, b)) and outer(inner(a, b), c) for every pair of + - * / on f32, with each
+// operand a block or a broadcast scalar: run as one chained instruction, each op still rounded
+// to f32 (values computed here in double, rounded after each op).
+TEST(HostProgram, ChainedArithmeticRoundsEachOp) {
+  const int64_t n = 600;
+  const Op ops[] = {Op::add, Op::subtract, Op::multiply, Op::divide};
+  auto apply = [](Op op, double x, double y) {
+    switch (op) {
+      case Op::add:
+        return x + y;
+      case Op::subtract:
+        return x - y;
+      case Op::multiply:
+        return x * y;
+      default:
+        return x / y;
+    }
+  };
+  const auto av = ramp(n, 1.5, 1.0), bv = ramp(n, -0.7, 3.0), cv = ramp(n, 2.0, 0.9);
+  for (int scalars = 0; scalars < 8; ++scalars) {
+    ir::Builder b("chains");
+    std::vector<ir::ValueId> in;
+    std::vector<Array> args;
+    const std::vector<double>* vals[] = {&av, &bv, &cv};
+    for (int k = 0; k < 3; ++k) {
+      const bool sc = (scalars >> k) & 1;
+      auto p = b.parameter({DType::f32, sc ? Shape{} : Shape{n}}, fmt::format("x{}", k));
+      in.push_back(sc ? b.broadcast_in_dim(p, {n}, {}) : p);
+      args.push_back(sc ? Array::from_doubles(DType::f32, {}, {(*vals[k])[5]})
+                        : Array::from_doubles(DType::f32, {n}, *vals[k]));
+    }
+    std::vector<ir::ValueId> outs;
+    for (Op inner : ops)
+      for (Op outer : ops)
+        for (bool right : {false, true}) {
+          auto t = b.binary(inner, in[0], in[1]);
+          outs.push_back(right ? b.binary(outer, in[2], t) : b.binary(outer, t, in[2]));
+        }
+    auto got = compile(b.build(outs))->run(args);
+    size_t o = 0;
+    for (Op inner : ops)
+      for (Op outer : ops)
+        for (bool right : {false, true}) {
+          SCOPED_TRACE(fmt::format("scalars {} inner {} outer {} right {}", scalars,
+                                   ir::op_name(inner), ir::op_name(outer), right));
+          std::vector<double> want;
+          for (int64_t i = 0; i < n; ++i) {
+            auto at = [&](int k) {
+              return args[size_t(k)].at(args[size_t(k)].numel() > 1 ? i : 0);
+            };
+            double t = round_to(DType::f32, apply(inner, at(0), at(1)));
+            want.push_back(
+                round_to(DType::f32, right ? apply(outer, at(2), t) : apply(outer, t, at(2))));
+          }
+          expect_values(got[o++], want);
+        }
+  }
+}
+
+}  // namespace
+}  // namespace tlaloc::host_test

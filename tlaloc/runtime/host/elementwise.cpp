@@ -218,6 +218,10 @@ int ProgramBuilder::op(const ir::Node& node, const std::vector<int>& regs,
     in.fn_sa = op_fn(node.op, t, cmp, kScalarA);
     in.fn_sb = op_fn(node.op, t, cmp, kScalarB);
   }
+  if (in.kind == VKind::op) {
+    in.op = node.op;
+    in.dtype = t;
+  }
   in.dst = I.fresh(node.type.dtype);
   in.once = once;
   I.rec.from_op[size_t(in.dst)] = 1;

@@ -12,12 +12,14 @@
 // maximum / minimum propagate NaN and order -0 < +0; sign(+-0) = +-0, sign(NaN) = NaN.
 #include "tlaloc/runtime/host/instr.h"
 
+#include <array>
 #include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string_view>
+#include <utility>
 
 #include "tlaloc/core/error.h"
 #include "tlaloc/runtime/host/instr_ops.h"
@@ -36,6 +38,7 @@ InstrFn round_fn(DType storage);
 InstrFn op_fn(ir::Op op, DType dtype, ir::Comparison cmp, int scalar);
 InstrFn select_scalar_fn(DType dtype);
 InstrFn convert_fn(DType from, DType to);
+InstrFn chain_fn(ir::Op inner, ir::Op outer, DType t, bool right, bool sa, bool sb, bool sc);
 }  // namespace isa_avx2
 #endif
 
@@ -67,6 +70,10 @@ InstrFn convert_fn(DType from, DType to) { return TLALOC_DISPATCH(convert_fn(fro
 InstrFn select_scalar_fn(DType t) { return TLALOC_DISPATCH(select_scalar_fn(t)); }
 InstrFn op_fn(ir::Op op, DType t, ir::Comparison cmp, int scalar) {
   return TLALOC_DISPATCH(op_fn(op, t, cmp, scalar));
+}
+
+InstrFn chain_fn(ir::Op inner, ir::Op outer, DType t, bool right, bool sa, bool sb, bool sc) {
+  return TLALOC_DISPATCH(chain_fn(inner, outer, t, right, sa, sb, sc));
 }
 
 }  // namespace tlaloc::runtime::host

@@ -53,6 +53,10 @@ InstrFn round_fn(DType storage);  // nullptr unless bf16 / f16
 // block; other ops ignore it and read the register's full block).
 inline constexpr int kBlocks = 0, kScalarA = 1, kScalarB = 2;
 InstrFn op_fn(ir::Op op, DType dtype, ir::Comparison cmp, int scalar = kBlocks);
+// d = outer(c, inner(a, b)) (right) or outer(inner(a, b), c) in one loop, for inner / outer in
+// add, subtract, multiply, divide on f32; sa / sb / sc: that operand is one broadcast value.
+// nullptr when not available (then run the two ops as two instructions).
+InstrFn chain_fn(ir::Op inner, ir::Op outer, DType dtype, bool right, bool sa, bool sb, bool sc);
 // select whose predicate register holds one broadcast value.
 InstrFn select_scalar_fn(DType dtype);
 // convert between dtypes (compute types); nullptr when it is a register alias.

@@ -5,10 +5,12 @@
 
 #if TLALOC_HOST_AVX2
 
+#include <array>
 #include <climits>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 
 #include "tlaloc/core/error.h"
 #include "tlaloc/runtime/host/instr_ops.h"

@@ -55,6 +55,19 @@ void compare_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_
     d[i] = v;
   }
 }
+// Two chained arithmetic ops in one pass: d = F2(c, F1(a, b)) (Right) or F2(F1(a, b), c), each
+// rounded to T as two separate instructions would round (no contraction).
+template <class T, class F1, class F2, bool Right, bool SA, bool SB, bool SC>
+void chain_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
+  T* d = reg<T>(r, in.dst);
+  const Operand<T, SA> a(r, in.a);
+  const Operand<T, SB> b(r, in.b);
+  const Operand<T, SC> c(r, in.c);
+  for (int64_t i = 0; i < n; ++i) {
+    T t = F1::template f<T>(a[i], b[i]);
+    d[i] = Right ? F2::template f<T>(c[i], t) : F2::template f<T>(t, c[i]);
+  }
+}
 template <class T>
 void select_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   T* d = reg<T>(r, in.dst);
@@ -445,6 +458,50 @@ InstrFn op_fn(Op op, DType t, ir::Comparison cmp, int scalar) {
   }
   if (!f) fail("host runtime: no elementwise kernel for {} on {}", ir::op_name(op), name(t));
   return f;
+}
+
+// ---- chained arithmetic ---------------------------------------------------------------------
+template <class T, class F1, class F2, int... I>
+constexpr std::array<InstrFn, 16> chain_table(std::integer_sequence<int, I...>) {
+  return {&chain_loop<T, F1, F2, ((I >> 3) & 1) != 0, (I & 1) != 0, ((I >> 1) & 1) != 0,
+                      ((I >> 2) & 1) != 0>...};
+}
+template <class T, class F1, class F2>
+InstrFn chain_pick(int index) {
+  static constexpr auto table = chain_table<T, F1, F2>(std::make_integer_sequence<int, 16>());
+  return table[size_t(index)];
+}
+template <class T, class F1>
+InstrFn chain_outer(Op outer, int index) {
+  switch (outer) {
+    case Op::add:
+      return chain_pick<T, F1, Add>(index);
+    case Op::subtract:
+      return chain_pick<T, F1, Sub>(index);
+    case Op::multiply:
+      return chain_pick<T, F1, Mul>(index);
+    case Op::divide:
+      return chain_pick<T, F1, Div>(index);
+    default:
+      return nullptr;
+  }
+}
+
+InstrFn chain_fn(Op inner, Op outer, DType t, bool right, bool sa, bool sb, bool sc) {
+  if (t != DType::f32) return nullptr;
+  const int index = int(sa) | int(sb) << 1 | int(sc) << 2 | int(right) << 3;
+  switch (inner) {
+    case Op::add:
+      return chain_outer<float, Add>(outer, index);
+    case Op::subtract:
+      return chain_outer<float, Sub>(outer, index);
+    case Op::multiply:
+      return chain_outer<float, Mul>(outer, index);
+    case Op::divide:
+      return chain_outer<float, Div>(outer, index);
+    default:
+      return nullptr;
+  }
 }
 
 }  // namespace tlaloc::runtime::host::TLALOC_INSTR_ISA

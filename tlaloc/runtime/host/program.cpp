@@ -45,11 +45,55 @@ std::vector<VInstr> resolve(const Recording& rec, const std::vector<int>& preds,
   return out;
 }
 
+bool chainable(const VInstr& v) {
+  return v.kind == VKind::op && !v.once && v.dtype == DType::f32 && v.c < 0 &&
+         (v.op == ir::Op::add || v.op == ir::Op::subtract || v.op == ir::Op::multiply ||
+          v.op == ir::Op::divide);
+}
+
+// outer(.., inner(a, b), ..) -> one chained instruction when inner's result has no other use:
+// the pair then makes one pass over the block instead of two.
+void chain(const Recording& rec, std::vector<VInstr>& code) {
+  std::vector<int> uses(size_t(rec.nvregs()), 0), writer(size_t(rec.nvregs()), -1);
+  for (size_t i = 0; i < code.size(); ++i) {
+    for (int r : {code[i].a, code[i].b, code[i].c})
+      if (r >= 0) ++uses[size_t(r)];
+    if (code[i].kind == VKind::op && code[i].dst >= 0) writer[size_t(code[i].dst)] = int(i);
+  }
+  std::vector<char> gone(code.size(), 0);
+  for (size_t j = 0; j < code.size(); ++j) {
+    VInstr& o = code[j];
+    if (!chainable(o) || o.a == o.b) continue;
+    for (int right = 1; right >= 0; --right) {
+      const int x = right ? o.b : o.a, c = right ? o.a : o.b;
+      const int i = writer[size_t(x)];
+      if (i < 0 || gone[size_t(i)] || uses[size_t(x)] != 1 || !chainable(code[size_t(i)])) continue;
+      const VInstr& in = code[size_t(i)];
+      auto once = [&](int r) { return rec.once[size_t(r)] != 0; };
+      InstrFn fn = chain_fn(in.op, o.op, DType::f32, right, once(in.a), once(in.b), once(c));
+      if (!fn) continue;
+      o.fn = fn;
+      o.fn_sa = o.fn_sb = nullptr;
+      o.a = in.a;
+      o.b = in.b;
+      o.c = c;
+      o.kind = VKind::chain;
+      gone[size_t(i)] = 1;
+      break;
+    }
+  }
+  std::vector<VInstr> out;
+  for (size_t i = 0; i < code.size(); ++i)
+    if (!gone[i]) out.push_back(std::move(code[i]));
+  code = std::move(out);
+}
+
 }  // namespace
 
 Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
                         const std::vector<int>& preds, int mask) {
   std::vector<VInstr> code = resolve(rec, preds, mask);
+  chain(rec, code);
   const size_t nv = size_t(rec.nvregs());
   // Storage reads: which instruction reads which value's storage (position; late ones last).
   auto reads_storage = [&](const VInstr& v, const std::vector<int32_t>& values) {

@@ -16,13 +16,15 @@ namespace tlaloc::runtime::host {
 
 inline constexpr int kMaxPredicates = 3;
 
-enum class VKind : uint8_t { load, op, select, store, use };
+enum class VKind : uint8_t { load, op, select, store, use, chain };
 
 struct VInstr {
   explicit VInstr(VKind k, InstrFn f = nullptr) : kind(k), fn(f) {}
   VKind kind;
   InstrFn fn;                                // block loop (or the load / store / convert / round)
   InstrFn fn_sa = nullptr, fn_sb = nullptr;  // binary op with a / b one broadcast value
+  ir::Op op = ir::Op::parameter;             // op: the IR op (for chaining), else parameter
+  DType dtype = DType::f32;                  // op: operand dtype
   int dst = -1, a = -1, b = -1, c = -1;      // virtual registers
   int32_t value = -1;                        // load / store: IR value whose storage is used
   int map = -1;                              // load: index of its LoadMap
@@ -61,7 +63,8 @@ struct Program {
 // The variant of `rec` in which the select predicates preds[k] (virtual registers of i1 once
 // loads) hold bit k of `mask`. Removes dead instructions, lets an op write an output's storage
 // directly when no later instruction reads storage that output may share (else stores it after
-// the block), picks scalar-operand loops, and allocates slots by liveness.
+// the block), runs an arithmetic op whose result only feeds the next one in the same loop as it
+// (chain_fn), picks scalar-operand loops, and allocates slots by liveness.
 Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
                         const std::vector<int>& preds, int mask);
 
