@@ -113,7 +113,7 @@ void register_bench(CLI::App& app) {
   step->add_option("--model", o.model, "the step to time: disc|lm")->capture_default_str();
   step->add_option("--steps", o.steps, "timed steps")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 30));
   step->add_option("--warmup", o.warmup, "untimed steps first (at least 10: losses compared)")
       ->capture_default_str();
   step->add_option("--threads", o.threads, "host threads (0: OpenMP default)")

@@ -15,7 +15,8 @@ namespace tlaloc::app {
 
 void add_common_options(CLI::App* cmd, CommonTrainOptions& o) {
   cmd->add_option("--seed", o.seed, "seed of every random draw (data, init, shuffles)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(unsigned_integer());
   cmd->add_option("--log-every", o.log_every, "read and print the loss every N steps")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 30));

@@ -191,7 +191,7 @@ void register_train_fmnist(CLI::App& train) {
   cmd->add_option("--hidden", o.hidden, "hidden layer sizes, e.g. 512,256")->capture_default_str();
   cmd->add_option("--epochs", o.epochs, "epochs")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--batch", o.batch, "batch size (fixed: the step compiles once)")
       ->capture_default_str();
   cmd->add_option("--lr", o.lr, "AdamW learning rate")->capture_default_str();

@@ -40,6 +40,7 @@ fails "train lm: the training loss is nan at step" \
 [ ! -e "$tmp/diverged.safetensors" ] || { echo "FAIL: a diverged run saved a checkpoint"; exit 1; }
 cli_fails "--threads: Value -1 not in range 0 to 4096" train lm "${base[@]}" --threads -1
 cli_fails "--log-every: Value 0 not in range 1 to 1073741824" train lm --log-every 0
+cli_fails "--seed: Value -1 is negative; it must be >= 0" train lm --seed -1  # was 2^64 - 1
 fails "train lm: a model of 1.983e+14 parameters needs about" train lm --layers 1000000000
 
 # --resume: another seed, batch or dropout, or nothing left to train, is refused by name.
@@ -64,6 +65,7 @@ fails "--resume $tmp/nan.safetensors: tensor '" \
 # sample: non-finite temperature and bad threads are refused; a tiny temperature is greedy.
 fails "sample: temperature inf must be finite and >= 0" sample "$ckpt" --temperature inf
 fails "sample: temperature nan must be finite and >= 0" sample "$ckpt" --temperature nan
+cli_fails "--seed: Value -3 is negative; it must be >= 0" sample "$ckpt" --seed -3
 cli_fails "--threads: Value -1 not in range 0 to 4096" sample "$ckpt" --threads -1
 "$TLALOC" sample "$ckpt" --prompt "the " --tokens 30 --temperature 0 >"$tmp/greedy" 2>/dev/null
 "$TLALOC" sample "$ckpt" --prompt "the " --tokens 30 --temperature 1e-300 >"$tmp/tiny" 2>/dev/null
