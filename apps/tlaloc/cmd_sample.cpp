@@ -1,7 +1,9 @@
 // tlaloc sample CKPT: text from a `tlaloc train lm` checkpoint, generated with a KV cache.
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "apps/tlaloc/commands.h"
 #include "tlaloc/train/generate.h"
@@ -35,13 +37,19 @@ void run_sample(const SampleArgs& a) {
   for (char ch : a.prompt) prompt.push_back(int32_t(static_cast<unsigned char>(ch)));
   // Streamed: each byte is written as soon as it is drawn (a long --tokens shows progress and
   // can be cut short with Ctrl-C or `| head`).
+  // A failed write (a full disk, a closed pipe) stops the run with an error, not exit 0.
+  auto flushed = [] {
+    if (std::fflush(stdout) != 0 || std::ferror(stdout))
+      fail("sample: cannot write the text to stdout: {}", std::strerror(errno));
+  };
   std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
-  std::fflush(stdout);
-  lm::generate(decoder, prompt, a.tokens, a.sample, [](int32_t t) {
+  flushed();
+  lm::generate(decoder, prompt, a.tokens, a.sample, [&](int32_t t) {
     std::fputc(static_cast<unsigned char>(t), stdout);
-    std::fflush(stdout);
+    flushed();
   });
   std::fputc('\n', stdout);
+  flushed();
 }
 
 }  // namespace

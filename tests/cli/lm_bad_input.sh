@@ -71,6 +71,13 @@ cli_fails "--threads: Value -1 not in range 0 to 4096" sample "$ckpt" --threads 
 "$TLALOC" sample "$ckpt" --prompt "the " --tokens 30 --temperature 1e-300 >"$tmp/tiny" 2>/dev/null
 cmp -s "$tmp/greedy" "$tmp/tiny" || { echo "FAIL: temperature 1e-300 is not greedy"; exit 1; }
 
+if [ -w /dev/full ]; then  # a write error is an error, not exit 0
+  if "$TLALOC" sample "$ckpt" --tokens 5 >/dev/full 2>"$tmp/err"; then
+    echo "FAIL: sample to /dev/full exited 0"; exit 1
+  fi
+  grep -qF "tlaloc: error: sample: cannot write the text to stdout: No space left on device" \
+    "$tmp/err" || { echo "FAIL: /dev/full: got"; cat "$tmp/err"; exit 1; }
+fi
 # A huge --tokens streams: the first bytes arrive at once and `head` ends the run.
 got=$({ timeout 120 "$TLALOC" sample "$ckpt" --tokens 1000000000000 2>/dev/null || true; } |
   head -c 40 | wc -c)  # tlaloc then dies of SIGPIPE at its next byte
