@@ -24,6 +24,7 @@ struct LmOptions {
   double lr = 3e-3, wd = 0.01, val_fraction = 0.1;
   int64_t val_windows = 512, save_every = 0;
   std::string save = "lm.safetensors", resume;
+  bool resume_given = false;  // --resume "" (e.g. an unset variable) must not train afresh
 };
 
 Array tokens_range(const Array& t, int64_t begin, int64_t end) {
@@ -55,10 +56,15 @@ void check_options(const LmOptions& o) {
   if (!(o.model.dropout >= 0 && o.model.dropout < 1))
     fail("train lm: --dropout {} must be in [0, 1) (1 zeroes every activation)", o.model.dropout);
   if (o.save_every < 0) fail("train lm: --save-every {} must be >= 0", o.save_every);
+  if (o.resume_given && o.resume.empty())
+    fail("train lm: --resume is empty (an unset variable?); omit it to train from scratch");
+  if (o.save.empty()) fail("train lm: --save is empty");
   std::filesystem::path dir = std::filesystem::path(o.save).parent_path();
   std::error_code ec;
   if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
     fail("train lm: --save {}: folder {} does not exist", o.save, dir.string());
+  if (std::filesystem::is_directory(o.save, ec))
+    fail("train lm: --save {} is a folder; give a file name", o.save);
   // Parameters, gradients and AdamW's two moments: 4 f32 per parameter.
   train::lm::check_fits_in_memory(o.model, 16, "train lm");
 }
@@ -199,8 +205,11 @@ void register_train_lm(CLI::App& train) {
   cmd->add_option("--wd", o.wd, "AdamW weight decay (decoupled)")->capture_default_str();
   cmd->add_option("--save", o.save, "checkpoint path (safetensors)")->capture_default_str();
   cmd->add_option("--save-every", o.save_every, "also save every N steps (0: only at the end)");
-  cmd->add_option("--resume", o.resume, "continue from this checkpoint");
-  cmd->callback([] { run_lm(o); });
+  auto* resume = cmd->add_option("--resume", o.resume, "continue from this checkpoint");
+  cmd->callback([resume] {
+    o.resume_given = resume->count() > 0;
+    run_lm(o);
+  });
   add_export_recipe({"lm", "the benchmark LM's train step (2x128, 4 heads, ctx 16, AdamW)",
                      [] { return train::lm::bench_train_step().fn; }});
 }

@@ -29,6 +29,11 @@ cli_fails() {  # CLI11's own parse errors: the message, then "Run with --help ..
 
 # train lm: options checked before any work, no checkpoint left behind.
 fails "lm: text file $tmp is a directory" train lm --text "$tmp" --steps 2
+fails "lm: text file /dev/zero is a device" train lm --text /dev/zero --steps 2  # was: no end
+fails "train lm: --save $tmp is a folder" train lm "${small[@]}" --steps 2 --save "$tmp"
+fails "train lm: --save is empty" train lm "${small[@]}" --steps 2 --save ""
+fails "train lm: --resume is empty" train lm "${small[@]}" --steps 2 --resume "" --save "$tmp/e.st"
+[ ! -e "$tmp/e.st" ] || { echo "FAIL: --resume '' trained from scratch"; exit 1; }
 fails "train lm: --batch 0 must be >= 1" train lm "${small[@]}" --batch 0 --steps 2
 fails "train lm: --dropout 1 must be in [0, 1)" train lm "${small[@]}" --dropout 1 --steps 2
 fails "train lm: --dropout -0.5 must be in [0, 1)" train lm "${small[@]}" --dropout -0.5 --steps 2

@@ -53,6 +53,8 @@ Array read_corpus(const std::vector<std::string>& files) {
     std::error_code ec;
     if (std::filesystem::is_directory(f, ec))
       fail("lm: text file {} is a directory (pass its files)", f);
+    if (std::filesystem::is_character_file(f, ec) || std::filesystem::is_block_file(f, ec))
+      fail("lm: text file {} is a device, not a file (it may never end)", f);
     std::ifstream in(f, std::ios::binary);
     if (!in) fail("lm: cannot read text file {}", f);
     std::vector<char> bytes;

@@ -45,7 +45,7 @@ void check_fits_in_memory(const nn::CausalLMConfig& c, double bytes_per_paramete
                           const std::string& what);
 
 // Bytes of the files, concatenated, as s32 tokens. Throws tlaloc::Error naming a file that
-// cannot be read, or when the total is empty.
+// cannot be read (missing, a folder, a device such as /dev/zero), or when the total is empty.
 Array read_corpus(const std::vector<std::string>& files);
 // The English fortunes files of Debian's `fortunes` package: regular files directly in
 // /usr/share/games/fortunes without a .dat / .u8 suffix, sorted by name.
