@@ -150,6 +150,7 @@ void run_lm(LmOptions o) {
   const int64_t first = trainer.steps_taken();
   Progress bar(first > 0 ? fmt::format("train lm (from step {})", first) : "train lm",
                o.steps - first);
+  bar.set_value_name("loss (bits/byte)");
   double last = NAN;
   install_interrupt_handler();
   while (trainer.steps_taken() < o.steps) {

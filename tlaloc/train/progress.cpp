@@ -30,7 +30,7 @@ std::string Progress::line(int64_t done, double value) const {
     int fill = int(frac * width);
     bar = "[" + std::string(size_t(fill), '=') + std::string(size_t(width - fill), ' ') + "] ";
   }
-  std::string val = std::isnan(value) ? "" : fmt::format("  loss {:.4f}", value);
+  std::string val = std::isnan(value) ? "" : fmt::format("  {} {:.4f}", value_name_, value);
   return fmt::format("{} {}{:3.0f}% {:>8.0f}/s{}  {:.1f}s elapsed, ETA {:.1f}s", label_, bar,
                      100 * frac, rate, val, t, eta);
 }

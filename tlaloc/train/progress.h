@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 namespace tlaloc::train {
 
@@ -18,10 +19,12 @@ class Progress {
   // Ends the line (terminal) or prints the last plain line.
   void finish(int64_t done, double value);
   double elapsed() const;
+  // The running value's name in the line ("loss" unless set, e.g. "loss (bits/byte)").
+  void set_value_name(std::string name) { value_name_ = std::move(name); }
 
  private:
   std::string line(int64_t done, double value) const;
-  std::string label_;
+  std::string label_, value_name_ = "loss";
   int64_t total_;
   std::FILE* out_;
   bool tty_;
