@@ -114,7 +114,17 @@ void run_fmnist(const FmnistOptions& o) {
     if (!*csv) fail("--metrics {}: cannot open for writing", o.metrics);
     if (fresh) *csv << "kind,step,epoch,train_loss,test_loss,test_accuracy,seconds\n";
   }
+  // A loss that turned NaN / inf stops the run: that checkpoint could not be resumed.
+  auto check_loss = [&](double l) {
+    if (!std::isfinite(l))
+      fail(
+          "train fmnist: the training loss is {} at step {} (diverged; try a lower --lr); no "
+          "checkpoint written",
+          l, trainer.steps_taken());
+  };
+  const int64_t started_at = trainer.steps_taken();
   auto save = [&](const std::string& path) {
+    if (trainer.steps_taken() > started_at) check_loss(trainer.read_last().loss);
     io::save_checkpoint(path, to_checkpoint(trainer, o.common.seed, trainer.steps_taken(), user));
     fmt::print("saved {} (step {})\n", path, trainer.steps_taken());
   };
@@ -146,6 +156,7 @@ void run_fmnist(const FmnistOptions& o) {
       trainer.step({std::move(idx), std::move(w)});
       if ((b + 1) % o.common.log_every == 0 || b + 1 == spe) {
         double l = trainer.read_last().loss;
+        check_loss(l);
         loss_sum += l;
         ++loss_reads;
         bar.update(std::min(n, (b + 1) * o.batch), loss_sum / double(loss_reads));

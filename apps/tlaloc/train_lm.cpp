@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -168,7 +169,7 @@ void run_lm(LmOptions o) {
       save();
       fmt::print("interrupted at step {}: continue with --resume {}\n", trainer.steps_taken(),
                  o.save);
-      return;
+      std::exit(130);  // as fmnist: the shell's code for a run stopped by SIGINT
     }
   }
   bar.finish(o.steps - first, last);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tlaloc train lm / sample with bad input: each is one error line naming the problem and a
 # non-zero exit, never a crash, NaN output or a checkpoint of a diverged run. Also: a NaN
-# checkpoint is refused, a tiny temperature is greedy, long outputs stream, Ctrl-C saves.
+# checkpoint is refused, a tiny temperature is greedy, long outputs stream, Ctrl-C saves
+# (exit 130); a diverged train fmnist saves nothing either.
 set -euo pipefail
 : "${TLALOC:?set TLALOC to the tlaloc binary}"
 tmp=$(mktemp -d)
@@ -88,12 +89,19 @@ got=$({ timeout 120 "$TLALOC" sample "$ckpt" --tokens 1000000000000 2>/dev/null 
   head -c 40 | wc -c)  # tlaloc then dies of SIGPIPE at its next byte
 [ "$got" -eq 40 ] || { echo "FAIL: --tokens 1e12 did not stream ($got bytes)"; exit 1; }
 
+# train fmnist too: a diverged run stops with an error and saves nothing.
+fails "train fmnist: the training loss is nan at step" train fmnist --epochs 1 --lr 1e30 \
+  --log-every 1 --threads 1 --save "$tmp/fnan.safetensors"
+[ ! -e "$tmp/fnan.safetensors" ] || { echo "FAIL: diverged fmnist saved"; exit 1; }
+
 # Ctrl-C during train lm saves a checkpoint that --resume continues from.
 "$TLALOC" train lm "${small[@]}" --steps 1000000 --save "$tmp/int.safetensors" >"$tmp/int.out" &
 pid=$!
 for _ in $(seq 1800); do grep -q "train lm " "$tmp/int.out" 2>/dev/null && break; sleep 0.1; done
 kill -INT "$pid"
-wait "$pid" || { echo "FAIL: interrupted train lm exited non-zero"; cat "$tmp/int.out"; exit 1; }
+rc=0
+wait "$pid" || rc=$?
+[ "$rc" -eq 130 ] || { echo "FAIL: interrupted train lm exited $rc, not 130"; cat "$tmp/int.out"; exit 1; }
 grep -q "^interrupted at step [0-9]*: continue with --resume $tmp/int.safetensors" "$tmp/int.out" ||
   { echo "FAIL: no interrupted line"; cat "$tmp/int.out"; exit 1; }
 "$TLALOC" inspect "$tmp/int.safetensors" >"$tmp/inspect"
