@@ -11,8 +11,9 @@ trace::Tensor mse_loss(const trace::Tensor& pred, const trace::Tensor& target);
 // Softmax cross-entropy on integer labels (torch.nn.functional.cross_entropy):
 // logits f32 [batch, classes], labels s32 [batch] -> mean over the batch of
 // -log_softmax(logits)[label]. Max-subtracted, so finite and exact for logits of ±1e8, and
-// -inf logits on wrong classes are fine (the label's entry is picked with select, never 0·inf). `weights` (optional, f32 [batch]) weighs each row, e.g. a 0/1 mask for the padded
-// rows of a last partial batch; the mean is then over the weight sum.
+// -inf logits on wrong classes are fine (the label's entry is picked with select, never 0·inf).
+// `weights` (optional, f32 [batch]) weighs each row, e.g. a 0/1 mask for the padded rows of a last
+// partial batch; the mean is then over the weight sum.
 trace::Tensor cross_entropy(const trace::Tensor& logits, const trace::Tensor& labels);
 trace::Tensor cross_entropy(const trace::Tensor& logits, const trace::Tensor& labels,
                             const trace::Tensor& weights);
