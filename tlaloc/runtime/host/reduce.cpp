@@ -128,11 +128,18 @@ struct ReduceKernel : Kernel {
         }
         part[j] = L::finish(lane);
       };
+      // Each thread walks its contiguous share of chunks last to first, so the start of the
+      // share is what stays cached for a following kernel that reads the input from its start
+      // (e.g. an optimizer update after the found-inf check). Partials combine in chunk order,
+      // so results do not depend on the walk.
       if (jobs * std::min(R, kChunk) >= kParallelElements && f.num_threads > 1 && jobs > 1) {
-#pragma omp parallel for num_threads(f.num_threads) schedule(static)
-        for (int64_t j = 0; j < jobs; ++j) job(j);
+#pragma omp parallel num_threads(int(std::min <int64_t>(f.num_threads, jobs)))
+        {
+          int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+          for (int64_t j = jobs * (t + 1) / nt; j-- > jobs * t / nt;) job(j);
+        }
       } else {
-        for (int64_t j = 0; j < jobs; ++j) job(j);
+        for (int64_t j = jobs; j-- > 0;) job(j);
       }
       for (int64_t a = 0; a < A; ++a) {
         Cm v = part[a * nch];
