@@ -28,11 +28,17 @@ struct AttentionKernel : Kernel {
   int64_t end(int64_t i) const { return causal ? std::clamp<int64_t>(i + T - S + 1, 0, T) : T; }
 };
 
+// Dot product in 8 interleaved partial sums (element i into sum i % 8), added pairwise at the
+// end: a fixed order, so results do not depend on threads, and the loop vectorizes without
+// reassociation (a single running sum is one long chain of dependent adds).
 template <class F>
 F dotp(const F* a, const F* b, int64_t n) {
-  F s = 0;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
+  F s[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) s[k] += a[i + k] * b[i + k];
+  for (; i < n; ++i) s[i % 8] += a[i] * b[i];
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
 template <class F>
