@@ -2,8 +2,9 @@
 # The benchmark LM's train step (issue 7: 2 layers, d_model 128, 4 heads, MLP 512 GELU, ctx 16,
 # batch 4x16, AdamW in the program): `tlaloc bench step --model lm --lane host` against the same
 # model in PyTorch (bench/lm_step_torch.py, Debian's python3-torch) on this machine, in one run.
-# Arms alternate (A B A B ...) for ROUNDS rounds at 1 and 2 threads, everything with
-# OMP_WAIT_POLICY=passive (PyTorch's best setting here). Prints each run's median step time, the
+# Arms alternate (A B A B ...) for ROUNDS rounds at 1 and 2 threads with OMP_WAIT_POLICY=passive
+# (PyTorch's best setting on a busy machine), plus PyTorch with its defaults (spin-waiting, all
+# cores), which can be its best on a quiet one; the ratio takes PyTorch's best arm. Prints each run's median step time, the
 # median and spread per arm, tlaloc's best median against PyTorch's best median as a ratio, and
 # each process's peak resident memory.
 # Usage: bench/run_lm_bench.sh [ROUNDS=3] [STEPS=300]   (needs build/ from scripts/build.sh)
@@ -26,6 +27,10 @@ for r in $(seq 1 "$rounds"); do
     OMP_NUM_THREADS=$th /usr/bin/python3 bench/lm_step_torch.py --device cpu --threads "$th" \
       --steps "$steps" | grep '^RESULT' >>"$out/torch_$th"
   done
+  # PyTorch with its own defaults too (spin-waiting OpenMP, every core): its best on a quiet
+  # machine may be this one.
+  env -u OMP_WAIT_POLICY /usr/bin/python3 bench/lm_step_torch.py --device cpu --steps "$steps" \
+    | grep '^RESULT' >>"$out/torch_defaults"
 done
 
 /usr/bin/python3 - "$out" <<'PY'
@@ -41,10 +46,10 @@ for name in sorted(os.listdir(out)):
             med.append(float(m.group(1)))
             rss.append(float(k.group(1)) if k else float("nan"))
     arms[name] = (med, rss)
-print(f"{'arm':10s} {'per-run median step ms':34s} {'median':>8s} {'min':>8s} {'max':>8s} {'peak RSS MiB':>13s}")
+print(f"{'arm':14s} {'per-run median step ms':34s} {'median':>8s} {'min':>8s} {'max':>8s} {'peak RSS MiB':>13s}")
 for name, (t, rss) in arms.items():
     runs = " ".join(f"{x:.3f}" for x in t)
-    print(f"{name:10s} {runs:34s} {statistics.median(t):8.3f} {min(t):8.3f} {max(t):8.3f} {max(rss):13.1f}")
+    print(f"{name:14s} {runs:34s} {statistics.median(t):8.3f} {min(t):8.3f} {max(t):8.3f} {max(rss):13.1f}")
 best = lambda p: min((statistics.median(t), k) for k, (t, _) in arms.items() if k.startswith(p))
 tl, tk = best("tlaloc")
 pb, pk = best("torch")
