@@ -3,8 +3,8 @@
 # batch 4x16, AdamW in the program): `tlaloc bench step --model lm --lane host` against the same
 # model in PyTorch (bench/lm_step_torch.py, Debian's python3-torch) on this machine, in one run.
 # Arms alternate (A B A B ...) for ROUNDS rounds at 1 and 2 threads with OMP_WAIT_POLICY=passive
-# (PyTorch's best setting on a busy machine), plus PyTorch with its defaults (spin-waiting, all
-# cores), which can be its best on a quiet one; the ratio takes PyTorch's best arm. Prints each run's median step time, the
+# (PyTorch's best setting on a busy machine), plus both with OpenMP's defaults (spin-waiting, all
+# cores), which can be best on a quiet machine; the ratio takes each side's best arm. Prints each run's median step time, the
 # median and spread per arm, tlaloc's best median against PyTorch's best median as a ratio, and
 # each process's peak resident memory.
 # Usage: bench/run_lm_bench.sh [ROUNDS=3] [STEPS=300]   (needs build/ from scripts/build.sh)
@@ -27,6 +27,9 @@ for r in $(seq 1 "$rounds"); do
     OMP_NUM_THREADS=$th /usr/bin/python3 bench/lm_step_torch.py --device cpu --threads "$th" \
       --steps "$steps" | grep '^RESULT' >>"$out/torch_$th"
   done
+  env -u OMP_WAIT_POLICY "$tlaloc" bench step --model lm --lane host --steps "$steps" \
+    | grep '^RESULT' | tr '\n' ' ' >>"$out/tlaloc_defaults"
+  echo >>"$out/tlaloc_defaults"
   # PyTorch with its own defaults too (spin-waiting OpenMP, every core): its best on a quiet
   # machine may be this one.
   env -u OMP_WAIT_POLICY /usr/bin/python3 bench/lm_step_torch.py --device cpu --steps "$steps" \
