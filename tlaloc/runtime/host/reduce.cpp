@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "tlaloc/runtime/host/copy.h"
@@ -63,6 +64,23 @@ struct Lanes {
     auto* lane = static_cast<Cm*>(lanes);
     const Cm* x = static_cast<const Cm*>(xv);
     int64_t r = 0;
+    if constexpr (K == ir::ReduceKind::sum && std::is_floating_point_v<Cm>) {
+      // The lanes held in 16-byte vector registers across the loop (the lane array in memory
+      // made each addition wait on a store and reload): the same additions in the same order.
+      using V [[gnu::vector_size(16)]] = Cm;
+      constexpr int kPer = int(16 / sizeof(Cm)), kVecs = kLanes / kPer;
+      V acc[kVecs];
+      std::memcpy(acc, lane, sizeof acc);
+      for (; r + kLanes <= len; r += kLanes) {
+#pragma GCC unroll 16
+        for (int k = 0; k < kVecs; ++k) {
+          V t;
+          std::memcpy(&t, x + r + k * kPer, sizeof t);
+          acc[k] += t;
+        }
+      }
+      std::memcpy(lane, acc, sizeof acc);
+    }
     for (; r + kLanes <= len; r += kLanes)
       for (int l = 0; l < kLanes; ++l) lane[l] = Ac::f(lane[l], x[r + l]);
     for (int l = 0; r < len; ++r, ++l) lane[l] = Ac::f(lane[l], x[r]);
