@@ -63,6 +63,10 @@ struct GroupKernel : Kernel {
   size_t nreduces = 0;
   static constexpr int64_t kBlocksPerChunk = kReduceChunk / kBlock;
   static constexpr int64_t kLaneBytes = kReduceLanes * 8;
+  // Scratch slots lie 49 cache lines apart, not 32 (kBlockBytes): with a 4 KiB L1 set period,
+  // slots 2 KiB apart all start on two sets, so a block's f32 slots and streams piled onto the
+  // same sets and overflowed their ways; 49 spreads the slots' starts over the sets.
+  static constexpr int64_t kSlotBytes = kBlockBytes + 17 * 64;
 
   int64_t nblocks() const { return (n + kBlock - 1) / kBlock; }
   int64_t nchunks() const { return std::max<int64_t>((n + kReduceChunk - 1) / kReduceChunk, 1); }
@@ -91,16 +95,16 @@ struct GroupKernel : Kernel {
     }
   }
   int64_t thread_bytes() const {
-    return int64_t(nscratch) * kBlockBytes + int64_t(nslots) * 8 + int64_t(nreduces) * kLaneBytes;
+    return int64_t(nscratch) * kSlotBytes + int64_t(nslots) * 8 + int64_t(nreduces) * kLaneBytes;
   }
   int64_t total_scratch(int threads) const {
     return thread_bytes() * threads + int64_t(nreduces) * nchunks() * 8;
   }
   void run_thread(const Program& pg, const Frame& f, int t, int64_t b0, int64_t b1) const {
     char* mem = f.scratch + t * thread_bytes();
-    void** regs = reinterpret_cast<void**>(mem + int64_t(nscratch) * kBlockBytes);
-    char* lanes = mem + int64_t(nscratch) * kBlockBytes + int64_t(nslots) * 8;
-    for (int r = 0; r < pg.nscratch; ++r) regs[r] = mem + int64_t(r) * kBlockBytes;
+    void** regs = reinterpret_cast<void**>(mem + int64_t(nscratch) * kSlotBytes);
+    char* lanes = mem + int64_t(nscratch) * kSlotBytes + int64_t(nslots) * 8;
+    for (int r = 0; r < pg.nscratch; ++r) regs[r] = mem + int64_t(r) * kSlotBytes;
     range(pg, n, regs, lanes, partials(f), nchunks(), f.ptr, b0, b1);
   }
   char* partials(const Frame& f) const { return f.scratch + thread_bytes() * max_threads; }
