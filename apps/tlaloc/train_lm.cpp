@@ -34,23 +34,6 @@ Array tokens_range(const Array& t, int64_t begin, int64_t end) {
   return out;
 }
 
-// A resumed run must start from finite numbers: NaN / inf in a parameter or optimizer state
-// (a diverged run, a damaged file) would only train into NaN.
-void require_finite(const io::Checkpoint& c) {
-  for (const io::NamedArrays* arrays : {&c.params, &c.optimizer_state})
-    for (const auto& [name, a] : *arrays) {
-      if (a.dtype() != DType::f32) continue;
-      const float* x = a.data<float>();
-      const int64_t bad =
-          std::count_if(x, x + a.numel(), [](float f) { return !std::isfinite(f); });
-      if (bad > 0)
-        fail(
-            "--resume {}: tensor '{}' holds {} NaN or inf values of {} (a diverged run or a "
-            "damaged file)",
-            c.source, name, bad, a.numel());
-    }
-}
-
 // Checked before the corpus is read or anything is compiled, so a typo fails at once.
 void check_options(const LmOptions& o) {
   if (o.batch < 1) fail("train lm: --batch {} must be >= 1", o.batch);
@@ -126,7 +109,9 @@ void run_lm(LmOptions o) {
     if (c.step >= o.steps)
       fail("--resume {}: it is at step {} already; --steps {} leaves nothing to train", o.resume,
            c.step, o.steps);
-    require_finite(c);
+    // A resumed run must start from finite numbers: NaN / inf would only train into NaN.
+    for (const io::NamedArrays* arrays : {&c.params, &c.optimizer_state})
+      require_finite(*arrays, "--resume " + c.source, "tensor");
     restore(trainer, c);
     fmt::print("resumed from {} at step {}\n", o.resume, trainer.steps_taken());
   }

@@ -60,12 +60,7 @@ Tensor CausalLM::decode(const Tensor& tokens, const Tensor& pos, std::vector<KVC
     if (!block) fail("CausalLM::decode: blocks.{} is not a TransformerBlock", i);
     x = block->decode(x, pos, caches[size_t(i)]);
   }
-  x = child("ln_f")(x);
-  if (!c_.tied) return child("head")(x);
-  // Tied head, as in forward(): logits = x · tok_emb.weightᵀ.
-  const Tensor& w = child("tok_emb").named_parameters()[0].param->bound;
-  ir::Builder& b = x.builder();
-  return {&b, b.dot_general(x.id(), w.id(), {{}, {}, {2}, {1}})};
+  return logits(child("ln_f")(x));
 }
 
 ir::Function decode_step(CausalLM& model, int64_t batch) {

@@ -150,11 +150,13 @@ Tensor CausalLM::forward(const Tensor& tokens) {
   Tensor pos = trace::iota(Shape{S}, 0, DType::s32);
   Tensor x = (*ch[0].second)(tokens) + (*ch[1].second)(pos);
   if (drop_) x = (*drop_)(x);
-  x = (*ch[3].second)((*ch[2].second)(x));
-  if (!c_.tied) return (*ch[4].second)(x);
+  return logits((*ch[3].second)((*ch[2].second)(x)));
+}
+
+Tensor CausalLM::logits(const Tensor& x) {
+  if (!c_.tied) return child("head")(x);
   // Tied head: logits = x · tok_emb.weightᵀ.
-  auto* emb = static_cast<Embedding*>(ch[0].second.get());
-  const Tensor& w = emb->named_parameters()[0].param->bound;
+  const Tensor& w = child("tok_emb").named_parameters()[0].param->bound;
   ir::Builder& b = x.builder();
   return {&b, b.dot_general(x.id(), w.id(), {{}, {}, {2}, {1}})};
 }

@@ -128,6 +128,9 @@ class CausalLM : public Module {
   const CausalLMConfig& config() const { return c_; }
 
  private:
+  // The head on the final-norm output x [batch, seq, d_model] -> logits f32 [batch, seq,
+  // vocab]: `head`, or x · tok_emb.weightᵀ when tied (shared by forward and decode).
+  trace::Tensor logits(const trace::Tensor& x);
   CausalLMConfig c_;
   Module* drop_ = nullptr;
 };

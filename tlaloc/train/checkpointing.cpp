@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace tlaloc::train {
 
 namespace {
@@ -66,6 +69,18 @@ void restore_model(nn::Module& m, const io::Checkpoint& ckpt) {
   for (auto& p : named) want.push_back({p.name, p.param->value.dtype(), p.param->value.shape()});
   auto arrays = io::restore_params(ckpt, want);
   for (size_t i = 0; i < named.size(); ++i) named[i].param->value = std::move(arrays[i]);
+}
+
+void require_finite(const io::NamedArrays& arrays, const std::string& where,
+                    const std::string& kind) {
+  for (const auto& [name, a] : arrays) {
+    if (a.dtype() != DType::f32) continue;
+    const float* x = a.data<float>();
+    const int64_t bad = std::count_if(x, x + a.numel(), [](float f) { return !std::isfinite(f); });
+    if (bad > 0)
+      fail("{}: {} '{}' holds {} NaN or inf values of {} (a diverged run or a damaged file)", where,
+           kind, name, bad, a.numel());
+  }
 }
 
 }  // namespace tlaloc::train

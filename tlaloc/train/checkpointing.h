@@ -21,6 +21,11 @@ io::Checkpoint to_checkpoint(const Trainer& t, uint64_t seed, int64_t data_posit
 void restore(Trainer& t, const io::Checkpoint& ckpt);
 // Parameters only (e.g. for evaluation): into the model's Parameter values, strictly.
 void restore_model(nn::Module& m, const io::Checkpoint& ckpt);
+// Throws tlaloc::Error "<where>: <kind> '<name>' holds N NaN or inf values of M (a diverged run
+// or a damaged file)" for the first f32 array of `arrays` holding NaN or inf (other dtypes are
+// not checked): such a checkpoint would only sample or train into NaN.
+void require_finite(const io::NamedArrays& arrays, const std::string& where,
+                    const std::string& kind);
 
 // The optimizer's hyper-parameters as PyTorch names -> exact decimal strings.
 std::map<std::string, std::string> hyper_parameters(const optim::Optimizer& opt);

@@ -68,16 +68,7 @@ std::unique_ptr<nn::CausalLM> load_model(const io::Checkpoint& c) {
   check_fits_in_memory(config, 8, c.source);  // the model and the decoder's copy, f32
   auto model = std::make_unique<nn::CausalLM>(config);
   restore_model(*model, c);
-  for (auto& p : model->named_parameters()) {
-    const Array& v = p.param->value;
-    const float* x = v.data<float>();
-    const int64_t bad = std::count_if(x, x + v.numel(), [](float f) { return !std::isfinite(f); });
-    if (bad > 0)
-      fail(
-          "{}: parameter '{}' holds {} NaN or inf values of {} (a diverged run or a damaged "
-          "file)",
-          c.source, p.name, bad, v.numel());
-  }
+  require_finite(c.params, c.source, "parameter");
   return model;
 }
 
