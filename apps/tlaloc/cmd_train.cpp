@@ -52,6 +52,17 @@ extern "C" void on_sigint(int) {
 }
 }  // namespace
 
+io::Checkpoint load_resume(const std::string& path, const std::map<std::string, std::string>& user,
+                           uint64_t seed) {
+  io::Checkpoint c = io::load_checkpoint(path);
+  for (const auto& [k, v] : user)
+    if (c.user.count(k) && c.user.at(k) != v)
+      fail("--resume {}: it was trained with {}={}, this run has {}", path, k, c.user.at(k), v);
+  if (c.seed && *c.seed != seed)
+    fail("--resume {}: it was trained with --seed {}, this run has {}", path, *c.seed, seed);
+  return c;
+}
+
 void install_interrupt_handler() {
   g_interrupted = 0;
   struct sigaction sa {};

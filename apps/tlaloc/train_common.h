@@ -1,10 +1,12 @@
 // Options shared by every `tlaloc train` recipe.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
+#include "tlaloc/io/checkpoint.h"
 #include "tlaloc/optim/schedule.h"
 #include "tlaloc/train/trainer.h"
 
@@ -34,6 +36,11 @@ int64_t compiled_executables(train::Lane lane);
 // pjrt lane: one step of both lanes from the trainer's state (train::Trainer::cross_check),
 // printed as max |diff| and relative difference. Does nothing on the host lane.
 void print_cross_check(train::Trainer& t, std::vector<Array> inputs);
+
+// --resume: loads `path` and checks that its recipe metadata (`user` keys it has) and its seed
+// equal this run's; throws tlaloc::Error naming the first field that differs.
+io::Checkpoint load_resume(const std::string& path, const std::map<std::string, std::string>& user,
+                           uint64_t seed);
 
 // Ctrl-C (SIGINT) during training: the first one sets a flag that the training loop checks
 // after each step (it then saves a checkpoint and stops); a second one exits at once.

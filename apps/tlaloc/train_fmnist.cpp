@@ -88,14 +88,7 @@ void run_fmnist(const FmnistOptions& o) {
                                           {"batch", std::to_string(o.batch)},
                                           {"train_rows", std::to_string(n)}};
   if (!o.resume.empty()) {
-    io::Checkpoint c = io::load_checkpoint(o.resume);
-    for (auto& [k, v] : user)
-      if (c.user.count(k) && c.user.at(k) != v)
-        fail("--resume {}: it was trained with {}={}, this run has {}", o.resume, k, c.user.at(k),
-             v);
-    if (c.seed && *c.seed != o.common.seed)
-      fail("--resume {}: it was trained with --seed {}, this run has {}", o.resume, *c.seed,
-           o.common.seed);
+    io::Checkpoint c = load_resume(o.resume, user, o.common.seed);
     restore(trainer, c);
     fmt::print("resumed from {} at step {}\n", o.resume, trainer.steps_taken());
   }

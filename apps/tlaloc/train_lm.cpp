@@ -98,14 +98,7 @@ void run_lm(LmOptions o) {
                                           {"dropout", io::exact(o.model.dropout)},
                                           {"batch", std::to_string(o.batch)}};
   if (!o.resume.empty()) {
-    io::Checkpoint c = io::load_checkpoint(o.resume);
-    for (auto& [k, v] : user)
-      if (c.user.count(k) && c.user.at(k) != v)
-        fail("--resume {}: it was trained with {}={}, this run has {}", o.resume, k, c.user.at(k),
-             v);
-    if (c.seed && *c.seed != o.common.seed)
-      fail("--resume {}: it was trained with --seed {}, this run has {}", o.resume, *c.seed,
-           o.common.seed);
+    io::Checkpoint c = load_resume(o.resume, user, o.common.seed);
     if (c.step >= o.steps)
       fail("--resume {}: it is at step {} already; --steps {} leaves nothing to train", o.resume,
            c.step, o.steps);
