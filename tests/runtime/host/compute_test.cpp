@@ -172,6 +172,11 @@ KERNEL_TEST(dot_general, layouts_batches_dtypes) {
   }
   check_dot(DType::f32, {2, 0}, {0, 3}, {{}, {}, {1}, {0}}, 0);  // K = 0 gives zeros
   check_dot(DType::f32, {64, 96}, {96, 80}, {{}, {}, {1}, {0}}, 1e-5);
+  // From 2^20 multiply-adds a GEMM is split into tiles (2, then up to 8 from 2^24 on), run
+  // on both threads: the benchmark LM's MLP shapes (x W^T, dW = dY^T X) and a 3-tile one.
+  check_dot(DType::f32, {64, 128}, {512, 128}, {{}, {}, {1}, {1}}, 1e-5);
+  check_dot(DType::f32, {64, 128}, {64, 512}, {{}, {}, {0}, {0}}, 1e-5);
+  check_dot(DType::f32, {400, 400}, {400, 400}, {{}, {}, {1}, {0}}, 1e-5);
 }
 
 // Full reductions of an elementwise expression run inside the fused loop (chunked lanes); the

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tlaloc/runtime/host/kernels.h"
+#include "tlaloc/runtime/host/team.h"
 
 namespace tlaloc::runtime::host {
 namespace {
@@ -144,17 +145,15 @@ void run_attention(const Kernel& kk, const Frame& fr) {
   const bool fwd = a.out < 0;
   const int64_t tasks = fwd ? a.B * a.Hq : a.B * a.Hkv;
   const int nt = a.parallel ? fr.num_threads : 1;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-  {
+  parallel(nt, [&](int p, int P) {
     std::vector<F> acc(size_t(fwd ? a.Dv : 0));
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < tasks; ++t) {
+    for (int64_t t = tasks * p / P; t < tasks * (p + 1) / P; ++t) {
       if (fwd)
         forward_task<F>(a, fr, t, acc.data());
       else
         backward_task<F>(a, fr, t);
     }
-  }
+  });
 }
 
 }  // namespace

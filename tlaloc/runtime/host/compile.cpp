@@ -16,6 +16,7 @@
 #include "tlaloc/ir/builder.h"
 #include "tlaloc/runtime/host/plan.h"
 #include "tlaloc/runtime/host/rewrite.h"
+#include "tlaloc/runtime/host/team.h"
 
 namespace tlaloc::runtime::host {
 namespace {
@@ -165,7 +166,12 @@ class HostExecutable final : public Executable {
     }
   }
 
+  // The steps in order on thread 0 of one team of plan_.num_threads threads (team.h).
   void execute() {
+    run_in_team(
+        plan_.num_threads, [](void* self) { static_cast<HostExecutable*>(self)->steps(); }, this);
+  }
+  void steps() {
     Frame fr{ptr_.data(), scratch_.get(), plan_.num_threads};
     if (!profile_) {
       for (const auto& k : plan_.steps) k->run(*k, fr);
@@ -214,7 +220,7 @@ class HostExecutable final : public Executable {
     for (const auto& [name, k] : kinds)
       fmt::print(stderr, "  {:9.1f} us  {:5.1f}%  {} steps of {}\n", k.first / 1e3 / runs,
                  100 * k.first / total, k.second, name);
-    for (size_t i = 0; i < order.size() && i < 25; ++i)
+    for (size_t i = 0; i < order.size() && i < top_; ++i)
       fmt::print(stderr, "  {:9.1f} us  {:5.1f}%  #{} {}\n", step_ns_[order[i]] / 1e3 / runs,
                  100 * step_ns_[order[i]] / total, order[i], plan_.steps[order[i]]->label);
   }
@@ -222,6 +228,10 @@ class HostExecutable final : public Executable {
   Plan plan_;
   bool profile_ = std::getenv("TLALOC_HOST_PROFILE") != nullptr;
   bool profile_cpu_ = profile_ && std::string_view(std::getenv("TLALOC_HOST_PROFILE")) == "cpu";
+  // TLALOC_HOST_PROFILE_TOP=N: how many of the slowest steps the profile lists (25).
+  size_t top_ = std::getenv("TLALOC_HOST_PROFILE_TOP")
+                    ? size_t(std::max(std::atoi(std::getenv("TLALOC_HOST_PROFILE_TOP")), 0))
+                    : 25;
   std::vector<double> step_ns_;
   int64_t profiled_runs_ = 0;
   Buffer arena_, scratch_;

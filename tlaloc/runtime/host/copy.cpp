@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "tlaloc/runtime/host/kernel.h"
+#include "tlaloc/runtime/host/team.h"
 
 namespace tlaloc::runtime::host {
 
@@ -84,8 +85,7 @@ void copy_typed(const CopyPlan& p, void* dst, const void* src, int64_t dshift, i
   for (size_t k = 0; k + 1 < p.dims.size(); ++k) rows *= p.dims[k];
   if (p.numel() >= kParallelElements && num_threads > 1 && rows > 1) {
     int nt = int(std::min<int64_t>(num_threads, rows));
-#pragma omp parallel for num_threads(nt) schedule(static)
-    for (int t = 0; t < nt; ++t) copy_rows(p, d, s, rows * t / nt, rows * (t + 1) / nt);
+    parallel(nt, [&](int t, int T) { copy_rows(p, d, s, rows * t / T, rows * (t + 1) / T); });
   } else {
     copy_rows(p, d, s, 0, rows);
   }

@@ -10,6 +10,7 @@
 
 #include "tlaloc/runtime/host/copy.h"
 #include "tlaloc/runtime/host/kernels.h"
+#include "tlaloc/runtime/host/team.h"
 
 namespace tlaloc::runtime::host {
 namespace {
@@ -88,10 +89,14 @@ struct DotKernel : Kernel {
       std::memset(O, 0, size_t(on) * (d.dtype == DType::f64 ? 8 : 4));
     } else if (d.tiles.size() > 1 && f.num_threads > 1 && d.B * d.M * d.N * d.K >= kParallelMacs) {
       int nt = int(std::min<size_t>(size_t(f.num_threads), d.tiles.size()));
-      // OpenMP threads: the OpenMP build of OpenBLAS keeps per-thread buffers by
-      // omp_get_thread_num() and is unsafe from several non-OpenMP threads at once.
-#pragma omp parallel for num_threads(nt) schedule(static)
-      for (size_t t = 0; t < d.tiles.size(); ++t) d.gemm(d.tiles[t], L, R, O);
+      // Team threads are OpenMP threads: the OpenMP build of OpenBLAS keeps per-thread buffers
+      // by omp_get_thread_num() and is unsafe from several non-OpenMP threads at once.
+      const size_t nt_tiles = d.tiles.size();
+      parallel(nt, [&](int t, int T) {
+        for (size_t i = nt_tiles * size_t(t) / size_t(T); i < nt_tiles * size_t(t + 1) / size_t(T);
+             ++i)
+          d.gemm(d.tiles[i], L, R, O);
+      });
     } else {
       for (const Tile& t : d.tiles) d.gemm(t, L, R, O);
     }
@@ -198,16 +203,20 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int) {
   if (k->r.permute) k->r.perm_off = take(rs.numel());
   k->scratch_bytes = off;
   // Tiles: one per batch element; a single large matrix is split along its longer result dim
-  // into at most 8 pieces of >= 64 rows / columns (sizes fixed by the shape alone).
+  // into 2 pieces from 2^20 multiply-adds, more (up to 8) from 2^24 on, each a multiple of 16
+  // rows / columns. Sizes are fixed by the shape alone: OpenBLAS's result bits depend on the
+  // split. Each extra tile repacks the other operand: 8 tiles of the benchmark LM's
+  // 64x128x512 GEMM took 1.3x the time of one call, 2 tiles 1.05x.
   const int64_t macs = k->B * k->M * k->N * k->K;
+  const int64_t pieces = macs < kParallelMacs ? 1 : std::clamp<int64_t>(macs >> 24, 2, 8);
   for (int64_t b = 0; b < k->B; ++b) {
-    if (k->B > 1 || macs < (int64_t(1) << 20)) {
+    if (k->B > 1 || pieces == 1) {
       k->tiles.push_back({b, 0, k->M, 0, k->N});
       continue;
     }
     bool rows = k->M >= k->N;
     int64_t dim = rows ? k->M : k->N;
-    int64_t t = std::max<int64_t>(64, ((dim + 7) / 8 + 15) / 16 * 16);
+    int64_t t = std::max<int64_t>(16, ((dim + pieces - 1) / pieces + 15) / 16 * 16);
     for (int64_t s = 0; s < dim; s += t) {
       int64_t e = std::min(dim, s + t);
       k->tiles.push_back(rows ? Tile{b, s, e, 0, k->N} : Tile{b, 0, k->M, s, e});

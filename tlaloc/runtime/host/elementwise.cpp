@@ -1,10 +1,9 @@
 #include "tlaloc/runtime/host/elementwise.h"
 
-#include <omp.h>
-
 #include <algorithm>
 
 #include "tlaloc/runtime/host/program.h"
+#include "tlaloc/runtime/host/team.h"
 
 namespace tlaloc::runtime::host {
 
@@ -120,12 +119,10 @@ struct GroupKernel : Kernel {
     int64_t nb = g.nblocks(), units = (nb + unit - 1) / unit;
     if (g.n >= kParallelElements && f.num_threads > 1 && units > 1) {
       int nt = int(std::min<int64_t>(std::min(f.num_threads, g.max_threads), units));
-#pragma omp parallel num_threads(nt)
-      {
-        int t = omp_get_thread_num(), T = omp_get_num_threads();
+      parallel(nt, [&](int t, int T) {
         g.run_thread(pg, f, t, std::min(nb, units * t / T * unit),
                      std::min(nb, units * (t + 1) / T * unit));
-      }
+      });
     } else {
       g.run_thread(pg, f, 0, 0, nb);
     }

@@ -6,14 +6,13 @@
 // max / min propagate NaN. bf16 / f16 accumulate in f32 and round once at the end.
 #include "tlaloc/runtime/host/kernels.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "tlaloc/runtime/host/copy.h"
+#include "tlaloc/runtime/host/team.h"
 
 namespace tlaloc::runtime::host {
 namespace {
@@ -151,11 +150,9 @@ struct ReduceKernel : Kernel {
       // (e.g. an optimizer update after the found-inf check). Partials combine in chunk order,
       // so results do not depend on the walk.
       if (jobs * std::min(R, kChunk) >= kParallelElements && f.num_threads > 1 && jobs > 1) {
-#pragma omp parallel num_threads(int(std::min <int64_t>(f.num_threads, jobs)))
-        {
-          int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+        parallel(int(std::min<int64_t>(f.num_threads, jobs)), [&](int t, int nt) {
           for (int64_t j = jobs * (t + 1) / nt; j-- > jobs * t / nt;) job(j);
-        }
+        });
       } else {
         for (int64_t j = jobs; j-- > 0;) job(j);
       }
@@ -186,8 +183,7 @@ struct ReduceKernel : Kernel {
     };
     if (A > 1 && A * R * C >= kParallelElements && f.num_threads > 1) {
       int nt = int(std::min<int64_t>(f.num_threads, A));
-#pragma omp parallel for num_threads(nt) schedule(static)
-      for (int t = 0; t < nt; ++t) rows(A * t / nt, A * (t + 1) / nt);
+      parallel(nt, [&](int t, int P) { rows(A * t / P, A * (t + 1) / P); });
     } else {
       rows(0, A);
     }

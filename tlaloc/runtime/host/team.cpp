@@ -1,0 +1,146 @@
+#include "tlaloc/runtime/host/team.h"
+
+#include <immintrin.h>
+#include <linux/futex.h>
+#include <omp.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <exception>
+
+namespace tlaloc::runtime::host {
+namespace {
+
+// How long a waiting thread spins before it sleeps (or, for thread 0 waiting on the others,
+// starts yielding): long enough to span the serial kernels between two parallel ones.
+constexpr auto kSpin = std::chrono::microseconds(200);
+
+void futex_wait(std::atomic<uint32_t>& a, uint32_t old) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&a), FUTEX_WAIT_PRIVATE, old, nullptr, nullptr, 0);
+}
+void futex_wake_all(std::atomic<uint32_t>& a) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(&a), FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr,
+          0);
+}
+
+// Spins with pause until done() or kSpin elapsed; returns done().
+template <class Done>
+bool spin_until(Done done) {
+  auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      _mm_pause();
+    }
+    if (std::chrono::steady_clock::now() - start > kSpin) return done();
+  }
+}
+
+struct Team {
+  int size = 1;
+  // The current job, published by incrementing gen; every other thread acknowledges it by
+  // decrementing pending (those with t >= n run nothing).
+  PartFn fn = nullptr;
+  void* ctx = nullptr;
+  int n = 0;
+  bool stop = false;
+  alignas(64) std::atomic<uint32_t> gen{0};
+  alignas(64) std::atomic<int> pending{0};
+  alignas(64) std::atomic<int> sleepers{0};
+
+  void publish() {
+    gen.fetch_add(1, std::memory_order_seq_cst);
+    if (sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(gen);
+  }
+
+  void work(int t) {
+    uint32_t seen = 0;
+    for (;;) {
+      auto changed = [&] { return gen.load(std::memory_order_acquire) != seen; };
+      while (!spin_until(changed)) {
+        sleepers.fetch_add(1, std::memory_order_seq_cst);
+        if (gen.load(std::memory_order_seq_cst) == seen) futex_wait(gen, seen);
+        sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      }
+      seen = gen.load(std::memory_order_acquire);
+      if (stop) return;
+      if (t < n) fn(ctx, t, n);
+      pending.fetch_sub(1, std::memory_order_release);
+    }
+  }
+
+  void run(int parts, PartFn f, void* c) {
+    fn = f;
+    ctx = c;
+    n = parts < size ? parts : size;
+    pending.store(size - 1, std::memory_order_relaxed);
+    publish();
+    fn(ctx, 0, n);
+    auto done = [&] { return pending.load(std::memory_order_acquire) == 0; };
+    while (!spin_until(done)) sched_yield();
+  }
+};
+
+thread_local Team* t_team = nullptr;
+
+}  // namespace
+
+void parallel_parts(int n, PartFn fn, void* ctx) {
+  if (n <= 1) {
+    fn(ctx, 0, 1);
+    return;
+  }
+  if (Team* team = t_team) {
+    if (team->size > 1) return team->run(n, fn, ctx);
+    fn(ctx, 0, 1);
+    return;
+  }
+#pragma omp parallel num_threads(n)
+  fn(ctx, omp_get_thread_num(), omp_get_num_threads());
+}
+
+void run_in_team(int threads, void (*body)(void*), void* ctx) {
+  if (t_team) {
+    body(ctx);
+    return;
+  }
+  if (threads <= 1 || omp_in_parallel()) {
+    Team solo;  // size 1: parallel parts run inline on the caller
+    t_team = &solo;
+    try {
+      body(ctx);
+    } catch (...) {
+      t_team = nullptr;
+      throw;
+    }
+    t_team = nullptr;
+    return;
+  }
+  Team team;
+  std::exception_ptr error;
+#pragma omp parallel num_threads(threads)
+  {
+    if (omp_get_thread_num() == 0) {
+      team.size = omp_get_num_threads();
+      t_team = &team;
+      try {
+        body(ctx);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      t_team = nullptr;
+      team.stop = true;
+      team.publish();
+    } else {
+      team.work(omp_get_thread_num());
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace tlaloc::runtime::host
