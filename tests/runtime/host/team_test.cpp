@@ -1,6 +1,6 @@
 // The host runtime's thread team (team.h): every part of every job runs exactly once with the
-// job's part count, on distinct threads, whether the other threads were spinning or asleep
-// between jobs; an exception from the team's body reaches the caller; outside a team,
+// job's part count, on one of the team's threads, whether the other threads were spinning or
+// asleep between jobs; an exception from the team's body reaches the caller; outside a team,
 // parallel() still runs every part.
 #include <gtest/gtest.h>
 #include <omp.h>
@@ -60,7 +60,8 @@ void expect_each_part_once(const std::vector<Job>& jobs, int team) {
       ASSERT_EQ(job.runs[size_t(t)].load(), t < T ? 1 : 0) << "job " << j << " part " << t;
       if (t < T) {
         EXPECT_EQ(job.seen_T[size_t(t)], T) << "job " << j << " part " << t;
-        EXPECT_EQ(job.thread[size_t(t)], t) << "job " << j << " part " << t;
+        EXPECT_GE(job.thread[size_t(t)], 0) << "job " << j << " part " << t;
+        EXPECT_LT(job.thread[size_t(t)], team) << "job " << j << " part " << t;
       }
     }
   }

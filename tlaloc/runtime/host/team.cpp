@@ -7,7 +7,9 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <climits>
 #include <cstdint>
@@ -41,17 +43,40 @@ bool spin_until(Done done) {
   }
 }
 
+// Parts are claimed, not assigned: thread t takes part t if it is still free, then any free
+// part, until none is left. Parts stay where they ran before (so each core's cache keeps its
+// share of the data from one kernel to the next) while a thread that is not running (a busy
+// machine, a sleeping thread waking late) delays nothing: thread 0 waits only for parts
+// already begun. What a part computes depends on its index alone, not on its thread.
 struct Team {
+  static constexpr int kMaxSize = 64;  // parts are the bits of one word
   int size = 1;
-  // The current job, published by incrementing gen; every other thread acknowledges it by
-  // decrementing pending (those with t >= n run nothing).
+  // The current job, written before `free_parts` publishes it.
   PartFn fn = nullptr;
   void* ctx = nullptr;
   int n = 0;
   bool stop = false;
+  // Bit p set: part p taken (bits >= n start set). A CAS on it claims a part of the current
+  // job; fn / ctx / n are read only after a successful claim, and thread 0 publishes the next
+  // job only once every part has finished, so they cannot change under a running part.
+  alignas(64) std::atomic<uint64_t> taken{~uint64_t(0)};
+  alignas(64) std::atomic<int> done{0};  // parts finished in the current job
   alignas(64) std::atomic<uint32_t> gen{0};
-  alignas(64) std::atomic<int> pending{0};
   alignas(64) std::atomic<int> sleepers{0};
+
+  void take_parts(int t) {
+    uint64_t m = taken.load(std::memory_order_acquire);
+    while (~m) {
+      uint64_t own = t < kMaxSize ? uint64_t(1) << t : 0;
+      uint64_t bit = (~m & own) ? own : (~m & (m + 1));  // own part first, else lowest free
+      if (!taken.compare_exchange_weak(m, m | bit, std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+        continue;
+      fn(ctx, std::countr_zero(bit), n);
+      done.fetch_add(1, std::memory_order_release);
+      m = taken.load(std::memory_order_acquire);
+    }
+  }
 
   void publish() {
     gen.fetch_add(1, std::memory_order_seq_cst);
@@ -69,20 +94,20 @@ struct Team {
       }
       seen = gen.load(std::memory_order_acquire);
       if (stop) return;
-      if (t < n) fn(ctx, t, n);
-      pending.fetch_sub(1, std::memory_order_release);
+      take_parts(t);
     }
   }
 
   void run(int parts, PartFn f, void* c) {
     fn = f;
     ctx = c;
-    n = parts < size ? parts : size;
-    pending.store(size - 1, std::memory_order_relaxed);
+    n = std::min(parts, size);
+    done.store(0, std::memory_order_relaxed);
+    taken.store(n == 64 ? 0 : ~uint64_t(0) << n, std::memory_order_release);
     publish();
-    fn(ctx, 0, n);
-    auto done = [&] { return pending.load(std::memory_order_acquire) == 0; };
-    while (!spin_until(done)) sched_yield();
+    take_parts(0);
+    auto finished = [&] { return done.load(std::memory_order_acquire) == n; };
+    while (!spin_until(finished)) sched_yield();
   }
 };
 
@@ -123,10 +148,10 @@ void run_in_team(int threads, void (*body)(void*), void* ctx) {
   }
   Team team;
   std::exception_ptr error;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(std::min(threads, Team::kMaxSize))
   {
     if (omp_get_thread_num() == 0) {
-      team.size = omp_get_num_threads();
+      team.size = std::min(omp_get_num_threads(), Team::kMaxSize);
       t_team = &team;
       try {
         body(ctx);
