@@ -105,8 +105,18 @@ fi
 say "- lane: $(build/tlaloc train disc --lane auto --steps 1 --log-every 1 --points 8 2>&1 | grep '^lane:' || echo 'lane: ?')"
 
 stage test_runtime_pjrt 90 build/tests/test_runtime_pjrt --gtest_brief=1
+# The emitted StableHLO read by jaxlib's own MLIR parser and compiled by JAX's XLA client: says
+# whether a refused program is the text's fault or the PJRT client's.
+check_exports() {
+  local r
+  for r in disc fmnist lm; do build/tlaloc export "$r" -o "$logs/$r.mlir" || return 1; done
+  "$py" bench/stablehlo_check_jax.py "$logs/disc.mlir" "$logs/fmnist.mlir" "$logs/lm.mlir"
+}
+export -f check_exports
+export py logs
+stage stablehlo_jax_check 60 bash -c check_exports
 if build/tlaloc bench step --help >/dev/null 2>&1; then
-  stage bench_step 100 build/tlaloc bench step
+  stage bench_step 100 build/tlaloc bench step --model lm
 else
   say ""
   say "### bench_step"

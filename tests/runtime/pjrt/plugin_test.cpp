@@ -121,6 +121,23 @@ TEST(PjrtDiscovery, FromEnvironment) {
             s.lib_prefixes.end());
 }
 
+TEST(PjrtDiscovery, AVenvOnPathIsSearchedWithoutActivation) {
+  TempDir t;
+  std::string py = t.touch("venv/bin/python3");
+  t.touch("bin/ls");  // a bin/ without python3 adds nothing
+  const char* old = std::getenv("PATH");
+  std::string saved = old ? old : "";
+  std::string path = (t.path / "bin").string() + ":" + (t.path / "venv/bin").string() + ":" + saved;
+  ::setenv("PATH", path.c_str(), 1);
+  SearchPaths s = SearchPaths::from_environment();
+  ::setenv("PATH", saved.c_str(), 1);
+  auto has = [&](const std::string& p) {
+    return std::find(s.lib_prefixes.begin(), s.lib_prefixes.end(), p) != s.lib_prefixes.end();
+  };
+  EXPECT_TRUE(has((t.path / "venv/lib").string()));
+  EXPECT_FALSE(has((t.path / "lib").string()));
+}
+
 TEST(PjrtPlugin, RefusesWhatIsNotAUsablePlugin) {
   std::string e = error_of([] { Plugin::load(fake("no_api")); });
   EXPECT_NE(e.find("no GetPjrtApi symbol"), std::string::npos) << e;

@@ -67,6 +67,21 @@ SearchPaths SearchPaths::from_environment() {
   }
   for (const char* v : {"VIRTUAL_ENV", "CONDA_PREFIX"})
     if (!env(v).empty()) s.lib_prefixes.push_back(env(v) + "/lib");
+  // The environment of each python3 on PATH (<env>/bin/python3 -> <env>/lib), so that a venv
+  // which is on PATH but not activated (no VIRTUAL_ENV) is found too.
+  std::string path = env("PATH");
+  for (size_t b = 0; b < path.size();) {
+    size_t e = path.find(':', b);
+    if (e == std::string::npos) e = path.size();
+    std::string dir = path.substr(b, e - b);
+    b = e + 1;
+    size_t slash = dir.find_last_of('/');
+    if (slash == std::string::npos || slash == 0 || dir.substr(slash) != "/bin") continue;
+    if (!is_file(dir + "/python3")) continue;
+    std::string lib = dir.substr(0, slash) + "/lib";
+    if (std::find(s.lib_prefixes.begin(), s.lib_prefixes.end(), lib) == s.lib_prefixes.end())
+      s.lib_prefixes.push_back(lib);
+  }
   if (!env("HOME").empty()) s.lib_prefixes.push_back(env("HOME") + "/.local/lib");
   s.lib_prefixes.push_back("/usr/local/lib");
   s.lib_prefixes.push_back("/usr/lib");

@@ -18,8 +18,9 @@ struct SearchPaths {
   std::string env_plugin;              // TLALOC_PJRT_PLUGIN ("" = unset): used as is
   std::vector<std::string> site_dirs;  // directories that may hold jax_plugins/ ($PYTHONPATH, ...)
   std::vector<std::string> lib_prefixes;  // <prefix>/python3*/{site,dist}-packages are searched
-  // From the environment: TLALOC_PJRT_PLUGIN, PYTHONPATH, VIRTUAL_ENV, CONDA_PREFIX, HOME
-  // (~/.local/lib), /usr/local/lib, /usr/lib, /usr/lib/python3/dist-packages.
+  // From the environment: TLALOC_PJRT_PLUGIN, PYTHONPATH, VIRTUAL_ENV, CONDA_PREFIX, the
+  // <env>/lib of each <env>/bin/python3 on PATH, HOME (~/.local/lib), /usr/local/lib, /usr/lib,
+  // /usr/lib/python3/dist-packages.
   static SearchPaths from_environment();
 };
 
