@@ -36,6 +36,7 @@ struct LaneTiming {
   std::string skipped;         // not empty: why the lane did not run
   std::vector<double> ms;      // timed steps, milliseconds, sorted
   std::vector<double> losses;  // the first kLossSteps steps' losses
+  std::string detail;          // pjrt lanes: a step split into uploads / execution / downloads
   double median() const { return ms.empty() ? 0 : ms[ms.size() / 2]; }
 };
 

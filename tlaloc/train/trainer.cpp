@@ -141,8 +141,16 @@ void Trainer::set_step_inputs(std::vector<Array>& inputs) {
     fail("Trainer::step: got {} per-step inputs, the step takes {}", inputs.size(), k);
   auto lr = step_.group_lr(options_.schedule.factor(steps_taken_));
   auto scalars = step_.scalar_inputs(lr, options_.grad_scale);
-  for (size_t j = 0; j < scalars.size(); ++j)
-    put_input(step_.lr_input(0) + int(j), std::move(scalars[j]));
+  if (lane_ == Lane::pjrt) dscalars_.resize(scalars.size(), std::nan(""));
+  for (size_t j = 0; j < scalars.size(); ++j) {
+    const int index = step_.lr_input(0) + int(j);
+    if (lane_ == Lane::pjrt) {
+      const double v = scalars[j].at(0);  // NaN never equals: a first upload always happens
+      if (v == dscalars_[j] && !dinputs_[size_t(index)].empty()) continue;
+      dscalars_[j] = v;
+    }
+    put_input(index, std::move(scalars[j]));
+  }
 }
 
 void Trainer::step(std::vector<Array> inputs) {

@@ -165,6 +165,9 @@ class Trainer {
   std::vector<runtime::pjrt::Buffer> dinputs_;
   std::vector<runtime::pjrt::Buffer> doutputs_;
   std::vector<std::unique_ptr<runtime::pjrt::PjrtExecutable>> devals_;
+  // The scalar inputs (lr per group, grad_scale) now on the device: one is uploaded again only
+  // when its value changes (a constant schedule uploads them once per run).
+  std::vector<double> dscalars_;
 
   Array fetch_input(int index) const;  // a copy of step input `index`, from the lane
   void put_input(int index, Array value);

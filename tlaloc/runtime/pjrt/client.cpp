@@ -2,7 +2,19 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cstdlib>
+
 namespace tlaloc::runtime::pjrt {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 capi::BufferType buffer_type(DType t) {
   switch (t) {
@@ -169,8 +181,20 @@ size_t Client::cache_size() const {
   return cache_.size();
 }
 
+Client::CallTimes Client::call_times() const {
+  CallTimes t;
+  t.uploads = uploads_.load();
+  t.executes = executes_.load();
+  t.downloads = downloads_.load();
+  t.upload_ms = double(upload_ns_.load()) * 1e-6;
+  t.execute_ms = double(execute_ns_.load()) * 1e-6;
+  t.download_ms = double(download_ns_.load()) * 1e-6;
+  return t;
+}
+
 Buffer Client::to_device(const Array& x) {
   if (devices_.empty()) fail("pjrt: the client has no device");
+  const int64_t t0 = now_ns();
   std::vector<int64_t> dims = x.shape().dims;
   capi::ClientBufferFromHostBufferArgs a{};
   a.struct_size = sizeof(a);
@@ -185,11 +209,13 @@ Buffer Client::to_device(const Array& x) {
   Buffer b(plugin_, a.buffer, {x.dtype(), x.shape()});
   await(a.done_with_host_buffer, "PJRT_Client_BufferFromHostBuffer (transfer)");
   ++uploads_;
+  upload_ns_ += now_ns() - t0;
   return b;
 }
 
 Array Client::to_host(const Buffer& b) {
   if (b.empty()) fail("pjrt: reading a buffer that was donated or never set");
+  const int64_t t0 = now_ns();
   Array out(b.type().dtype, b.type().shape);
   capi::BufferToHostBufferArgs a{};
   a.struct_size = sizeof(a);
@@ -199,6 +225,7 @@ Array Client::to_host(const Buffer& b) {
   plugin_->call(capi::kBufferToHostBuffer, &a, "PJRT_Buffer_ToHostBuffer");
   await(a.event, "PJRT_Buffer_ToHostBuffer (transfer)");
   ++downloads_;
+  download_ns_ += now_ns() - t0;
   return out;
 }
 
@@ -217,6 +244,7 @@ std::vector<Buffer> Client::execute(LoadedExecutable& exe, std::span<Buffer> arg
     in.push_back(args[i].handle());
     if (!donate[i]) keep.push_back(int64_t(i));
   }
+  const int64_t t0 = now_ns();
   capi::ExecuteOptions opts{};
   opts.struct_size = sizeof(opts);
   opts.non_donatable_input_indices = keep.data();
@@ -240,6 +268,8 @@ std::vector<Buffer> Client::execute(LoadedExecutable& exe, std::span<Buffer> arg
   for (size_t i = 0; i < args.size(); ++i)
     if (donate[i]) args[i].reset();  // donated: the handle is dead either way
   await(done, "PJRT_LoadedExecutable_Execute (device)");
+  ++executes_;
+  execute_ns_ += now_ns() - t0;
   return results;
 }
 
@@ -280,6 +310,10 @@ Probe& the_probe(const ClientOptions* options) {
   std::call_once(once, [&] {
     probe.status = probe_at(SearchPaths::from_environment(), options ? *options : ClientOptions{},
                             &probe.client);
+    // The CUDA runtime the plugin loaded tears itself down in an exit handler registered while
+    // the client was created; this one, registered after it, runs first, so the client (its
+    // streams, events and device memory) is destroyed while CUDA still works.
+    if (probe.client) std::atexit([] { the_probe(nullptr).client.reset(); });
   });
   return probe;
 }

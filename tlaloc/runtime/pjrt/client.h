@@ -100,6 +100,13 @@ class Client {
   // calls): lets tests and reports check that resident state is not re-uploaded every step.
   int64_t uploads() const { return uploads_.load(); }
   int64_t downloads() const { return downloads_.load(); }
+  // Calls so far and the wall time spent in them, waits included (milliseconds), for reports
+  // that split a step into its uploads, execution and downloads.
+  struct CallTimes {
+    int64_t uploads = 0, executes = 0, downloads = 0;
+    double upload_ms = 0, execute_ms = 0, download_ms = 0;
+  };
+  CallTimes call_times() const;
 
   // Runs `exe` on device 0 and waits for it. `output_types` are the program's result types.
   // Arguments with donate[i] set are consumed (left empty): XLA reuses those that the program
@@ -118,7 +125,8 @@ class Client {
   std::vector<capi::Device*> devices_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<LoadedExecutable>> cache_;
-  std::atomic<int64_t> uploads_{0}, downloads_{0};
+  std::atomic<int64_t> uploads_{0}, downloads_{0}, executes_{0};
+  std::atomic<int64_t> upload_ns_{0}, download_ns_{0}, execute_ns_{0};
 };
 
 // Whether the pjrt lane can start: ok, or a one-line reason ("no PJRT plugin: set
