@@ -5,8 +5,9 @@ token + position embeddings, 2 pre-norm blocks with LayerNorm, 4-head causal att
 512 with tanh GELU, final LayerNorm, untied head without bias; batch 4 x 16), next-byte cross-entropy,
 optax.adamw(3e-3, weight_decay=0.01); the whole step is one jax.jit with donate_argnums for
 params and optimizer state, so they are updated in place on the device, as in tlaloc's lane (c).
-Prints a final line
-  RESULT jax <platform> params=N median_ms=.. min_ms=.. max_ms=.. steps=N
+With --apply-if-finite the update is skipped when any gradient is non-finite, as tlaloc's
+found-inf does. Prints a final line
+  RESULT jax <platform> optimizer=<adamw|adamw+apply_if_finite> params=N median_ms=.. min_ms=.. max_ms=.. steps=N
 """
 import argparse
 import statistics
@@ -75,10 +76,15 @@ def main():
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--apply-if-finite", action="store_true",
+                    help="wrap AdamW in optax.apply_if_finite: a non-finite update is skipped, "
+                         "the contract of tlaloc's in-program optimizer (found-inf)")
     a = ap.parse_args()
     params = init(jax.random.PRNGKey(0))
     nparams = sum(x.size for x in jax.tree_util.tree_leaves(params))
     tx = optax.adamw(3e-3, weight_decay=0.01)
+    if a.apply_if_finite:
+        tx = optax.apply_if_finite(tx, max_consecutive_errors=1 << 30)
     opt_state = tx.init(params)
     data = jax.random.randint(jax.random.PRNGKey(1), (BATCH, CONTEXT + 1), 0, VOCAB)
     x, y = data[:, :-1], data[:, 1:]
@@ -105,7 +111,8 @@ def main():
         if a.verbose:
             print(f"step {i} {times[-1]:.4f} ms")
     print(f"last loss {float(loss):.6f}")
-    print(f"RESULT jax {jax.devices()[0].platform} params={nparams} "
+    variant = "adamw+apply_if_finite" if a.apply_if_finite else "adamw"
+    print(f"RESULT jax {jax.devices()[0].platform} optimizer={variant} params={nparams} "
           f"median_ms={statistics.median(times):.4f} min_ms={min(times):.4f} "
           f"max_ms={max(times):.4f} steps={a.steps}")
 

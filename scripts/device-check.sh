@@ -135,6 +135,7 @@ else
   say "skipped: no Fashion-MNIST in $fmnist (set FMNIST_DIR to the folder of the idx .gz files)"
 fi
 stage lm_jax_optax 75 "$py" bench/lm_step_jax.py --steps 200
+stage lm_jax_optax_if_finite 75 "$py" bench/lm_step_jax.py --steps 200 --apply-if-finite
 stage lm_torch_fused_adamw 75 "$py" bench/lm_step_torch.py --device cuda --steps 200
 
 say ""
@@ -147,6 +148,7 @@ c=$(field bench_step lane_c_median_ms)
 b=$(field bench_step lane_b_median_ms)
 a=$(field bench_step lane_a_median_ms)
 j=$(field lm_jax_optax median_ms)
+jf=$(field lm_jax_optax_if_finite median_ms)
 t=$(field lm_torch_fused_adamw median_ms)
 ratio() { if [ -n "$1" ] && [ -n "$2" ]; then awk -v x="$1" -v y="$2" 'BEGIN {printf "%.2f", x / y}'; else echo "n/a"; fi; }
 say "| run | median ms |"
@@ -155,11 +157,13 @@ say "| tlaloc (a) host lane | ${a:-n/a} |"
 say "| tlaloc (b) pjrt, grads downloaded + host AdamW | ${b:-n/a} |"
 say "| tlaloc (c) pjrt, AdamW in the program | ${c:-n/a} |"
 say "| JAX + Optax (jit, donated) | ${j:-n/a} |"
+say "| JAX + Optax, apply_if_finite (skips non-finite updates, as tlaloc's found-inf) | ${jf:-n/a} |"
 say "| PyTorch, fused AdamW | ${t:-n/a} |"
 say ""
 say "- (b) / (c): $(ratio "$b" "$c")  (goal >= 5)"
 if [[ "$title" == *LM* ]]; then
   say "- JAX / (c): $(ratio "$j" "$c")  (goal >= 1: tlaloc no slower)"
+  say "- JAX apply_if_finite / (c): $(ratio "$jf" "$c")  (the same skip-on-non-finite contract)"
   say "- PyTorch / (c): $(ratio "$t" "$c")"
 else
   say "- JAX / (c), PyTorch / (c): n/a (tlaloc bench step timed another model than the benchmark LM)"
