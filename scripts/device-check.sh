@@ -80,7 +80,7 @@ print(", ".join(out))
 PY
 )
 say "- packages: $versions"
-say "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+say "- commit: $(git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null || echo unknown)"
 
 # The binaries must exist and find their shared libraries (OpenBLAS, OpenMP, fmt, zlib come
 # from the build machine's Debian packages; put copies in build/runtime-libs/ if absent here).
