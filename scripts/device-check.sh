@@ -80,7 +80,9 @@ print(", ".join(out))
 PY
 )
 say "- packages: $versions"
-say "- commit: $(git rev-parse --short HEAD 2>/dev/null || cat COMMIT 2>/dev/null || echo unknown)"
+# A tree carried without its .git names its commit in a COMMIT file.
+if [ -f COMMIT ]; then commit=$(cat COMMIT); else commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown); fi
+say "- commit: $commit"
 
 # The binaries must exist and find their shared libraries (OpenBLAS, OpenMP, fmt, zlib come
 # from the build machine's Debian packages; put copies in build/runtime-libs/ if absent here).
