@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <fmt/format.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <atomic>
@@ -27,10 +28,17 @@ struct FreeDeleter {
   void operator()(char* p) const { std::free(p); }
 };
 using Buffer = std::unique_ptr<char, FreeDeleter>;
+// Buffers from 1 MiB on are whole 2 MiB transparent huge pages where the kernel allows
+// (madvise mode): fewer TLB misses; the benchmark LM's 4 MiB arena ran its step 1-3% faster
+// (paired A/B in one process, 1 and 2 threads).
 Buffer allocate(int64_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
   size_t b = size_t(std::max<int64_t>((bytes + 63) / 64 * 64, 64));
-  char* p = static_cast<char*>(std::aligned_alloc(64, b));
+  const bool huge = b >= kHuge / 2;
+  if (huge) b = (b + kHuge - 1) / kHuge * kHuge;
+  char* p = static_cast<char*>(std::aligned_alloc(huge ? kHuge : 64, b));
   if (!p) fail("host runtime: out of memory allocating {} bytes", b);
+  if (huge) madvise(p, b, MADV_HUGEPAGE);  // advice only: failure changes nothing
   return Buffer(p);
 }
 
