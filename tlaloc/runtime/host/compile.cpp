@@ -59,9 +59,10 @@ class HostExecutable final : public Executable {
     ptr_.assign(fn.nodes.size(), nullptr);
     for (size_t v = 0; v < fn.nodes.size(); ++v) {
       if (plan_.storage[v] == Storage::arena) ptr_[v] = arena_.get() + plan_.arena_offset[v];
-      if (plan_.storage[v] == Storage::constant)
+      if (plan_.storage[v] == Storage::constant && fn.nodes[v].op == ir::Op::constant)
         ptr_[v] = const_cast<void*>(fn.nodes[v].attrs.value->raw());
     }
+    for (auto& [v, a] : plan_.precomputed) ptr_[size_t(v)] = a.raw();
   }
 
   ~HostExecutable() override {

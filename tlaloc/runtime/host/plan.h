@@ -2,6 +2,9 @@
 // elementwise nodes into groups when asked, and plans buffers by liveness into one arena.
 #pragma once
 
+#include <utility>
+
+#include "tlaloc/core/array.h"
 #include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/runtime/host/kernel.h"
 
@@ -11,6 +14,8 @@ enum class Storage : uint8_t { none, input, constant, arena, output };
 
 struct Plan {
   std::vector<std::unique_ptr<Kernel>> steps;
+  // Values computed at compile time (iota), stored as constants: (value, data).
+  std::vector<std::pair<int32_t, Array>> precomputed;
   std::vector<Storage> storage;       // per value
   std::vector<int64_t> arena_offset;  // per value (Storage::arena)
   int64_t arena_bytes = 0, scratch_bytes = 0;
