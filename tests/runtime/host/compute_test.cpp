@@ -93,6 +93,74 @@ KERNEL_TEST(reduce, kinds_layouts_dtypes) {
   }
 }
 
+// Row sums of f32 / f64 in the reduce kernel's documented order, computed here in the dtype's
+// own arithmetic: element r of each kReduceChunk-element chunk of a row is added to lane r % 16,
+// the 16 lanes fold pairwise (l += l + 8, then + 4, + 2, + 1), chunk partials fold in order.
+template <class T>
+std::vector<double> ordered_row_sums(const std::vector<double>& x, int64_t rows, int64_t len) {
+  constexpr int64_t kChunkElems = 8192;
+  std::vector<double> out;
+  for (int64_t a = 0; a < rows; ++a) {
+    T total = 0;
+    for (int64_t c0 = 0; c0 < std::max<int64_t>(len, 1); c0 += kChunkElems) {
+      T lane[16] = {};
+      for (int64_t r = c0; r < std::min(len, c0 + kChunkElems); ++r)
+        lane[(r - c0) % 16] += T(x[size_t(a * len + r)]);
+      for (int w = 8; w >= 1; w /= 2)
+        for (int l = 0; l < w; ++l) lane[l] += lane[l + w];
+      total = c0 == 0 ? lane[0] : total + lane[0];
+    }
+    out.push_back(double(total));
+  }
+  return out;
+}
+
+// Row reductions read several chunks of a thread's range at once (reduce.cpp); the ranges here
+// split into parts of unequal sizes, mix rows with chunk tails, and span both threads. Sums must
+// equal the documented order bitwise (values of mixed magnitude, so another order would
+// round differently); integer sums, max and min are exact.
+TEST(HostReduce, RowReductionsReadingChunksAtOnceKeepTheOrder) {
+  using K = ir::ReduceKind;
+  for (Shape s :
+       {Shape{3, 5 * 8192 + 37}, Shape{1, 13 * 8192 + 5}, Shape{7, 8192}, Shape{2, 100}}) {
+    SCOPED_TRACE(to_string(s));
+    std::vector<double> xv = pseudo(s.numel(), uint32_t(s.numel()));
+    for (size_t i = 0; i < xv.size(); ++i) xv[i] *= double(int64_t(1) << (i * 7 % 23));
+    for (DType dt : {DType::f32, DType::f64}) {
+      Array x = Array::from_doubles(dt, s, xv);
+      auto f =
+          one_op({{dt, s}}, [](ir::Builder& b, auto& p) { return b.reduce(p[0], K::sum, {1}); });
+      auto want = dt == DType::f32 ? ordered_row_sums<float>(x.to_doubles(), s[0], s[1])
+                                   : ordered_row_sums<double>(x.to_doubles(), s[0], s[1]);
+      expect_values(run_all(f, {x})[0], want);
+    }
+    std::vector<double> iv(xv.size());
+    for (size_t i = 0; i < iv.size(); ++i)
+      iv[i] = double(int64_t(i * 2654435761u % 2000001) - 1000000);
+    iv.back() = 2147483647;  // the last row's sum wraps past INT32_MAX when positive
+    Array xi = Array::from_doubles(DType::s32, s, iv);
+    std::vector<double> sums, maxs, mins;
+    for (int64_t a = 0; a < s[0]; ++a) {
+      int64_t sum = 0;
+      double mx = -kInf, mn = kInf;
+      for (int64_t r = 0; r < s[1]; ++r) {
+        double v = iv[size_t(a * s[1] + r)];
+        sum += int64_t(v);
+        mx = std::max(mx, v);
+        mn = std::min(mn, v);
+      }
+      sums.push_back(double(int32_t(uint32_t(uint64_t(sum)))));
+      maxs.push_back(mx);
+      mins.push_back(mn);
+    }
+    for (auto [k, want] : {std::pair{K::sum, sums}, {K::max, maxs}, {K::min, mins}}) {
+      auto f = one_op({{DType::s32, s}},
+                      [k](ir::Builder& b, auto& p) { return b.reduce(p[0], k, {1}); });
+      expect_values(run_all(f, {xi})[0], want);
+    }
+  }
+}
+
 // Naive dot_general: result dims = batch, lhs free (ascending), rhs free (ascending).
 std::vector<double> naive_dot(const Array& l, const Array& r, const ir::DotDims& d,
                               const Shape& os) {
