@@ -9,11 +9,16 @@ using ir::Op;
 
 using namespace instr_ops;
 
+// Element loops unrolled 4 times after vectorizing: a block pass is then mostly its loads, op
+// and stores rather than loop control, which matters because a fused group makes several passes.
+#define TLALOC_UNROLL _Pragma("GCC unroll 4")
+
 // ---- loops ----------------------------------------------------------------------------------
 template <class T, class F>
 void unary_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   T* d = reg<T>(r, in.dst);
   const T* a = reg<T>(r, in.a);
+  TLALOC_UNROLL
   for (int64_t i = 0; i < n; ++i) d[i] = F::template f<T>(a[i]);
 }
 // S (binary and compare loops): kBlocks, or which operand is one broadcast value (kScalarA,
@@ -37,6 +42,7 @@ void binary_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t
   T* d = reg<T>(r, in.dst);
   const Operand<T, S == kScalarA> a(r, in.a);
   const Operand<T, S == kScalarB> b(r, in.b);
+  TLALOC_UNROLL
   for (int64_t i = 0; i < n; ++i) d[i] = F::template f<T>(a[i], b[i]);
 }
 template <class T, ir::Comparison C, int S>
@@ -44,6 +50,7 @@ void compare_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_
   uint8_t* d = reg<uint8_t>(r, in.dst);
   const Operand<T, S == kScalarA> a(r, in.a);
   const Operand<T, S == kScalarB> b(r, in.b);
+  TLALOC_UNROLL
   for (int64_t i = 0; i < n; ++i) {
     bool v;
     if constexpr (C == ir::Comparison::EQ) v = a[i] == b[i];
@@ -63,6 +70,7 @@ void chain_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t 
   const Operand<T, SA> a(r, in.a);
   const Operand<T, SB> b(r, in.b);
   const Operand<T, SC> c(r, in.c);
+  TLALOC_UNROLL
   for (int64_t i = 0; i < n; ++i) {
     T t = F1::template f<T>(a[i], b[i]);
     d[i] = Right ? F2::template f<T>(c[i], t) : F2::template f<T>(t, c[i]);
@@ -74,6 +82,7 @@ void select_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t
   const uint8_t* p = reg<uint8_t>(r, in.a);
   const T* x = reg<T>(r, in.b);
   const T* y = reg<T>(r, in.c);
+  TLALOC_UNROLL
   for (int64_t i = 0; i < n; ++i) d[i] = p[i] ? x[i] : y[i];
 }
 // select with a scalar (broadcast) predicate: copies one whole operand.
@@ -89,6 +98,7 @@ void clamp_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t 
   const T* lo = reg<T>(r, in.a);
   const T* x = reg<T>(r, in.b);
   const T* hi = reg<T>(r, in.c);
+  TLALOC_UNROLL
   for (int64_t i = 0; i < n; ++i) d[i] = Min::f<T>(Max::f<T>(x[i], lo[i]), hi[i]);
 }
 
@@ -182,6 +192,7 @@ void load_scalar(const Instr& in, void* const* r, void* const* ptr, int64_t, int
   using T = Compute<S>;
   T v = load_elem<S>(ptr[in.value], in.map->offset);
   T* d = reg<T>(r, in.dst);
+  TLALOC_UNROLL
   for (int64_t i = 0; i < n; ++i) d[i] = v;
 }
 template <DType S>
@@ -250,6 +261,7 @@ template <DType S>
 void round_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   float* d = reg<float>(r, in.dst);
   const float* a = reg<float>(r, in.a);
+  TLALOC_UNROLL
   for (int64_t i = 0; i < n; ++i) d[i] = round_to<S>(a[i]);
 }
 
@@ -280,6 +292,7 @@ template <class S, class D>
 void convert_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   D* d = reg<D>(r, in.dst);
   const S* a = reg<S>(r, in.a);
+  TLALOC_UNROLL
   for (int64_t i = 0; i < n; ++i) d[i] = convert_value<D, S>(a[i]);
 }
 // Any source to bf16 / f16 with a single rounding.
@@ -287,6 +300,7 @@ template <class S, DType To>
 void convert_round_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   float* d = reg<float>(r, in.dst);
   const S* a = reg<S>(r, in.a);
+  TLALOC_UNROLL
   for (int64_t i = 0; i < n; ++i) {
     float f;
     if constexpr (std::is_same_v<S, float>)
@@ -505,3 +519,5 @@ InstrFn chain_fn(Op inner, Op outer, DType t, bool right, bool sa, bool sb, bool
 }
 
 }  // namespace tlaloc::runtime::host::TLALOC_INSTR_ISA
+
+#undef TLALOC_UNROLL
