@@ -42,6 +42,11 @@ struct DotKernel : Kernel {
     int64_t b_off = t.b * K * N + (r.trans ? t.n0 * K : t.n0);
     int64_t c_off = t.b * M * N + t.m0 * N + t.n0;
     int m = int(t.m1 - t.m0), n = int(t.n1 - t.n0);
+    if (own) {
+      sgemm_rows(l.trans, 0, m, n, K, static_cast<const float*>(L) + a_off, lda,
+                 static_cast<const float*>(R) + b_off, ldb, static_cast<float*>(O) + c_off, N);
+      return;
+    }
     if (dtype == DType::f64)
       cblas_dgemm(CblasRowMajor, ta, tb, m, n, int(K), 1.0, static_cast<const double*>(L) + a_off,
                   lda, static_cast<const double*>(R) + b_off, ldb, 0.0,
@@ -53,6 +58,11 @@ struct DotKernel : Kernel {
   }
 
   DType dtype;
+  // Small f32 GEMMs with rhs [K, N] (K <= 512, M * N <= 2^16): tlaloc's sgemm_rows instead of
+  // OpenBLAS (no packing, no beta pass; the benchmark LM's step 2-4% faster, paired A/B).
+  // Larger ones (slower without packing) and a transposed rhs (transposing it first was slower
+  // on 2 threads) stay with OpenBLAS.
+  bool own = false;
   int32_t out = -1;
   int64_t B = 1, M = 1, N = 1, K = 1;
   Operand l, r;
@@ -207,6 +217,8 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int) {
   // rows / columns. Sizes are fixed by the shape alone: OpenBLAS's result bits depend on the
   // split. Each extra tile repacks the other operand: 8 tiles of the benchmark LM's
   // 64x128x512 GEMM took 1.3x the time of one call, 2 tiles 1.05x.
+  k->own = k->dtype != DType::f64 && !k->r.trans && k->K <= 512 && k->M * k->N <= (1 << 16) &&
+           sgemm_rows_available();
   const int64_t macs = k->B * k->M * k->N * k->K;
   const int64_t pieces = macs < kParallelMacs ? 1 : std::clamp<int64_t>(macs >> 24, 2, 8);
   for (int64_t b = 0; b < k->B; ++b) {
@@ -214,7 +226,7 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int) {
       k->tiles.push_back({b, 0, k->M, 0, k->N});
       continue;
     }
-    bool rows = k->M >= k->N;
+    bool rows = k->own || k->M >= k->N;
     int64_t dim = rows ? k->M : k->N;
     int64_t t = std::max<int64_t>(16, ((dim + pieces - 1) / pieces + 15) / 16 * 16);
     for (int64_t s = 0; s < dim; s += t) {
