@@ -1,8 +1,11 @@
 // The `tlaloc` command: train, evaluate, inspect and export models. See README.md.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <new>
 
+#include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "tlaloc/core/error.h"
 
@@ -16,6 +19,7 @@ int main(int argc, char** argv) {
   tlaloc::app::register_sample(app);
   tlaloc::app::register_inspect(app);
   tlaloc::app::register_bench(app);
+  tlaloc::app::require_decimal_integers(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -28,6 +32,12 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::exception& e) {  // a bug: still one line, not an abort
     std::fprintf(stderr, "tlaloc: internal error: %s\n", e.what());
+    return 1;
+  }
+  // What the command printed (a StableHLO module, an inspection, sampled text) must reach its
+  // destination: a full disk or a closed pipe is an error, not a silent truncation.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "tlaloc: error: cannot write the output: %s\n", std::strerror(errno));
     return 1;
   }
   return 0;

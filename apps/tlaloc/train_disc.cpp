@@ -84,9 +84,13 @@ void register_train_disc(CLI::App& train) {
   static DiscOptions o;
   auto* cmd = train.add_subcommand("disc", "MLP 2-16-16-1 learns a disc (the seed demo)");
   add_common_options(cmd, o.common);
-  cmd->add_option("--steps", o.steps, "training steps")->capture_default_str();
+  cmd->add_option("--steps", o.steps, "training steps")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--lr", o.lr, "Adam learning rate")->capture_default_str();
-  cmd->add_option("--points", o.points, "training points")->capture_default_str();
+  cmd->add_option("--points", o.points, "training points")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
   cmd->callback([] { run_disc(o); });
   add_export_recipe({"disc", "the disc demo's train step (MLP 2-16-16-1, Adam in the program)",
                      [] { return train::disc::train_step().fn; }});

@@ -166,7 +166,9 @@ void register_train_lm(CLI::App& train) {
   auto* cmd = train.add_subcommand("lm", "byte-level causal transformer LM (AdamW in the step)");
   add_common_options(cmd, o.common);
   cmd->add_option("--text", o.text, "text files (default: Debian's English fortunes)");
-  cmd->add_option("--steps", o.steps, "training steps")->capture_default_str();
+  cmd->add_option("--steps", o.steps, "training steps")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--batch", o.batch, "windows per step")->capture_default_str();
   cmd->add_option("--layers", o.model.layers, "transformer blocks")->capture_default_str();
   cmd->add_option("--d-model", o.model.d_model, "model width")->capture_default_str();
