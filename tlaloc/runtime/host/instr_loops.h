@@ -227,6 +227,11 @@ void load_general(const Instr& in, void* const* r, void* const* ptr, int64_t bas
     if (s == 0) {
       T v = load_elem<S>(p, off);
       for (int64_t j = 0; j < run; ++j) d[i + j] = v;
+    } else if (s == 1) {  // a contiguous run (e.g. a bias row broadcast over rows)
+      if constexpr (S == DType::bf16 || S == DType::f16)
+        for (int64_t j = 0; j < run; ++j) d[i + j] = load_elem<S>(p, off + j);
+      else
+        std::memcpy(d + i, static_cast<const T*>(p) + off, size_t(run) * sizeof(T));
     } else {
       for (int64_t j = 0; j < run; ++j) d[i + j] = load_elem<S>(p, off + j * s);
     }
