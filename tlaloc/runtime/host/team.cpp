@@ -18,8 +18,9 @@
 namespace tlaloc::runtime::host {
 namespace {
 
-// How long a waiting thread spins before it sleeps (or, for thread 0 waiting on the others,
-// starts yielding): long enough to span the serial kernels between two parallel ones.
+// How long a waiting thread spins before it sleeps on a futex: long enough to span the serial
+// kernels between two parallel ones. A thread never spins while the thread it waits for is on
+// its own CPU (a busy machine can put both on one core): it would only take that thread's time.
 constexpr auto kSpin = std::chrono::microseconds(200);
 
 void futex_wait(std::atomic<uint32_t>& a, uint32_t old) {
@@ -30,15 +31,17 @@ void futex_wake_all(std::atomic<uint32_t>& a) {
           0);
 }
 
-// Spins with pause until done() or kSpin elapsed; returns done().
+// Spins with pause until done(), kSpin elapsed, or the awaited thread's last CPU (`other`) is
+// this thread's CPU; returns done().
 template <class Done>
-bool spin_until(Done done) {
+bool spin_until(Done done, const std::atomic<int>& other) {
   auto start = std::chrono::steady_clock::now();
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (done()) return true;
       _mm_pause();
     }
+    if (sched_getcpu() == other.load(std::memory_order_relaxed)) return done();
     if (std::chrono::steady_clock::now() - start > kSpin) return done();
   }
 }
@@ -60,9 +63,12 @@ struct Team {
   // job; fn / ctx / n are read only after a successful claim, and thread 0 publishes the next
   // job only once every part has finished, so they cannot change under a running part.
   alignas(64) std::atomic<uint64_t> taken{~uint64_t(0)};
-  alignas(64) std::atomic<int> done{0};  // parts finished in the current job
+  alignas(64) std::atomic<uint32_t> done{0};  // parts finished in the current job
+  std::atomic<int> waiting{0};                // thread 0 sleeps on `done`
   alignas(64) std::atomic<uint32_t> gen{0};
-  alignas(64) std::atomic<int> sleepers{0};
+  std::atomic<int> sleepers{0};
+  // Last known CPUs: of thread 0 (publishing), and of the last other thread to take a part.
+  alignas(64) std::atomic<int> lead_cpu{-1}, part_cpu{-1};
 
   void take_parts(int t) {
     uint64_t m = taken.load(std::memory_order_acquire);
@@ -72,8 +78,10 @@ struct Team {
       if (!taken.compare_exchange_weak(m, m | bit, std::memory_order_acq_rel,
                                        std::memory_order_acquire))
         continue;
+      if (t != 0) part_cpu.store(sched_getcpu(), std::memory_order_relaxed);
       fn(ctx, std::countr_zero(bit), n);
-      done.fetch_add(1, std::memory_order_release);
+      done.fetch_add(1, std::memory_order_seq_cst);
+      if (t != 0 && waiting.load(std::memory_order_seq_cst)) futex_wake_all(done);
       m = taken.load(std::memory_order_acquire);
     }
   }
@@ -87,7 +95,7 @@ struct Team {
     uint32_t seen = 0;
     for (;;) {
       auto changed = [&] { return gen.load(std::memory_order_acquire) != seen; };
-      while (!spin_until(changed)) {
+      while (!spin_until(changed, lead_cpu)) {
         sleepers.fetch_add(1, std::memory_order_seq_cst);
         if (gen.load(std::memory_order_seq_cst) == seen) futex_wait(gen, seen);
         sleepers.fetch_sub(1, std::memory_order_seq_cst);
@@ -103,11 +111,17 @@ struct Team {
     ctx = c;
     n = std::min(parts, size);
     done.store(0, std::memory_order_relaxed);
+    lead_cpu.store(sched_getcpu(), std::memory_order_relaxed);
     taken.store(n == 64 ? 0 : ~uint64_t(0) << n, std::memory_order_release);
     publish();
     take_parts(0);
-    auto finished = [&] { return done.load(std::memory_order_acquire) == n; };
-    while (!spin_until(finished)) sched_yield();
+    auto finished = [&] { return done.load(std::memory_order_acquire) == uint32_t(n); };
+    if (spin_until(finished, part_cpu)) return;
+    for (uint32_t d; (d = done.load(std::memory_order_seq_cst)) != uint32_t(n);) {
+      waiting.store(1, std::memory_order_seq_cst);
+      if (done.load(std::memory_order_seq_cst) == d) futex_wait(done, d);
+      waiting.store(0, std::memory_order_seq_cst);
+    }
   }
 };
 
