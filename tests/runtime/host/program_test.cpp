@@ -142,6 +142,43 @@ TEST(HostProgram, DonatedOutputWaitsForLaterReadsOfItsDonor) {
   }
 }
 
+// The multiply x * s (s a broadcast scalar) folded into the chain that reads it: x is donated
+// to o1 = 2x, which the IR computes first, so o1 may only be written once the chain has read x;
+// and p' = p * s - t written in place of p while the same loop reads p.
+TEST(HostProgram, ScaledChainOperandReadsDonorsBeforeTheirOutputs) {
+  const int64_t n = 1300;
+  ir::Builder b("scaled_donor");
+  auto x = b.parameter({DType::f32, {n}}, "x");
+  auto y = b.parameter({DType::f32, {n}}, "y");
+  auto p = b.parameter({DType::f32, {n}}, "p");
+  auto bc = [&](double v) { return b.broadcast_in_dim(b.scalar(DType::f32, v), {n}, {}); };
+  auto o1 = b.binary(Op::multiply, x, bc(2.0));
+  auto o2 = b.binary(Op::add, b.binary(Op::multiply, x, bc(0.75)), b.binary(Op::divide, y, o1));
+  auto o3 = b.binary(Op::subtract, b.binary(Op::multiply, p, bc(0.5)), b.binary(Op::add, x, y));
+  auto f = b.build({o1, o2, o3}, {"o1", "o2", "p"});
+  f.aliases = {{0, 0}, {2, 2}};
+  const auto xv = ramp(n, 0.5, 3.0), yv = ramp(n, 1.0, -1.0), pv = ramp(n, -2.0, 0.3);
+  std::vector<Array> in = {Array::from_doubles(DType::f32, {n}, xv),
+                           Array::from_doubles(DType::f32, {n}, yv),
+                           Array::from_doubles(DType::f32, {n}, pv)};
+  std::vector<double> w1, w2, w3;
+  for (int64_t i = 0; i < n; ++i) {
+    const double xi = in[0].at(i), yi = in[1].at(i), pi = in[2].at(i);
+    auto r = [](double v) { return round_to(DType::f32, v); };
+    w1.push_back(2 * xi);
+    w2.push_back(r(r(xi * 0.75) + r(yi / (2 * xi))));
+    w3.push_back(r(r(pi * 0.5) - r(xi + yi)));
+  }
+  const void* xs = in[0].raw();
+  const void* ps = in[2].raw();
+  auto out = compile(f)->run_donated(in);
+  EXPECT_EQ(out[0].raw(), xs);
+  EXPECT_EQ(out[2].raw(), ps);
+  expect_values(out[0], w1);
+  expect_values(out[1], w2);
+  expect_values(out[2], w3);
+}
+
 }  // namespace
 }  // namespace tlaloc::host_test
 
@@ -194,8 +231,9 @@ namespace tlaloc::host_test {
 namespace {
 
 // outer(c, inner(a, b)) and outer(inner(a, b), c) for every pair of + - * / on f32, with each
-// operand a block or a broadcast scalar: run as one chained instruction, each op still rounded
-// to f32 (values computed here in double, rounded after each op).
+// operand a block or a broadcast scalar, and c also a block times a broadcast scalar (that
+// multiply folded into the chain): run as one chained instruction, each op still rounded to f32
+// (values computed here in double, rounded after each op).
 TEST(HostProgram, ChainedArithmeticRoundsEachOp) {
   const int64_t n = 600;
   const Op ops[] = {Op::add, Op::subtract, Op::multiply, Op::divide};
@@ -212,24 +250,30 @@ TEST(HostProgram, ChainedArithmeticRoundsEachOp) {
     }
   };
   const auto av = ramp(n, 1.5, 1.0), bv = ramp(n, -0.7, 3.0), cv = ramp(n, 2.0, 0.9);
-  for (int scalars = 0; scalars < 8; ++scalars) {
+  // scalars: bit k set = operand k a broadcast scalar; 8..11: c a block times a scalar.
+  for (int scalars = 0; scalars < 12; ++scalars) {
     ir::Builder b("chains");
     std::vector<ir::ValueId> in;
     std::vector<Array> args;
     const std::vector<double>* vals[] = {&av, &bv, &cv};
     for (int k = 0; k < 3; ++k) {
-      const bool sc = (scalars >> k) & 1;
+      const bool sc = ((scalars >> k) & 1) != 0;
       auto p = b.parameter({DType::f32, sc ? Shape{} : Shape{n}}, fmt::format("x{}", k));
       in.push_back(sc ? b.broadcast_in_dim(p, {n}, {}) : p);
       args.push_back(sc ? Array::from_doubles(DType::f32, {}, {(*vals[k])[5]})
                         : Array::from_doubles(DType::f32, {n}, *vals[k]));
     }
+    // With c a block times a broadcast scalar (folded into the chain's loop): one more input.
+    const bool scaled = scalars >= 8;
+    auto sp = b.parameter({DType::f32, {}}, "s");
+    args.push_back(Array::from_doubles(DType::f32, {}, {-1.3}));
     std::vector<ir::ValueId> outs;
     for (Op inner : ops)
       for (Op outer : ops)
         for (bool right : {false, true}) {
+          auto c = scaled ? b.binary(Op::multiply, in[2], b.broadcast_in_dim(sp, {n}, {})) : in[2];
           auto t = b.binary(inner, in[0], in[1]);
-          outs.push_back(right ? b.binary(outer, in[2], t) : b.binary(outer, t, in[2]));
+          outs.push_back(right ? b.binary(outer, c, t) : b.binary(outer, t, c));
         }
     auto got = compile(b.build(outs))->run(args);
     size_t o = 0;
@@ -244,8 +288,8 @@ TEST(HostProgram, ChainedArithmeticRoundsEachOp) {
               return args[size_t(k)].at(args[size_t(k)].numel() > 1 ? i : 0);
             };
             double t = round_to(DType::f32, apply(inner, at(0), at(1)));
-            want.push_back(
-                round_to(DType::f32, right ? apply(outer, at(2), t) : apply(outer, t, at(2))));
+            double cv = scaled ? round_to(DType::f32, at(2) * args[3].at(0)) : at(2);
+            want.push_back(round_to(DType::f32, right ? apply(outer, cv, t) : apply(outer, t, cv)));
           }
           expect_values(got[o++], want);
         }

@@ -38,7 +38,8 @@ InstrFn round_fn(DType storage);
 InstrFn op_fn(ir::Op op, DType dtype, ir::Comparison cmp, int scalar);
 InstrFn select_scalar_fn(DType dtype);
 InstrFn convert_fn(DType from, DType to);
-InstrFn chain_fn(ir::Op inner, ir::Op outer, DType t, bool right, bool sa, bool sb, bool sc);
+InstrFn chain_fn(ir::Op inner, ir::Op outer, DType t, bool right, bool sa, bool sb, bool sc,
+                 bool scaled_c);
 }  // namespace isa_avx2
 #endif
 
@@ -72,8 +73,9 @@ InstrFn op_fn(ir::Op op, DType t, ir::Comparison cmp, int scalar) {
   return TLALOC_DISPATCH(op_fn(op, t, cmp, scalar));
 }
 
-InstrFn chain_fn(ir::Op inner, ir::Op outer, DType t, bool right, bool sa, bool sb, bool sc) {
-  return TLALOC_DISPATCH(chain_fn(inner, outer, t, right, sa, sb, sc));
+InstrFn chain_fn(ir::Op inner, ir::Op outer, DType t, bool right, bool sa, bool sb, bool sc,
+                 bool scaled_c) {
+  return TLALOC_DISPATCH(chain_fn(inner, outer, t, right, sa, sb, sc, scaled_c));
 }
 
 }  // namespace tlaloc::runtime::host

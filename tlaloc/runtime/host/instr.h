@@ -31,6 +31,7 @@ using InstrFn = void (*)(const Instr&, void* const* regs, void* const* ptr, int6
 struct Instr {
   InstrFn fn = nullptr;
   int32_t dst = -1, a = -1, b = -1, c = -1;  // registers
+  int32_t e = -1;                            // chain: register scaling c (chain_fn scaled_c)
   int32_t value = -1;                        // load / store: IR value whose storage is used
   const LoadMap* map = nullptr;              // load
 };
@@ -54,9 +55,11 @@ InstrFn round_fn(DType storage);  // nullptr unless bf16 / f16
 inline constexpr int kBlocks = 0, kScalarA = 1, kScalarB = 2;
 InstrFn op_fn(ir::Op op, DType dtype, ir::Comparison cmp, int scalar = kBlocks);
 // d = outer(c, inner(a, b)) (right) or outer(inner(a, b), c) in one loop, for inner / outer in
-// add, subtract, multiply, divide on f32; sa / sb / sc: that operand is one broadcast value.
-// nullptr when not available (then run the two ops as two instructions).
-InstrFn chain_fn(ir::Op inner, ir::Op outer, DType dtype, bool right, bool sa, bool sb, bool sc);
+// add, subtract, multiply, divide on f32; sa / sb / sc: that operand is one broadcast value;
+// scaled_c: c is multiply(c, e) with e one broadcast value (Instr::e), computed in the loop.
+// nullptr when not available (then run the ops as separate instructions).
+InstrFn chain_fn(ir::Op inner, ir::Op outer, DType dtype, bool right, bool sa, bool sb, bool sc,
+                 bool scaled_c = false);
 // select whose predicate register holds one broadcast value.
 InstrFn select_scalar_fn(DType dtype);
 // convert between dtypes (compute types); nullptr when it is a register alias.

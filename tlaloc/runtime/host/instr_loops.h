@@ -62,14 +62,29 @@ void compare_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_
     d[i] = v;
   }
 }
+// A chain's c operand that is block c times the broadcast value in register e: the multiply a
+// separate instruction would have made, rounded the same.
+template <class T>
+struct ScaledOperand {
+  const T* p;
+  T s;
+  ScaledOperand(void* const* r, int32_t k, int32_t e) : p(reg<T>(r, k)), s(reg<T>(r, e)[0]) {}
+  T operator[](int64_t i) const { return Mul::f<T>(p[i], s); }
+};
 // Two chained arithmetic ops in one pass: d = F2(c, F1(a, b)) (Right) or F2(F1(a, b), c), each
-// rounded to T as two separate instructions would round (no contraction).
-template <class T, class F1, class F2, bool Right, bool SA, bool SB, bool SC>
+// rounded to T as two separate instructions would round (no contraction). SC: c is a block (0),
+// one broadcast value (1) or a block times a broadcast value (2, ScaledOperand).
+template <class T, class F1, class F2, bool Right, bool SA, bool SB, int SC>
 void chain_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   T* d = reg<T>(r, in.dst);
   const Operand<T, SA> a(r, in.a);
   const Operand<T, SB> b(r, in.b);
-  const Operand<T, SC> c(r, in.c);
+  const auto c = [&] {
+    if constexpr (SC == 2)
+      return ScaledOperand<T>(r, in.c, in.e);
+    else
+      return Operand<T, SC == 1>(r, in.c);
+  }();
   TLALOC_UNROLL
   for (int64_t i = 0; i < n; ++i) {
     T t = F1::template f<T>(a[i], b[i]);
@@ -481,13 +496,12 @@ InstrFn op_fn(Op op, DType t, ir::Comparison cmp, int scalar) {
 
 // ---- chained arithmetic ---------------------------------------------------------------------
 template <class T, class F1, class F2, int... I>
-constexpr std::array<InstrFn, 16> chain_table(std::integer_sequence<int, I...>) {
-  return {&chain_loop<T, F1, F2, ((I >> 3) & 1) != 0, (I & 1) != 0, ((I >> 1) & 1) != 0,
-                      ((I >> 2) & 1) != 0>...};
+constexpr std::array<InstrFn, 24> chain_table(std::integer_sequence<int, I...>) {
+  return {&chain_loop<T, F1, F2, I / 12 != 0, (I & 1) != 0, ((I >> 1) & 1) != 0, I % 12 / 4>...};
 }
 template <class T, class F1, class F2>
 InstrFn chain_pick(int index) {
-  static constexpr auto table = chain_table<T, F1, F2>(std::make_integer_sequence<int, 16>());
+  static constexpr auto table = chain_table<T, F1, F2>(std::make_integer_sequence<int, 24>());
   return table[size_t(index)];
 }
 template <class T, class F1>
@@ -506,9 +520,10 @@ InstrFn chain_outer(Op outer, int index) {
   }
 }
 
-InstrFn chain_fn(Op inner, Op outer, DType t, bool right, bool sa, bool sb, bool sc) {
-  if (t != DType::f32) return nullptr;
-  const int index = int(sa) | int(sb) << 1 | int(sc) << 2 | int(right) << 3;
+InstrFn chain_fn(Op inner, Op outer, DType t, bool right, bool sa, bool sb, bool sc,
+                 bool scaled_c) {
+  if (t != DType::f32 || (sc && scaled_c)) return nullptr;
+  const int index = (int(sa) | int(sb) << 1 | (scaled_c ? 2 : int(sc)) << 2) + int(right) * 12;
   switch (inner) {
     case Op::add:
       return chain_outer<float, Add>(outer, index);

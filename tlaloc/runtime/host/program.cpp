@@ -77,10 +77,42 @@ void chain(const Recording& rec, std::vector<VInstr>& code) {
       o.a = in.a;
       o.b = in.b;
       o.c = c;
+      o.inner = in.op;
+      o.right = right != 0;
       o.kind = VKind::chain;
       gone[size_t(i)] = 1;
       break;
     }
+  }
+  std::vector<VInstr> out;
+  for (size_t i = 0; i < code.size(); ++i)
+    if (!gone[i]) out.push_back(std::move(code[i]));
+  code = std::move(out);
+}
+
+// chain(a, b, multiply(x, s)) -> chain(a, b, x scaled by s) when s is one broadcast value, x a
+// block and the product has no other use: the multiply's pass over the block goes away.
+void scale_chains(const Recording& rec, std::vector<VInstr>& code) {
+  std::vector<int> uses(size_t(rec.nvregs()), 0), writer(size_t(rec.nvregs()), -1);
+  for (size_t i = 0; i < code.size(); ++i) {
+    for (int r : {code[i].a, code[i].b, code[i].c, code[i].e})
+      if (r >= 0) ++uses[size_t(r)];
+    if (code[i].kind == VKind::op && code[i].dst >= 0) writer[size_t(code[i].dst)] = int(i);
+  }
+  auto once = [&](int r) { return rec.once[size_t(r)] != 0; };
+  std::vector<char> gone(code.size(), 0);
+  for (VInstr& o : code) {
+    if (o.kind != VKind::chain || once(o.c) || uses[size_t(o.c)] != 1) continue;
+    const int i = writer[size_t(o.c)];
+    if (i < 0 || gone[size_t(i)]) continue;
+    const VInstr& m = code[size_t(i)];
+    if (!chainable(m) || m.op != ir::Op::multiply || once(m.a) || !once(m.b)) continue;
+    InstrFn fn = chain_fn(o.inner, o.op, DType::f32, o.right, once(o.a), once(o.b), false, true);
+    if (!fn) continue;
+    o.fn = fn;
+    o.c = m.a;
+    o.e = m.b;
+    gone[size_t(i)] = 1;
   }
   std::vector<VInstr> out;
   for (size_t i = 0; i < code.size(); ++i)
@@ -94,11 +126,12 @@ Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
                         const std::vector<int>& preds, int mask) {
   std::vector<VInstr> code = resolve(rec, preds, mask);
   chain(rec, code);
+  scale_chains(rec, code);
   const size_t nv = size_t(rec.nvregs());
   // Storage reads: which instruction reads which value's storage (position; late ones last).
   auto reads_storage = [&](const VInstr& v, const std::vector<int32_t>& values) {
     if (v.kind == VKind::load && contains(values, v.value)) return true;
-    for (int r : {v.a, v.b, v.c})
+    for (int r : {v.a, v.b, v.c, v.e})
       if (r >= 0 && rec.input_of[size_t(r)] >= 0 && contains(values, rec.input_of[size_t(r)]))
         return true;
     return false;
@@ -142,7 +175,7 @@ Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
   auto pooled = [&](int r) { return r >= 0 && !bound(r) && !rec.once[size_t(r)]; };
   std::vector<int> last(nv, -1);
   for (size_t i = 0; i < order.size(); ++i)
-    for (int r : {order[i]->a, order[i]->b, order[i]->c})
+    for (int r : {order[i]->a, order[i]->b, order[i]->c, order[i]->e})
       if (r >= 0) last[size_t(r)] = int(i);
   std::vector<int> phys(nv, -1), free_regs;
   int nphys = 0;
@@ -154,11 +187,11 @@ Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
   };
   for (size_t i = 0; i < order.size(); ++i) {
     const VInstr& v = *order[i];
-    int ops[3] = {v.a, v.b, v.c};
+    int ops[4] = {v.a, v.b, v.c, v.e};
     // Operands dying here are freed before dst is assigned (so dst may reuse one) only when
     // their element size equals dst's; others after, since loops write d[i] after reading a[i].
     std::vector<int> later;
-    for (int j = 0; j < 3; ++j) {
+    for (int j = 0; j < 4; ++j) {
       int r = ops[j];
       bool dup = false;
       for (int q = 0; q < j; ++q) dup |= ops[q] == r;
@@ -201,6 +234,7 @@ Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
     in.a = slot(v.a);
     in.b = slot(v.b);
     in.c = slot(v.c);
+    in.e = slot(v.e);
     if (v.map >= 0) in.map = &maps[size_t(v.map)];
     (i < prologue ? p.prologue : p.body).push_back(in);
   }

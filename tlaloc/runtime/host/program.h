@@ -24,8 +24,11 @@ struct VInstr {
   InstrFn fn;                                // block loop (or the load / store / convert / round)
   InstrFn fn_sa = nullptr, fn_sb = nullptr;  // binary op with a / b one broadcast value
   ir::Op op = ir::Op::parameter;             // op: the IR op (for chaining), else parameter
+  ir::Op inner = ir::Op::parameter;          // chain: op is outer(.., inner(a, b), ..)
+  bool right = false;                        // chain: c is outer's left operand
   DType dtype = DType::f32;                  // op: operand dtype
   int dst = -1, a = -1, b = -1, c = -1;      // virtual registers
+  int e = -1;                                // chain: broadcast register scaling c
   int32_t value = -1;                        // load / store: IR value whose storage is used
   int map = -1;                              // load: index of its LoadMap
   bool once = false;  // prologue: runs once per thread (scalar broadcasts and ops on them)
@@ -64,7 +67,8 @@ struct Program {
 // loads) hold bit k of `mask`. Removes dead instructions, lets an op write an output's storage
 // directly when no later instruction reads storage that output may share (else stores it after
 // the block), runs an arithmetic op whose result only feeds the next one in the same loop as it
-// (chain_fn), picks scalar-operand loops, and allocates slots by liveness.
+// (chain_fn), folds a block-times-broadcast multiply that only feeds a chain's third operand
+// into that chain, picks scalar-operand loops, and allocates slots by liveness.
 Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
                         const std::vector<int>& preds, int mask);
 
