@@ -144,7 +144,7 @@ void run_attention(const Kernel& kk, const Frame& fr) {
   const auto& a = as<AttentionKernel>(kk);
   const bool fwd = a.out < 0;
   const int64_t tasks = fwd ? a.B * a.Hq : a.B * a.Hkv;
-  const int nt = a.parallel ? fr.num_threads : 1;
+  const int nt = a.parallel ? int(std::min<int64_t>(fr.num_threads * kPartsPerThread, tasks)) : 1;
   parallel(nt, [&](int p, int P) {
     std::vector<F> acc(size_t(fwd ? a.Dv : 0));
     for (int64_t t = tasks * p / P; t < tasks * (p + 1) / P; ++t) {

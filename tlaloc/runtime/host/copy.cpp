@@ -84,7 +84,7 @@ void copy_typed(const CopyPlan& p, void* dst, const void* src, int64_t dshift, i
   int64_t rows = 1;
   for (size_t k = 0; k + 1 < p.dims.size(); ++k) rows *= p.dims[k];
   if (p.numel() >= kParallelElements && num_threads > 1 && rows > 1) {
-    int nt = int(std::min<int64_t>(num_threads, rows));
+    int nt = int(std::min<int64_t>(int64_t(num_threads) * kPartsPerThread, rows));
     parallel(nt, [&](int t, int T) { copy_rows(p, d, s, rows * t / T, rows * (t + 1) / T); });
   } else {
     copy_rows(p, d, s, 0, rows);

@@ -98,13 +98,12 @@ struct DotKernel : Kernel {
     if (d.K == 0) {
       std::memset(O, 0, size_t(on) * (d.dtype == DType::f64 ? 8 : 4));
     } else if (d.tiles.size() > 1 && f.num_threads > 1 && d.B * d.M * d.N * d.K >= kParallelMacs) {
-      int nt = int(std::min<size_t>(size_t(f.num_threads), d.tiles.size()));
-      // Team threads are OpenMP threads: the OpenMP build of OpenBLAS keeps per-thread buffers
-      // by omp_get_thread_num() and is unsafe from several non-OpenMP threads at once.
-      const size_t nt_tiles = d.tiles.size();
-      parallel(nt, [&](int t, int T) {
-        for (size_t i = nt_tiles * size_t(t) / size_t(T); i < nt_tiles * size_t(t + 1) / size_t(T);
-             ++i)
+      // A part per tile. Team threads are OpenMP threads: the OpenMP build of OpenBLAS keeps
+      // per-thread buffers by omp_get_thread_num() and is unsafe from several non-OpenMP
+      // threads at once.
+      const size_t nt = d.tiles.size();
+      parallel(int(nt), [&](int t, int T) {
+        for (size_t i = nt * size_t(t) / size_t(T); i < nt * size_t(t + 1) / size_t(T); ++i)
           d.gemm(d.tiles[i], L, R, O);
       });
     } else {

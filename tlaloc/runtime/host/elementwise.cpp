@@ -114,14 +114,15 @@ struct GroupKernel : Kernel {
     for (size_t p = 0; p < g.preds.size(); ++p)
       if (static_cast<const uint8_t*>(f.ptr[g.preds[p].first])[g.preds[p].second]) v |= 1u << p;
     const Program& pg = g.variants[v];
-    // Threads take contiguous ranges of blocks, in whole reduction chunks when reducing.
+    // Parts are contiguous ranges of blocks, in whole reduction chunks when reducing; a part
+    // uses the scratch of the thread running it.
     int64_t unit = g.nreduces == 0 ? 1 : kBlocksPerChunk;
     int64_t nb = g.nblocks(), units = (nb + unit - 1) / unit;
     if (g.n >= kParallelElements && f.num_threads > 1 && units > 1) {
       int nt = int(std::min<int64_t>(std::min(f.num_threads, g.max_threads), units));
-      parallel(nt, [&](int t, int T) {
-        g.run_thread(pg, f, t, std::min(nb, units * t / T * unit),
-                     std::min(nb, units * (t + 1) / T * unit));
+      parallel(int(std::min<int64_t>(int64_t(nt) * kPartsPerThread, units)), [&](int p, int P) {
+        g.run_thread(pg, f, team_thread(), std::min(nb, units * p / P * unit),
+                     std::min(nb, units * (p + 1) / P * unit));
       });
     } else {
       g.run_thread(pg, f, 0, 0, nb);

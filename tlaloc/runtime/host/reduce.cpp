@@ -183,7 +183,7 @@ struct ReduceKernel : Kernel {
         }
       };
       if (jobs * std::min(R, kChunk) >= kParallelElements && f.num_threads > 1 && jobs > 1) {
-        parallel(int(std::min<int64_t>(f.num_threads, jobs)),
+        parallel(int(std::min<int64_t>(int64_t(f.num_threads) * kPartsPerThread, jobs)),
                  [&](int t, int nt) { walk(jobs * t / nt, jobs * (t + 1) / nt); });
       } else {
         walk(0, jobs);
@@ -214,7 +214,7 @@ struct ReduceKernel : Kernel {
       }
     };
     if (A > 1 && A * R * C >= kParallelElements && f.num_threads > 1) {
-      int nt = int(std::min<int64_t>(f.num_threads, A));
+      int nt = int(std::min<int64_t>(int64_t(f.num_threads) * kPartsPerThread, A));
       parallel(nt, [&](int t, int P) { rows(A * t / P, A * (t + 1) / P); });
     } else {
       rows(0, A);

@@ -51,6 +51,8 @@ bool spin_until(Done done, const std::atomic<int>& other) {
 // share of the data from one kernel to the next) while a thread that is not running (a busy
 // machine, a sleeping thread waking late) delays nothing: thread 0 waits only for parts
 // already begun. What a part computes depends on its index alone, not on its thread.
+thread_local int t_thread = 0;  // this thread's index in its team
+
 struct Team {
   static constexpr int kMaxSize = 64;  // parts are the bits of one word
   int size = 1;
@@ -71,10 +73,13 @@ struct Team {
   alignas(64) std::atomic<int> lead_cpu{-1}, part_cpu{-1};
 
   void take_parts(int t) {
+    // Thread t's own parts: [t n / size, (t + 1) n / size).
+    const int lo = t * n / size, hi = (t + 1) * n / size;
+    const uint64_t own = hi - lo >= 64 ? ~uint64_t(0) : ((uint64_t(1) << (hi - lo)) - 1) << lo;
     uint64_t m = taken.load(std::memory_order_acquire);
     while (~m) {
-      uint64_t own = t < kMaxSize ? uint64_t(1) << t : 0;
-      uint64_t bit = (~m & own) ? own : (~m & (m + 1));  // own part first, else lowest free
+      const uint64_t free = ~m, mine = free & own;
+      uint64_t bit = mine ? (mine & (~mine + 1)) : (free & (~free + 1));  // lowest own, else any
       if (!taken.compare_exchange_weak(m, m | bit, std::memory_order_acq_rel,
                                        std::memory_order_acquire))
         continue;
@@ -92,6 +97,7 @@ struct Team {
   }
 
   void work(int t) {
+    t_thread = t;
     uint32_t seen = 0;
     for (;;) {
       auto changed = [&] { return gen.load(std::memory_order_acquire) != seen; };
@@ -109,7 +115,7 @@ struct Team {
   void run(int parts, PartFn f, void* c) {
     fn = f;
     ctx = c;
-    n = std::min(parts, size);
+    n = std::min(parts, kMaxSize);
     done.store(0, std::memory_order_relaxed);
     lead_cpu.store(sched_getcpu(), std::memory_order_relaxed);
     taken.store(n == 64 ? 0 : ~uint64_t(0) << n, std::memory_order_release);
@@ -134,14 +140,11 @@ void parallel_parts(int n, PartFn fn, void* ctx) {
     fn(ctx, 0, 1);
     return;
   }
-  if (Team* team = t_team) {
-    if (team->size > 1) return team->run(n, fn, ctx);
-    fn(ctx, 0, 1);
-    return;
-  }
-#pragma omp parallel num_threads(n)
-  fn(ctx, omp_get_thread_num(), omp_get_num_threads());
+  if (Team* team = t_team; team && team->size > 1) return team->run(n, fn, ctx);
+  fn(ctx, 0, 1);  // a team of one, or no team (e.g. inside a part): one part does all
 }
+
+int team_thread() { return t_thread; }
 
 void run_in_team(int threads, void (*body)(void*), void* ctx) {
   if (t_team) {
@@ -167,6 +170,7 @@ void run_in_team(int threads, void (*body)(void*), void* ctx) {
     if (omp_get_thread_num() == 0) {
       team.size = std::min(omp_get_num_threads(), Team::kMaxSize);
       t_team = &team;
+      t_thread = 0;
       try {
         body(ctx);
       } catch (...) {

@@ -2,19 +2,27 @@
 // one OpenMP parallel region for the whole step: thread 0 runs the kernels in order and the
 // others wait for parallel parts (spinning briefly, then sleeping on a futex), instead of one
 // OpenMP fork / join per kernel. OpenMP threads, because OpenBLAS's OpenMP build keys its
-// per-thread buffers by omp_get_thread_num().
+// per-thread buffers by omp_get_thread_num(). Parts are claimed, not assigned: each thread
+// takes its own share of the parts first (the same share every kernel, so each core's cache
+// keeps its data), then any part still free, so a thread slowed by a busy machine holds up
+// nothing but the part it is running.
 #pragma once
 
 #include <type_traits>
 
 namespace tlaloc::runtime::host {
 
-using PartFn = void (*)(void* ctx, int t, int T);
+using PartFn = void (*)(void* ctx, int p, int P);
 
-// Runs fn(ctx, t, T) for every t in [0, T), T = min(n, threads available), on thread t of the
-// calling thread's team (thread 0 is the caller) or, outside a team, of an OpenMP parallel
-// region; returns once every part has finished. Parts must not throw.
+// Runs fn(ctx, p, P) for every part p in [0, P), P = min(n, 64), on the calling thread's team
+// (the caller is thread 0; a part may run on any of its threads); returns once every part has
+// finished. Without a team of more than one thread, it runs fn(ctx, 0, 1) on the caller: a
+// kernel's parts must together compute the same whatever P is. Parts must not throw.
 void parallel_parts(int n, PartFn fn, void* ctx);
+
+// The calling thread's index in its team (0 outside a team): for per-thread scratch, which a
+// part must index by thread, not by part.
+int team_thread();
 
 template <class F>
 void parallel(int n, F&& f) {
@@ -26,6 +34,10 @@ void parallel(int n, F&& f) {
   parallel_parts(
       n, [](void* c, int t, int T) { (*static_cast<G*>(c))(t, T); }, &f);
 }
+
+// Parts handed to a team per thread by kernels that can split finer: a thread slowed by the
+// machine's other load then holds back a quarter of its share, not all of it.
+inline constexpr int kPartsPerThread = 4;
 
 // Runs body(ctx) on the calling thread as thread 0 of a team of `threads` threads (fewer if
 // OpenMP grants fewer; a team of one, whose parts run inline, when threads <= 1 or already
