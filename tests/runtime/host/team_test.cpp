@@ -33,8 +33,9 @@ void run_jobs(int threads, std::vector<Job>& jobs, std::chrono::microseconds pau
     std::chrono::microseconds pause;
     int* size;
   } ctx{&jobs, pause, size};
+  runtime::host::TeamState state;
   run_in_team(
-      threads,
+      threads, state,
       [](void* c) {
         auto& x = *static_cast<Ctx*>(c);
         *x.size = omp_get_num_threads();  // the team is this OpenMP region's threads
@@ -96,13 +97,71 @@ TEST(HostTeam, BodyExceptionReachesCallerAndTeamStops) {
     parallel(2, [](int, int) {});
     throw std::runtime_error("kernel failed");
   };
-  EXPECT_THROW(run_in_team(2, body, nullptr), std::runtime_error);
+  runtime::host::TeamState state;
+  EXPECT_THROW(run_in_team(2, state, body, nullptr), std::runtime_error);
   // The team is gone: a new one runs normally.
   std::vector<Job> jobs(10);
   for (auto& j : jobs) j.parts = 2;
   int size = 0;
   run_jobs(2, jobs, std::chrono::microseconds(0), &size);
   expect_each_part_once(jobs, size);
+}
+
+// The choice between a team and one thread: team runs first, then one thread once, then the
+// faster by moving average with the other tried every kProbeEvery-th run.
+TEST(HostTeam, StateUsesTheFasterModeAndProbesTheOther) {
+  using runtime::host::TeamState;
+  TeamState s;
+  for (int64_t r = 0; r < TeamState::kWarmup; ++r) {
+    EXPECT_TRUE(s.use_team()) << r;
+    s.record(true, 3e6);
+  }
+  EXPECT_FALSE(s.use_team());  // one thread not measured yet
+  s.record(false, 5e6);
+  int team = 0, solo = 0;
+  for (int r = 0; r < 4 * int(TeamState::kProbeEvery); ++r) {
+    bool t = s.use_team();
+    (t ? team : solo)++;
+    s.record(t, t ? 3e6 : 5e6);
+  }
+  EXPECT_EQ(solo, 4);  // the probes
+  EXPECT_DOUBLE_EQ(s.team_ns, 3e6);
+  // The machine gets busy: team runs take 9 ms, one thread 5 ms; within a few team runs the
+  // average crosses and one thread is used (teams only as probes).
+  for (int r = 0; r < 2 * int(TeamState::kProbeEvery); ++r) {
+    bool t = s.use_team();
+    s.record(t, t ? 9e6 : 5e6);
+  }
+  EXPECT_GT(s.team_ns, s.solo_ns);
+  team = solo = 0;
+  for (int r = 0; r < 4 * int(TeamState::kProbeEvery); ++r) {
+    bool t = s.use_team();
+    (t ? team : solo)++;
+    s.record(t, t ? 9e6 : 5e6);
+  }
+  EXPECT_EQ(team, 4);
+}
+
+// run_in_team with a state that prefers one thread runs the body on the caller alone.
+TEST(HostTeam, StatePreferringOneThreadRunsAlone) {
+  runtime::host::TeamState s;
+  for (int64_t r = 0; r < runtime::host::TeamState::kWarmup; ++r) s.record(true, 9e6);
+  s.record(false, 1e6);
+  ASSERT_FALSE(s.use_team());
+  int size = 0, parts = 0;
+  struct Ctx {
+    int *size, *parts;
+  } ctx{&size, &parts};
+  run_in_team(
+      2, s,
+      [](void* c) {
+        auto& x = *static_cast<Ctx*>(c);
+        *x.size = omp_get_num_threads();
+        parallel(2, [&](int, int P) { *x.parts = P; });
+      },
+      &ctx);
+  EXPECT_EQ(size, 1);
+  EXPECT_EQ(parts, 1);
 }
 
 TEST(HostTeam, ParallelOutsideATeamRunsOnePart) {

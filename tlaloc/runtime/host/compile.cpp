@@ -178,7 +178,8 @@ class HostExecutable final : public Executable {
   // The steps in order on thread 0 of one team of plan_.num_threads threads (team.h).
   void execute() {
     run_in_team(
-        plan_.num_threads, [](void* self) { static_cast<HostExecutable*>(self)->steps(); }, this);
+        plan_.num_threads, team_state_,
+        [](void* self) { static_cast<HostExecutable*>(self)->steps(); }, this);
   }
   void steps() {
     Frame fr{ptr_.data(), scratch_.get(), plan_.num_threads};
@@ -235,6 +236,7 @@ class HostExecutable final : public Executable {
   }
 
   Plan plan_;
+  TeamState team_state_;  // team or one thread, whichever runs this step faster now
   bool profile_ = std::getenv("TLALOC_HOST_PROFILE") != nullptr;
   bool profile_cpu_ = profile_ && std::string_view(std::getenv("TLALOC_HOST_PROFILE")) == "cpu";
   // TLALOC_HOST_PROFILE_TOP=N: how many of the slowest steps the profile lists (25).

@@ -146,23 +146,21 @@ void parallel_parts(int n, PartFn fn, void* ctx) {
 
 int team_thread() { return t_thread; }
 
-void run_in_team(int threads, void (*body)(void*), void* ctx) {
-  if (t_team) {
+namespace {
+
+void run_solo(void (*body)(void*), void* ctx) {
+  Team solo;  // size 1: parallel parts run inline on the caller
+  t_team = &solo;
+  try {
     body(ctx);
-    return;
-  }
-  if (threads <= 1 || omp_in_parallel()) {
-    Team solo;  // size 1: parallel parts run inline on the caller
-    t_team = &solo;
-    try {
-      body(ctx);
-    } catch (...) {
-      t_team = nullptr;
-      throw;
-    }
+  } catch (...) {
     t_team = nullptr;
-    return;
+    throw;
   }
+  t_team = nullptr;
+}
+
+void run_team(int threads, void (*body)(void*), void* ctx) {
   Team team;
   std::exception_ptr error;
 #pragma omp parallel num_threads(std::min(threads, Team::kMaxSize))
@@ -184,6 +182,38 @@ void run_in_team(int threads, void (*body)(void*), void* ctx) {
     }
   }
   if (error) std::rethrow_exception(error);
+}
+
+}  // namespace
+
+bool TeamState::use_team() const {
+  if (runs < kWarmup) return true;
+  if (solo_ns == 0) return false;  // not measured yet
+  const bool team_faster = team_ns <= solo_ns;
+  return (runs + 1) % kProbeEvery == 0 ? !team_faster : team_faster;
+}
+
+void TeamState::record(bool team, double ns) {
+  double& avg = team ? team_ns : solo_ns;
+  avg = avg == 0 ? ns : 0.75 * avg + 0.25 * ns;
+  ++runs;
+}
+
+void run_in_team(int threads, TeamState& state, void (*body)(void*), void* ctx) {
+  if (t_team) {
+    body(ctx);
+    return;
+  }
+  if (threads <= 1 || omp_in_parallel()) return run_solo(body, ctx);
+  const bool team = state.use_team();
+  const auto t0 = std::chrono::steady_clock::now();
+  if (team)
+    run_team(threads, body, ctx);
+  else
+    run_solo(body, ctx);
+  state.record(
+      team,
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
 }
 
 }  // namespace tlaloc::runtime::host

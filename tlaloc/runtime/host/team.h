@@ -8,6 +8,7 @@
 // nothing but the part it is running.
 #pragma once
 
+#include <cstdint>
 #include <type_traits>
 
 namespace tlaloc::runtime::host {
@@ -39,10 +40,25 @@ void parallel(int n, F&& f) {
 // machine's other load then holds back a quarter of its share, not all of it.
 inline constexpr int kPartsPerThread = 4;
 
+// Carried from run to run by the caller of run_in_team (one per compiled step): whether a
+// team or the caller alone runs faster on this machine now. Another thread that loses its CPU
+// to other work while it holds a part stalls the run for a scheduler time slice (about 4 ms
+// here, against a 3 ms step), so on a busy machine one thread can be faster. After kWarmup
+// team runs, each mode's run time is tracked (moving average) and the faster one used, the
+// other tried every kProbeEvery-th run.
+struct TeamState {
+  static constexpr int64_t kWarmup = 4, kProbeEvery = 16;
+  double team_ns = 0, solo_ns = 0;  // moving averages of run times (0: not measured)
+  int64_t runs = 0;
+  bool use_team() const;
+  void record(bool team, double ns);
+};
+
 // Runs body(ctx) on the calling thread as thread 0 of a team of `threads` threads (fewer if
 // OpenMP grants fewer; a team of one, whose parts run inline, when threads <= 1 or already
-// inside an OpenMP parallel region; the enclosing team when called inside one).
-// An exception thrown by the body is rethrown here after the team has stopped.
-void run_in_team(int threads, void (*body)(void*), void* ctx);
+// inside an OpenMP parallel region or when `state` finds one thread faster; the enclosing team
+// when called inside one). An exception thrown by the body is rethrown here after the team has
+// stopped.
+void run_in_team(int threads, TeamState& state, void (*body)(void*), void* ctx);
 
 }  // namespace tlaloc::runtime::host
