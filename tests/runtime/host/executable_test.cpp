@@ -1,4 +1,6 @@
 // The op walk, run / run_donated contracts, input checking, determinism and fusion.
+#include <omp.h>
+
 #include "kernel_test_util.h"
 
 namespace tlaloc::host_test {
@@ -184,6 +186,29 @@ TEST(HostRuntime, LargeWorkIsBitwiseEqualAcrossThreadCounts) {
   std::vector<double> xs;
   for (int64_t i = 0; i < n; ++i) xs.push_back(std::sin(0.001 * double(i)));
   run_all(f, {Array::from_doubles(DType::f32, {n}, xs)});
+}
+
+// num_threads = 0 is OpenMP's default thread count as it was before the first compile (the
+// OpenMP build of OpenBLAS, told to run single-threaded there, sets the calling thread's count to
+// 1): run alone, as ctest does, this test holds the process's first compile. A large
+// elementwise op then runs on the team: ok, and bitwise the result of 1 thread.
+TEST(HostRuntime, DefaultThreadCountIsReadBeforeOpenBlasChangesIt) {
+  omp_set_num_threads(2);
+  const int64_t n = 1 << 20;
+  ir::Builder b;
+  auto x = b.parameter({DType::f32, {n}}, "x");
+  auto f = b.build({b.unary(Op::tanh, x)});
+  std::vector<double> xs(size_t(n), 0.25);
+  std::vector<Array> in{Array::from_doubles(DType::f32, {n}, xs)};
+  runtime::host::Options o0, o1;
+  o1.num_threads = 1;
+  auto e0 = runtime::host::compile(f, o0);
+  EXPECT_EQ(runtime::host::num_threads_of(*e0), 2);
+  auto e1 = runtime::host::compile(f, o1);
+  EXPECT_EQ(runtime::host::num_threads_of(*e1), 1);
+  EXPECT_EQ(runtime::host::num_threads_of(*runtime::host::compile(f, o0)), 2);  // a later compile
+  EXPECT_TRUE(e0->run(in)[0].bitwise_equal(e1->run(in)[0]));
+  omp_set_num_threads(omp_get_num_procs());
 }
 
 TEST(HostRuntime, CompileCountCounts) {

@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <fmt/format.h>
+#include <omp.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -48,6 +49,7 @@ void copy_array(Array& dst, const void* src) {
 
 class HostExecutable final : public Executable {
  public:
+  int num_threads() const { return plan_.num_threads; }
   HostExecutable(ir::Function f, const Options& o) : Executable(std::move(f)) {
     ir::Function g = fold_transposes_into_dots(function());
     ir::verify(g);
@@ -255,13 +257,27 @@ std::unique_ptr<Executable> compile(const ir::Function& f, Options options) {
   ir::verify(f);
   // GEMMs are split into shape-determined tiles over tlaloc's own threads; OpenBLAS runs each
   // tile single-threaded so results do not depend on the thread count.
+  // The OpenMP build of OpenBLAS does that by setting the calling thread's OpenMP thread count
+  // to 1 (and must keep it: at 2 a BLAS call outside a parallel region splits the GEMM its own
+  // way), so num_threads = 0 resolves to OpenMP's default as read before that first call.
   static std::once_flag blas_once;
-  std::call_once(blas_once, [] { openblas_set_num_threads(1); });
+  static int default_threads = 1;
+  std::call_once(blas_once, [] {
+    default_threads = std::max(omp_get_max_threads(), 1);
+    openblas_set_num_threads(1);
+  });
+  if (options.num_threads <= 0) options.num_threads = default_threads;
   auto e = std::make_unique<HostExecutable>(f, options);
   ++g_compiled;
   return e;
 }
 
 int64_t compile_count() { return g_compiled.load(); }
+
+int num_threads_of(const Executable& e) {
+  const auto* h = dynamic_cast<const HostExecutable*>(&e);
+  if (!h) fail("num_threads_of: {} is not a host-lane executable", e.function().name);
+  return h->num_threads();
+}
 
 }  // namespace tlaloc::runtime::host

@@ -37,8 +37,11 @@
 namespace tlaloc::runtime::host {
 
 struct Options {
-  int num_threads = 0;  // 0: OpenMP's default (OMP_NUM_THREADS or the core count)
-  bool fuse = true;     // fuse elementwise chains (off: one kernel per op, for tests)
+  // 0: OpenMP's default (OMP_NUM_THREADS or the core count) as it was at the process's first
+  // compile, which sets the calling thread's OpenMP thread count to 1 (OpenBLAS's OpenMP build
+  // runs single-threaded that way; tlaloc splits GEMMs over its own threads).
+  int num_threads = 0;
+  bool fuse = true;  // fuse elementwise chains (off: one kernel per op, for tests)
 };
 
 // Verifies `f` and compiles it. Throws tlaloc::Error if f fails verification or an input is
@@ -51,5 +54,9 @@ std::unique_ptr<Executable> compile(const ir::Function& f, Options options = {})
 
 // Number of executables compiled by this process (for "one compiled executable" checks).
 int64_t compile_count();
+
+// The threads a host executable runs on (Options::num_threads resolved). Throws tlaloc::Error
+// if `e` is not a host-lane executable.
+int num_threads_of(const Executable& e);
 
 }  // namespace tlaloc::runtime::host
