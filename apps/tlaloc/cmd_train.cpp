@@ -55,6 +55,16 @@ extern "C" void on_sigint(int) {
 io::Checkpoint load_resume(const std::string& path, const std::map<std::string, std::string>& user,
                            uint64_t seed) {
   io::Checkpoint c = io::load_checkpoint(path);
+  // The recipe first: another recipe's checkpoint differs in every field, name the real cause.
+  if (auto r = user.find("recipe"); r != user.end()) {
+    auto have = c.user.find("recipe");
+    if (have == c.user.end())
+      fail("--resume {}: not a checkpoint of `tlaloc train {}` (it has no recipe metadata)", path,
+           r->second);
+    if (have->second != r->second)
+      fail("--resume {}: it is a `tlaloc train {}` checkpoint, this is `tlaloc train {}`", path,
+           have->second, r->second);
+  }
   for (const auto& [k, v] : user)
     if (c.user.count(k) && c.user.at(k) != v)
       fail("--resume {}: it was trained with {}={}, this run has {}", path, k, c.user.at(k), v);

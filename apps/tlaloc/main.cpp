@@ -4,6 +4,7 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <string>
 
 #include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
@@ -20,6 +21,21 @@ int main(int argc, char** argv) {
   tlaloc::app::register_inspect(app);
   tlaloc::app::register_bench(app);
   tlaloc::app::require_decimal_integers(app);
+  // `tlaloc train foo`: CLI11 alone says "A subcommand is required"; name the recipe instead.
+  if (argc >= 3 && std::strcmp(argv[1], "train") == 0 && argv[2][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (CLI::App* r :
+         app.get_subcommand("train")->get_subcommands([](CLI::App*) { return true; })) {
+      found = found || r->get_name() == argv[2];
+      known += (known.empty() ? "" : ", ") + r->get_name();
+    }
+    if (!found) {
+      std::fprintf(stderr, "tlaloc: error: train: unknown recipe '%s' (known: %s)\n", argv[2],
+                   known.c_str());
+      return 1;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

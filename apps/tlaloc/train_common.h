@@ -38,7 +38,8 @@ int64_t compiled_executables(train::Lane lane);
 void print_cross_check(train::Trainer& t, std::vector<Array> inputs);
 
 // --resume: loads `path` and checks that its recipe metadata (`user` keys it has) and its seed
-// equal this run's; throws tlaloc::Error naming the first field that differs.
+// equal this run's; throws tlaloc::Error naming the recipe when it differs (or is missing), else
+// the first field that differs.
 io::Checkpoint load_resume(const std::string& path, const std::map<std::string, std::string>& user,
                            uint64_t seed);
 

@@ -56,6 +56,18 @@ fails "--resume $ckpt: it was trained with batch=4, this run has 8" "${r[@]}" --
 fails "--resume $ckpt: it was trained with dropout=0, this run has 0.1" "${r[@]}" --steps 6 --dropout 0.1
 fails "--resume $ckpt: it is at step 4 already; --steps 4 leaves nothing to train" "${r[@]}" --steps 4
 [ ! -e "$tmp/r.safetensors" ] || { echo "FAIL: a refused resume saved a checkpoint"; exit 1; }
+# Another recipe's checkpoint (or one without a recipe) is named as such, not as a batch mismatch.
+meta_only() {  # meta_only FILE JSON-METADATA: a safetensors file with metadata and no tensors
+  local h="{\"__metadata__\":$2}"
+  # shellcheck disable=SC2059  # the length byte is built as a printf escape
+  { printf "$(printf '\\x%02x' ${#h})\\0\\0\\0\\0\\0\\0\\0"; printf '%s' "$h"; } >"$1"
+}
+meta_only "$tmp/fm.safetensors" '{"tlaloc.checkpoint":"1","user.recipe":"fmnist","user.batch":"128"}'
+fails "--resume $tmp/fm.safetensors: it is a \`tlaloc train fmnist\` checkpoint, this is \`tlaloc train lm\`" \
+  train lm "${small[@]}" --resume "$tmp/fm.safetensors" --steps 6
+meta_only "$tmp/none.safetensors" '{"tlaloc.checkpoint":"1"}'
+fails "--resume $tmp/none.safetensors: not a checkpoint of \`tlaloc train lm\` (it has no recipe metadata)" \
+  train lm "${small[@]}" --resume "$tmp/none.safetensors" --steps 6
 
 # A checkpoint whose tensor data is all 0xff bytes (f32 NaN): refused by sample and --resume.
 hlen=$(od -An -tu8 -N8 "$ckpt" | tr -d ' ')

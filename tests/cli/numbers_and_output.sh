@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Integer options are plain decimal ("010" is ten, "0x10" and "1e3" are errors, a number past
 # int64 is an error, not a clamped value), counts are range-checked before any work, and a
-# command whose output cannot be written (a full disk) fails with one error line.
+# command whose output cannot be written (a full disk) fails with one error line. An unknown
+# train recipe is named.
 set -euo pipefail
 : "${TLALOC:?set TLALOC to the tlaloc binary}"
 tmp=$(mktemp -d)
@@ -29,6 +30,7 @@ fails "--points: Value 0 not in range" train disc --points 0
 fails "--points: Value -3 not in range" train disc --points -3
 fails "--steps: Value -1 not in range" train lm --steps -1
 fails "--tokens: '12abc' is not a decimal integer" sample x.safetensors --tokens 12abc
+fails "tlaloc: error: train: unknown recipe 'foo' (known: disc, fmnist, lm)" train foo
 
 # Output that cannot be written: one error line, exit 1 (export, train).
 if [ -w /dev/full ]; then
