@@ -12,6 +12,7 @@
 
 int main(int argc, char** argv) {
   CLI::App app{"tlaloc: compiled training steps in C++ (host CPU lane; StableHLO/PJRT lane)"};
+  app.name("tlaloc");
   app.require_subcommand(1);
   app.set_version_flag("--version", TLALOC_VERSION);
   tlaloc::app::register_train(app);
@@ -21,6 +22,10 @@ int main(int argc, char** argv) {
   tlaloc::app::register_inspect(app);
   tlaloc::app::register_bench(app);
   tlaloc::app::require_decimal_integers(app);
+  if (argc == 1) {  // no command: the usage, as `tlaloc --help` prints it
+    std::fputs(app.help().c_str(), stdout);
+    return 2;
+  }
   // `tlaloc train foo`: CLI11 alone says "A subcommand is required"; name the recipe instead.
   if (argc >= 3 && std::strcmp(argv[1], "train") == 0 && argv[2][0] != '-') {
     std::string known;
@@ -38,8 +43,16 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // A usage error: the same "tlaloc: error:" line as every other error, exit status 2.
+    std::fprintf(stderr, "tlaloc: error: %s\nRun with --help for more information.\n", e.what());
+    return 2;
   } catch (const tlaloc::Error& e) {
     std::fprintf(stderr, "tlaloc: error: %s\n", e.what());
     return 1;

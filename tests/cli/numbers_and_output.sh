@@ -31,6 +31,15 @@ fails "--points: Value -3 not in range" train disc --points -3
 fails "--steps: Value -1 not in range" train lm --steps -1
 fails "--tokens: '12abc' is not a decimal integer" sample x.safetensors --tokens 12abc
 fails "tlaloc: error: train: unknown recipe 'foo' (known: disc, fmnist, lm)" train foo
+# A usage error is a "tlaloc: error:" line with exit status 2; no command prints the usage.
+set +e
+"$TLALOC" train disc --bogus >/dev/null 2>"$tmp/e"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "^tlaloc: error: The following argument was not expected: --bogus" "$tmp/e" ||
+  { echo "FAIL: --bogus: exit $rc:"; cat "$tmp/e"; exit 1; }
+"$TLALOC" >"$tmp/o" 2>&1 || true
+grep -q "^Usage: tlaloc \[OPTIONS\] SUBCOMMAND" "$tmp/o" || { echo "FAIL: no usage:"; cat "$tmp/o"; exit 1; }
 
 # Output that cannot be written: one error line, exit 1 (export, train).
 if [ -w /dev/full ]; then
