@@ -1,7 +1,9 @@
 #include "apps/tlaloc/cli_numbers.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 namespace tlaloc::app {
@@ -45,6 +47,18 @@ void require_decimal_integers(CLI::App& app) {
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     require_decimal_integers(*sub);
+}
+
+CLI::Validator finite_non_negative() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(s.c_str(), &end);
+        if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < 0)
+          return "Value " + s + " must be a finite number >= 0";
+        return "";
+      },
+      "", "finite_non_negative");
 }
 
 }  // namespace tlaloc::app

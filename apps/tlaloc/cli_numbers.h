@@ -12,4 +12,8 @@ namespace tlaloc::app {
 // of `app` and of its subcommands, recursively. Call after every option is registered.
 void require_decimal_integers(CLI::App& app);
 
+// A check for real-valued hyper-parameters (--lr, --wd): a finite number >= 0, else "Value X
+// must be a finite number >= 0" before any work starts.
+CLI::Validator finite_non_negative();
+
 }  // namespace tlaloc::app

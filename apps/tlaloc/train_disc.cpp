@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "apps/tlaloc/train_common.h"
 #include "tlaloc/random/random.h"
@@ -87,7 +88,9 @@ void register_train_disc(CLI::App& train) {
   cmd->add_option("--steps", o.steps, "training steps")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 30));
-  cmd->add_option("--lr", o.lr, "Adam learning rate")->capture_default_str();
+  cmd->add_option("--lr", o.lr, "Adam learning rate")
+      ->capture_default_str()
+      ->check(finite_non_negative());
   cmd->add_option("--points", o.points, "training points")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));

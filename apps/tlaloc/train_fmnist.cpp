@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 
+#include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "apps/tlaloc/train_common.h"
 #include "tlaloc/random/random.h"
@@ -198,8 +199,12 @@ void register_train_fmnist(CLI::App& train) {
       ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--batch", o.batch, "batch size (fixed: the step compiles once)")
       ->capture_default_str();
-  cmd->add_option("--lr", o.lr, "AdamW learning rate")->capture_default_str();
-  cmd->add_option("--wd", o.wd, "AdamW weight decay (decoupled)")->capture_default_str();
+  cmd->add_option("--lr", o.lr, "AdamW learning rate")
+      ->capture_default_str()
+      ->check(finite_non_negative());
+  cmd->add_option("--wd", o.wd, "AdamW weight decay (decoupled)")
+      ->capture_default_str()
+      ->check(finite_non_negative());
   cmd->add_option("--limit", o.limit, "use only the first N training rows")->capture_default_str();
   cmd->add_option("--save", o.save, "checkpoint path (safetensors)")->capture_default_str();
   cmd->add_option("--save-every", o.save_every, "also save every N steps")->capture_default_str();

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "apps/tlaloc/train_common.h"
 #include "tlaloc/train/checkpointing.h"
@@ -178,13 +179,20 @@ void register_train_lm(CLI::App& train) {
   cmd->add_option("--context", o.model.context, "context length (bytes)")->capture_default_str();
   cmd->add_option("--d-ff", o.model.d_ff, "MLP hidden width")->capture_default_str();
   cmd->add_flag("--tied", o.model.tied, "tie the head to the token embedding");
-  cmd->add_option("--norm", o.model.norm, "layernorm | rmsnorm")->capture_default_str();
+  cmd->add_option("--norm", o.model.norm, "layernorm | rmsnorm")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"layernorm", "rmsnorm"}));
   cmd->add_option("--gelu", o.model.gelu, "GELU approximate: tanh | none (erf)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"tanh", "none"}));
   cmd->add_option("--dropout", o.model.dropout, "dropout p on embeddings and residual branches")
       ->capture_default_str();
-  cmd->add_option("--lr", o.lr, "AdamW learning rate")->capture_default_str();
-  cmd->add_option("--wd", o.wd, "AdamW weight decay (decoupled)")->capture_default_str();
+  cmd->add_option("--lr", o.lr, "AdamW learning rate")
+      ->capture_default_str()
+      ->check(finite_non_negative());
+  cmd->add_option("--wd", o.wd, "AdamW weight decay (decoupled)")
+      ->capture_default_str()
+      ->check(finite_non_negative());
   cmd->add_option("--save", o.save, "checkpoint path (safetensors)")->capture_default_str();
   cmd->add_option("--save-every", o.save_every, "also save every N steps (0: only at the end)");
   auto* resume = cmd->add_option("--resume", o.resume, "continue from this checkpoint");

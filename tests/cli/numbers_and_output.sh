@@ -31,6 +31,13 @@ fails "--points: Value -3 not in range" train disc --points -3
 fails "--steps: Value -1 not in range" train lm --steps -1
 fails "--tokens: '12abc' is not a decimal integer" sample x.safetensors --tokens 12abc
 fails "tlaloc: error: train: unknown recipe 'foo' (known: disc, fmnist, lm)" train foo
+# Real-valued and named choices are checked before any work (no model printout first).
+fails "tlaloc: error: --lr: Value -1 must be a finite number >= 0" train fmnist --lr -1
+fails "tlaloc: error: --lr: Value nan must be a finite number >= 0" train lm --lr nan
+fails "tlaloc: error: --wd: Value inf must be a finite number >= 0" train lm --wd inf
+fails "tlaloc: error: --norm: batchnorm not in {layernorm,rmsnorm}" train lm --norm batchnorm
+[ ! -s "$tmp/o" ] || { echo "FAIL: output before the error:"; cat "$tmp/o"; exit 1; }
+fails "tlaloc: error: --gelu: exact not in {tanh,none}" train lm --gelu exact
 # A usage error is a "tlaloc: error:" line with exit status 2; no command prints the usage.
 set +e
 "$TLALOC" train disc --bogus >/dev/null 2>"$tmp/e"
