@@ -49,10 +49,10 @@ for name in sorted(os.listdir(out)):
             med.append(float(m.group(1)))
             rss.append(float(k.group(1)) if k else float("nan"))
     arms[name] = (med, rss)
-print(f"{'arm':14s} {'per-run median step ms':34s} {'median':>8s} {'min':>8s} {'max':>8s} {'peak RSS MiB':>13s}")
+print(f"{'arm':16s} {'per-run median step ms':34s} {'median':>8s} {'min':>8s} {'max':>8s} {'peak RSS MiB':>13s}")
 for name, (t, rss) in arms.items():
     runs = " ".join(f"{x:.3f}" for x in t)
-    print(f"{name:14s} {runs:34s} {statistics.median(t):8.3f} {min(t):8.3f} {max(t):8.3f} {max(rss):13.1f}")
+    print(f"{name:16s} {runs:34s} {statistics.median(t):8.3f} {min(t):8.3f} {max(t):8.3f} {max(rss):13.1f}")
 best = lambda p: min((statistics.median(t), k) for k, (t, _) in arms.items() if k.startswith(p))
 tl, tk = best("tlaloc")
 pb, pk = best("torch")
