@@ -37,7 +37,8 @@ for name in sorted(os.listdir(out)):
     times = [float(r[1]) for r in rows]
     acc = [float(r[2]) for r in rows]
     arms[name] = (times, acc)
-    print(f"{name:10s} epoch times (s): {' '.join(f'{t:.3f}' for t in times)}   test accuracy per epoch: {' '.join(f'{a:g}' for a in acc)}")
+    pct = [a * 100 if a <= 1 else a for a in acc]  # torch prints a fraction, tlaloc a percent
+    print(f"{name:10s} epoch times (s): {' '.join(f'{t:.3f}' for t in times)}   test accuracy per epoch (%): {' '.join(f'{a:.2f}' for a in pct)}")
 def med(t): return statistics.median(t)
 print()
 for name, (t, acc) in arms.items():
