@@ -2,6 +2,8 @@
 // names the tensor / field and the disagreeing numbers. The writer refuses the same things.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "io/io_test_util.h"
 #include "tlaloc/io/safetensors.h"
 
@@ -52,6 +54,22 @@ TEST(SafetensorsMalformed, HeaderLengthAbsurd) {
 
 TEST(SafetensorsMalformed, HeaderLengthLargerThanTheFile) {
   expect_refused(raw_file(64, "{}      "), {"header length 64", "16 bytes", "72"});
+}
+
+// A text file read as safetensors: its first 8 bytes make an absurd length and no '{' follows.
+TEST(SafetensorsMalformed, TextFileIsNamedNotASafetensorsFile) {
+  std::string text = "root:x:0:0:root:/root:/bin/bash\n";
+  std::vector<std::byte> file(text.size());
+  std::memcpy(file.data(), text.data(), text.size());
+  expect_refused(file, {"exceeds the limit", "not a safetensors file"});
+  // A real header that is too long keeps the plain message (its byte 8 is '{').
+  std::string msg;
+  try {
+    SafetensorsFile::parse(raw_file(100'000'008, "{}"), "mem.safetensors");
+  } catch (const Error& e) {
+    msg = e.what();
+  }
+  EXPECT_EQ(msg.find("not a safetensors file"), std::string::npos) << msg;
 }
 
 TEST(SafetensorsMalformed, HeaderLengthWrapsWhenAddedTo8) {

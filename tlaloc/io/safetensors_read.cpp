@@ -224,11 +224,15 @@ void SafetensorsFile::validate() {
   uint64_t n = 0;
   std::memcpy(&n, base_, 8);  // little-endian host (static_assert above)
   if (n > UINT64_MAX - 8) fail("{}: header length {} wraps when added to 8", src, n);
+  // A safetensors header is JSON: its first byte is '{'. Without one, say the file is not one.
+  const char* hint = size_ > 8 && static_cast<char>(base_[8]) == '{'
+                         ? ""
+                         : " (not a safetensors file: no JSON header after the 8-byte length)";
   if (n > kMaxHeaderSize)
-    fail("{}: header length {} exceeds the limit of {} bytes", src, n, kMaxHeaderSize);
+    fail("{}: header length {} exceeds the limit of {} bytes{}", src, n, kMaxHeaderSize, hint);
   if (n + 8 > size_)
-    fail("{}: header length {} runs past the end of the file ({} bytes, header needs {})", src, n,
-         size_, n + 8);
+    fail("{}: header length {} runs past the end of the file ({} bytes, header needs {}){}", src, n,
+         size_, n + 8, hint);
   header_size_ = n;
   std::string_view text(reinterpret_cast<const char*>(base_) + 8, size_t(n));
   if (!is_utf8(text)) fail("{}: header ({} bytes) is not valid UTF-8", src, n);
