@@ -38,6 +38,12 @@ Array tokens_range(const Array& t, int64_t begin, int64_t end) {
 // Checked before the corpus is read or anything is compiled, so a typo fails at once.
 void check_options(const LmOptions& o) {
   if (o.batch < 1) fail("train lm: --batch {} must be >= 1", o.batch);
+  const auto& m = o.model;
+  if (m.heads < 1 || m.kv_heads < 1 || m.d_model % m.heads != 0 || m.heads % m.kv_heads != 0)
+    fail(
+        "train lm: --d-model {} must be a multiple of --heads {}, itself a multiple of --kv-heads "
+        "{} (MHA: equal, GQA: a divisor, MQA: 1)",
+        m.d_model, m.heads, m.kv_heads);
   if (!(o.model.dropout >= 0 && o.model.dropout < 1))
     fail("train lm: --dropout {} must be in [0, 1) (1 zeroes every activation)", o.model.dropout);
   if (o.save_every < 0) fail("train lm: --save-every {} must be >= 0", o.save_every);

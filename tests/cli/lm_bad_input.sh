@@ -48,6 +48,11 @@ cli_fails "--threads: Value -1 not in range 0 to 4096" train lm "${base[@]}" --t
 cli_fails "--log-every: Value 0 not in range 1 to 1073741824" train lm --log-every 0
 cli_fails "--seed: Value -1 is negative; it must be >= 0" train lm --seed -1  # was 2^64 - 1
 fails "train lm: a model of 1.983e+14 parameters needs about" train lm --layers 1000000000
+fails "train lm: --d-model 128 must be a multiple of --heads 3, itself a multiple of --kv-heads 4" \
+  train lm --heads 3
+[ ! -s "$tmp/out" ] || { echo "FAIL: --heads 3: output before the error:"; cat "$tmp/out"; exit 1; }
+fails "train lm: --d-model 16 must be a multiple of --heads 2, itself a multiple of --kv-heads 0" \
+  train lm --d-model 16 --heads 2 --kv-heads 0
 
 # --resume: another seed, batch or dropout, or nothing left to train, is refused by name.
 r=(train lm "${small[@]}" --resume "$ckpt" --save "$tmp/r.safetensors")
