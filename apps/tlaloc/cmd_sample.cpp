@@ -66,8 +66,7 @@ void register_sample(CLI::App& app) {
   cmd->add_option("--top-k", a.sample.top_k, "sample among the k most likely bytes (0: all)")
       ->capture_default_str();
   cmd->add_option("--seed", a.sample.seed, "threefry seed (one key split per byte)")
-      ->capture_default_str()
-      ->check(unsigned_integer());
+      ->capture_default_str();
   cmd->add_option("--threads", a.threads, "host lane threads (0: OpenMP default)")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdlib>
 
+#include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "apps/tlaloc/train_common.h"
 #include "tlaloc/core/error.h"
@@ -13,10 +14,18 @@
 
 namespace tlaloc::app {
 
+void add_adamw_options(CLI::App* cmd, double& lr, double& wd) {
+  cmd->add_option("--lr", lr, "AdamW learning rate")
+      ->capture_default_str()
+      ->check(finite_non_negative());
+  cmd->add_option("--wd", wd, "AdamW weight decay (decoupled)")
+      ->capture_default_str()
+      ->check(finite_non_negative());
+}
+
 void add_common_options(CLI::App* cmd, CommonTrainOptions& o) {
   cmd->add_option("--seed", o.seed, "seed of every random draw (data, init, shuffles)")
-      ->capture_default_str()
-      ->check(unsigned_integer());
+      ->capture_default_str();
   cmd->add_option("--log-every", o.log_every, "read and print the loss every N steps")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 30));

@@ -10,19 +10,6 @@
 
 namespace tlaloc::app {
 
-// Validator for unsigned options (--seed): refuses a leading '-', which CLI11 would silently
-// wrap to 2^64 - n.
-inline CLI::Validator unsigned_integer() {
-  return CLI::Validator(
-      [](std::string& s) {
-        auto first = s.find_first_not_of(" \t");
-        return first != std::string::npos && s[first] == '-'
-                   ? "Value " + s + " is negative; it must be >= 0"
-                   : std::string();
-      },
-      "");
-}
-
 // A new command: declare its register_* here, define it in cmd_<name>.cpp, call it in main.cpp.
 void register_train(CLI::App& app);    // tlaloc train disc|fmnist|lm
 void register_export(CLI::App& app);   // tlaloc export RECIPE: the train step as StableHLO

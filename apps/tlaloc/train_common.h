@@ -25,6 +25,8 @@ struct CommonTrainOptions {
 
 // Adds --seed --log-every --threads --schedule --warmup --lane --precision --deterministic.
 void add_common_options(CLI::App* cmd, CommonTrainOptions& o);
+// --lr and --wd of a recipe trained with AdamW (finite numbers >= 0, checked by the parser).
+void add_adamw_options(CLI::App* cmd, double& lr, double& wd);
 // Validates --lane / --precision and returns the schedule for `total_steps`.
 optim::Schedule resolve_common(const CommonTrainOptions& o, int64_t total_steps);
 // Resolves --lane (auto: pjrt if a plugin and a device are found) and prints which lane and

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <memory>
 
-#include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "apps/tlaloc/train_common.h"
 #include "tlaloc/random/random.h"
@@ -199,12 +198,7 @@ void register_train_fmnist(CLI::App& train) {
       ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--batch", o.batch, "batch size (fixed: the step compiles once)")
       ->capture_default_str();
-  cmd->add_option("--lr", o.lr, "AdamW learning rate")
-      ->capture_default_str()
-      ->check(finite_non_negative());
-  cmd->add_option("--wd", o.wd, "AdamW weight decay (decoupled)")
-      ->capture_default_str()
-      ->check(finite_non_negative());
+  add_adamw_options(cmd, o.lr, o.wd);
   cmd->add_option("--limit", o.limit, "use only the first N training rows")->capture_default_str();
   cmd->add_option("--save", o.save, "checkpoint path (safetensors)")->capture_default_str();
   cmd->add_option("--save-every", o.save_every, "also save every N steps")->capture_default_str();

@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "apps/tlaloc/train_common.h"
 #include "tlaloc/train/checkpointing.h"
@@ -193,12 +192,7 @@ void register_train_lm(CLI::App& train) {
       ->check(CLI::IsMember({"tanh", "none"}));
   cmd->add_option("--dropout", o.model.dropout, "dropout p on embeddings and residual branches")
       ->capture_default_str();
-  cmd->add_option("--lr", o.lr, "AdamW learning rate")
-      ->capture_default_str()
-      ->check(finite_non_negative());
-  cmd->add_option("--wd", o.wd, "AdamW weight decay (decoupled)")
-      ->capture_default_str()
-      ->check(finite_non_negative());
+  add_adamw_options(cmd, o.lr, o.wd);
   cmd->add_option("--save", o.save, "checkpoint path (safetensors)")->capture_default_str();
   cmd->add_option("--save-every", o.save_every, "also save every N steps (0: only at the end)");
   auto* resume = cmd->add_option("--resume", o.resume, "continue from this checkpoint");

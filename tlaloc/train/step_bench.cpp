@@ -57,17 +57,22 @@ std::unique_ptr<Trainer> make_trainer(const StepBenchCase& c, nn::Module& m, Lan
   return t;
 }
 
-// "per step: 1.00 uploads 0.031 ms, 1.00 executions 0.512 ms, 0.03 downloads 0.001 ms" over
-// `n` steps between two snapshots of the client's call times.
-std::string split_of(const runtime::pjrt::Client::CallTimes& a,
-                     const runtime::pjrt::Client::CallTimes& b, int64_t n) {
-  double k = 1.0 / double(std::max<int64_t>(n, 1));
-  return fmt::format(
+// run_lane on a pjrt lane, with the step split into the client's uploads / executions /
+// downloads ("per step: 1.00 uploads 0.031 ms, 1.00 executions ... ms, 0.03 downloads ... ms").
+LaneTiming run_pjrt_lane(int lane, runtime::pjrt::Client& client, int64_t steps, int64_t warmup,
+                         const std::function<void(int64_t)>& step,
+                         const std::function<double()>& loss_of) {
+  const auto a = client.call_times();
+  LaneTiming t = run_lane(lane, steps, warmup, step, loss_of);
+  const auto b = client.call_times();
+  const double k = 1.0 / double(std::max<int64_t>(warmup, kLossSteps) + steps);
+  t.detail = fmt::format(
       "per step: {:.2f} uploads {:.4f} ms, {:.2f} executions (device work and its wait) {:.4f} "
       "ms, {:.2f} downloads {:.4f} ms",
       double(b.uploads - a.uploads) * k, (b.upload_ms - a.upload_ms) * k,
       double(b.executes - a.executes) * k, (b.execute_ms - a.execute_ms) * k,
       double(b.downloads - a.downloads) * k, (b.download_ms - a.download_ms) * k);
+  return t;
 }
 
 }  // namespace
@@ -91,12 +96,9 @@ LaneTiming bench_pjrt_in_program(const StepBenchCase& c, runtime::pjrt::Client& 
                                  int64_t steps, int64_t warmup) {
   auto m = c.make_model();
   auto t = make_trainer(c, *m, Lane::pjrt, &client);
-  auto before = client.call_times();
-  LaneTiming r = run_lane(
-      2, steps, warmup, [&](int64_t s) { t->step(c.per_step(s)); },
+  return run_pjrt_lane(
+      2, client, steps, warmup, [&](int64_t s) { t->step(c.per_step(s)); },
       [&] { return t->read_last().loss; });
-  r.detail = split_of(before, client.call_times(), std::max<int64_t>(warmup, kLossSteps) + steps);
-  return r;
 }
 
 LaneTiming bench_pjrt_host_optimizer(const StepBenchCase& c, runtime::pjrt::Client& client,
@@ -132,10 +134,7 @@ LaneTiming bench_pjrt_host_optimizer(const StepBenchCase& c, runtime::pjrt::Clie
     double lrs[1] = {lr};
     optim::reference_step(c.opt, {}, params, grads, state, lrs);
   };
-  auto before = client.call_times();
-  LaneTiming t = run_lane(1, steps, warmup, step, [&] { return last_loss; });
-  t.detail = split_of(before, client.call_times(), std::max<int64_t>(warmup, kLossSteps) + steps);
-  return t;
+  return run_pjrt_lane(1, client, steps, warmup, step, [&] { return last_loss; });
 }
 
 std::string lane_table(const std::vector<LaneTiming>& lanes) {

@@ -7,8 +7,6 @@
 // a group closes before anything outside it reads it, emission order is a valid schedule.
 #include "tlaloc/runtime/host/plan.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <map>
 
@@ -326,7 +324,7 @@ class Arena {
 
 Plan make_plan(const ir::Function& f, const Options& o) {
   Plan p;
-  p.num_threads = o.num_threads > 0 ? o.num_threads : std::max(omp_get_max_threads(), 1);
+  p.num_threads = std::max(o.num_threads, 1);  // resolved by compile()
   Planner(f, o, p).run();
 
   const size_t nv = f.nodes.size();

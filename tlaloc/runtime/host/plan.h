@@ -26,6 +26,7 @@ struct Plan {
   int num_threads = 1;
 };
 
+// options.num_threads is already resolved (compile() turns 0 into OpenMP's default).
 Plan make_plan(const ir::Function& f, const Options& options);
 
 }  // namespace tlaloc::runtime::host
