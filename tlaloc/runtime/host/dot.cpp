@@ -34,7 +34,7 @@ struct Tile {
 struct DotKernel : Kernel {
   std::vector<Tile> tiles;  // fixed by the shapes, so results do not depend on threads
 
-  void gemm(const Tile& t, const void* L, const void* R, void* O) const {
+  void gemm(const Tile& t, const void* L, const void* R, void* O, const Frame& f) const {
     auto ta = l.trans ? CblasTrans : CblasNoTrans, tb = r.trans ? CblasTrans : CblasNoTrans;
     int lda = int(std::max<int64_t>(l.trans ? M : K, 1)),
         ldb = int(std::max<int64_t>(r.trans ? K : N, 1));
@@ -43,8 +43,10 @@ struct DotKernel : Kernel {
     int64_t c_off = t.b * M * N + t.m0 * N + t.n0;
     int m = int(t.m1 - t.m0), n = int(t.n1 - t.n0);
     if (own) {
-      sgemm_rows(l.trans, 0, m, n, K, static_cast<const float*>(L) + a_off, lda,
-                 static_cast<const float*>(R) + b_off, ldb, static_cast<float*>(O) + c_off, N);
+      auto* pack = reinterpret_cast<float*>(f.scratch + pack_off + team_thread() * pack_bytes);
+      sgemm_rows(l.trans, r.trans, 0, m, n, K, static_cast<const float*>(L) + a_off, lda,
+                 static_cast<const float*>(R) + b_off, ldb, static_cast<float*>(O) + c_off, N,
+                 pack);
       return;
     }
     if (dtype == DType::f64)
@@ -58,11 +60,11 @@ struct DotKernel : Kernel {
   }
 
   DType dtype;
-  // Small f32 GEMMs with rhs [K, N] (K <= 512, M * N <= 2^16): tlaloc's sgemm_rows instead of
-  // OpenBLAS (no packing, no beta pass; the benchmark LM's step 2-4% faster, paired A/B).
-  // Larger ones (slower without packing) and a transposed rhs (transposing it first was slower
-  // on 2 threads) stay with OpenBLAS.
+  // Small f32 GEMMs (K <= 512, M * N <= 2^16): tlaloc's sgemm_rows instead of OpenBLAS (no
+  // beta pass, less call overhead; packing per call sized to the problem). Larger ones stay
+  // with OpenBLAS, faster there.
   bool own = false;
+  int64_t pack_off = -1, pack_bytes = 0;  // sgemm_rows' pack buffer per thread, in scratch
   int32_t out = -1;
   int64_t B = 1, M = 1, N = 1, K = 1;
   Operand l, r;
@@ -104,10 +106,10 @@ struct DotKernel : Kernel {
       const size_t nt = d.tiles.size();
       parallel(int(nt), [&](int t, int T) {
         for (size_t i = nt * size_t(t) / size_t(T); i < nt * size_t(t + 1) / size_t(T); ++i)
-          d.gemm(d.tiles[i], L, R, O);
+          d.gemm(d.tiles[i], L, R, O, f);
       });
     } else {
-      for (const Tile& t : d.tiles) d.gemm(t, L, R, O);
+      for (const Tile& t : d.tiles) d.gemm(t, L, R, O, f);
     }
     if (half) {
       const auto* s = static_cast<const float*>(O);
@@ -171,7 +173,7 @@ int64_t prod(const Shape& s, const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int) {
+std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_threads) {
   const ir::Node& n = f.nodes[size_t(id)];
   const auto& a = n.attrs;
   const Shape& ls = f.type(n.operands[0]).shape;
@@ -210,14 +212,19 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int) {
   }
   if (k->l.permute) k->l.perm_off = take(ls.numel());
   if (k->r.permute) k->r.perm_off = take(rs.numel());
+  k->own = k->dtype != DType::f64 && k->K <= 512 && k->M * k->N <= (1 << 16) &&
+           sgemm_rows_available();
+  if (k->own) {
+    k->pack_bytes = (sgemm_rows_pack_floats(k->l.trans, k->N, k->K) * 4 + 63) / 64 * 64;
+    k->pack_off = take(0);
+    off += k->pack_bytes * std::max(num_threads, 1);
+  }
   k->scratch_bytes = off;
   // Tiles: one per batch element; a single large matrix is split along its longer result dim
   // into 2 pieces from 2^20 multiply-adds, more (up to 8) from 2^24 on, each a multiple of 16
   // rows / columns. Sizes are fixed by the shape alone: OpenBLAS's result bits depend on the
   // split. Each extra tile repacks the other operand: 8 tiles of the benchmark LM's
   // 64x128x512 GEMM took 1.3x the time of one call, 2 tiles 1.05x.
-  k->own = k->dtype != DType::f64 && !k->r.trans && k->K <= 512 && k->M * k->N <= (1 << 16) &&
-           sgemm_rows_available();
   const int64_t macs = k->B * k->M * k->N * k->K;
   const int64_t pieces = macs < kParallelMacs ? 1 : std::clamp<int64_t>(macs >> 24, 2, 8);
   for (int64_t b = 0; b < k->B; ++b) {

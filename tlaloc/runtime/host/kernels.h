@@ -25,13 +25,15 @@ struct FusedReduce {
 FusedReduce fused_reduce(ir::ReduceKind kind, DType dtype);
 // dot_general through OpenBLAS sgemm / dgemm; bf16 / f16 convert to f32, sgemm, round back.
 std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_threads);
-// f32 C[m0:m1, 0:N] = op(A) B for row-major B [K, N] (ldb) and A [M, K] (lda), or [K, M] when
-// ta; C row-major (ldc). Every element is one fused multiply-add per k in k order from zero, so
-// its bits do not depend on how rows are split over calls. AVX2 + FMA only: callers check
+// f32 C[m0:m1, 0:N] = op(A) op(B): A [M, K] (lda), or [K, M] when ta; B [K, N] (ldb), or
+// [N, K] when tb; C row-major (ldc). Every element is one fused multiply-add per k in k order
+// from zero, so its bits do not depend on how rows are split over calls. `pack`: scratch of
+// sgemm_rows_pack_floats(ta, N, K) floats (any alignment). AVX2 + FMA only: callers check
 // sgemm_rows_available().
 bool sgemm_rows_available();
-void sgemm_rows(bool ta, int64_t m0, int64_t m1, int64_t N, int64_t K, const float* A, int64_t lda,
-                const float* B, int64_t ldb, float* C, int64_t ldc);
+int64_t sgemm_rows_pack_floats(bool ta, int64_t N, int64_t K);
+void sgemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, const float* A,
+                int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, float* pack);
 // attention / attention_grad composites (attention.cpp): fused, f32 / f64.
 std::unique_ptr<Kernel> make_attention(const ir::Function& f, int32_t id, int num_threads);
 
