@@ -29,13 +29,12 @@ inline float scale2(float y, int32_t n) {  // y * 2^n for n in [-150, 130]
   int32_t n1 = n / 2, n2 = n - n1;
   return y * bits_f32(uint32_t(n1 + 127) << 23) * bits_f32(uint32_t(n2 + 127) << 23);
 }
-inline float exp_f32(float x) {
-  const float hi = 88.72283935546875f, lo = -103.972084045410f;
-  float xc = x > hi ? hi : x < lo ? lo : x;
-  xc = x == x ? xc : 0.0f;
-  float t = xc * 1.44269504088896341f;
-  float n = (t + 12582912.0f) - 12582912.0f;  // round to nearest (|t| < 2^22)
-  float r = xc - n * 0.693359375f;
+// e^r for r = x - n ln2 in [-ln2 / 2, ln2 / 2] (Cody-Waite reduction, n = round(x / ln2)):
+// the Cephes expf polynomial. Returns the unscaled value; n through `n`.
+inline float exp_reduced(float x, float& n) {
+  float t = x * 1.44269504088896341f;
+  n = (t + 12582912.0f) - 12582912.0f;  // round to nearest (|t| < 2^22)
+  float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float z = r * r;
   float p = 1.9875691500e-4f;
@@ -44,7 +43,15 @@ inline float exp_f32(float x) {
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  float y = scale2(p * z + r + 1.0f, int32_t(n));
+  return p * z + r + 1.0f;
+}
+inline float exp_f32(float x) {
+  const float hi = 88.72283935546875f, lo = -103.972084045410f;
+  float xc = x > hi ? hi : x < lo ? lo : x;
+  xc = x == x ? xc : 0.0f;
+  float n;
+  float y = exp_reduced(xc, n);
+  y = scale2(y, int32_t(n));
   y = x > hi ? std::numeric_limits<float>::infinity() : x < lo ? 0.0f : y;
   return x == x ? y : x;
 }
@@ -57,9 +64,14 @@ inline float tanh_f32(float x) {
   p = p * z + 1.33314422036e-1f;
   p = p * z - 3.33332819422e-1f;
   float small = p * z * x + x;
-  float big = 1.0f - 2.0f / (exp_f32(2.0f * ax) + 1.0f);
+  // e^2|x| as exp_f32 computes it, for |x| <= 9.1 where none of its range handling applies
+  // (one exact scaling by 2^n, n <= 27); above, 1 - 2 / (e^2|x| + 1) rounds to 1 either way.
+  float n;
+  float e = exp_reduced(2.0f * (ax < 9.1f ? ax : 9.1f), n);
+  e = e * bits_f32(uint32_t(int32_t(n) + 127) << 23);
+  float big = 1.0f - 2.0f / (e + 1.0f);
   big = x < 0 ? -big : big;
-  return ax >= 0.625f ? big : ax == 0 ? x : small;  // keeps the sign of zero
+  return ax >= 0.625f ? big : ax == 0 ? x : small;  // keeps the sign of zero; NaN: small
 }
 
 // ---- unary ----------------------------------------------------------------------------------
