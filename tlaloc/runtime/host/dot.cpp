@@ -224,7 +224,9 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_thre
   // into 2 pieces from 2^20 multiply-adds, more (up to 8) from 2^24 on, each a multiple of 16
   // rows / columns. Sizes are fixed by the shape alone: OpenBLAS's result bits depend on the
   // split. Each extra tile repacks the other operand: 8 tiles of the benchmark LM's
-  // 64x128x512 GEMM took 1.3x the time of one call, 2 tiles 1.05x.
+  // 64x128x512 GEMM took 1.3x the time of one call, 2 tiles 1.05x. Splitting the longer dim
+  // splits the larger of the two operands (tlaloc's kernel too: 64-row GEMMs split by columns
+  // ran the LM's GEMMs ~25% faster on 2 threads than by rows, each thread packing half of B).
   const int64_t macs = k->B * k->M * k->N * k->K;
   const int64_t pieces = macs < kParallelMacs ? 1 : std::clamp<int64_t>(macs >> 24, 2, 8);
   for (int64_t b = 0; b < k->B; ++b) {
@@ -232,7 +234,7 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_thre
       k->tiles.push_back({b, 0, k->M, 0, k->N});
       continue;
     }
-    bool rows = k->own || k->M >= k->N;
+    bool rows = k->M >= k->N;
     int64_t dim = rows ? k->M : k->N;
     int64_t t = std::max<int64_t>(16, ((dim + pieces - 1) / pieces + 15) / 16 * 16);
     for (int64_t s = 0; s < dim; s += t) {
