@@ -33,7 +33,7 @@ struct AttentionKernel : Kernel {
 // end: a fixed order, so results do not depend on threads, and the loop vectorizes without
 // reassociation (a single running sum is one long chain of dependent adds).
 template <class F>
-F dotp(const F* a, const F* b, int64_t n) {
+__attribute__((always_inline)) inline F dotp(const F* a, const F* b, int64_t n) {
   F s[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -43,7 +43,8 @@ F dotp(const F* a, const F* b, int64_t n) {
 }
 
 template <class F>
-void forward_task(const AttentionKernel& a, const Frame& fr, int64_t bh, F* acc) {
+__attribute__((always_inline)) inline void forward_task(const AttentionKernel& a, const Frame& fr,
+                                                        int64_t bh, F* acc) {
   const int64_t b = bh / a.Hq, h = bh % a.Hq, kvh = h / a.G;
   const F* Q = static_cast<const F*>(fr.ptr[a.q]) + (b * a.Hq + h) * a.S * a.D;
   const F* K = static_cast<const F*>(fr.ptr[a.k]) + (b * a.Hkv + kvh) * a.T * a.D;
@@ -93,7 +94,8 @@ void forward_task(const AttentionKernel& a, const Frame& fr, int64_t bh, F* acc)
 }
 
 template <class F>
-void backward_task(const AttentionKernel& a, const Frame& fr, int64_t bk) {
+__attribute__((always_inline)) inline void backward_task(const AttentionKernel& a, const Frame& fr,
+                                                         int64_t bk) {
   const int64_t b = bk / a.Hkv, kvh = bk % a.Hkv;
   const int64_t row = a.Hq * a.S * a.D + a.Hkv * a.T * (a.D + a.Dv);
   const F* K = static_cast<const F*>(fr.ptr[a.k]) + (b * a.Hkv + kvh) * a.T * a.D;
@@ -139,20 +141,34 @@ void backward_task(const AttentionKernel& a, const Frame& fr, int64_t bk) {
   }
 }
 
+// The tasks compiled for the baseline ISA and for AVX2, picked when the process starts (GCC
+// target_clones). No FMA in either, and the sums' order is written out, so both give the same
+// bits; AVX2 halves the vector loops over head dims.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TLALOC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TLALOC_CLONES
+#endif
+template <class F>
+TLALOC_CLONES void tasks(const AttentionKernel& a, const Frame& fr, int64_t t0, int64_t t1,
+                         F* acc) {
+  for (int64_t t = t0; t < t1; ++t) {
+    if (a.out < 0)
+      forward_task<F>(a, fr, t, acc);
+    else
+      backward_task<F>(a, fr, t);
+  }
+}
+
 template <class F>
 void run_attention(const Kernel& kk, const Frame& fr) {
   const auto& a = as<AttentionKernel>(kk);
   const bool fwd = a.out < 0;
-  const int64_t tasks = fwd ? a.B * a.Hq : a.B * a.Hkv;
-  const int nt = a.parallel ? int(std::min<int64_t>(fr.num_threads * kPartsPerThread, tasks)) : 1;
+  const int64_t n = fwd ? a.B * a.Hq : a.B * a.Hkv;
+  const int nt = a.parallel ? int(std::min<int64_t>(fr.num_threads * kPartsPerThread, n)) : 1;
   parallel(nt, [&](int p, int P) {
     std::vector<F> acc(size_t(fwd ? a.Dv : 0));
-    for (int64_t t = tasks * p / P; t < tasks * (p + 1) / P; ++t) {
-      if (fwd)
-        forward_task<F>(a, fr, t, acc.data());
-      else
-        backward_task<F>(a, fr, t);
-    }
+    tasks<F>(a, fr, n * p / P, n * (p + 1) / P, acc.data());
   });
 }
 
