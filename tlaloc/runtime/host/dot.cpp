@@ -212,8 +212,8 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_thre
   }
   if (k->l.permute) k->l.perm_off = take(ls.numel());
   if (k->r.permute) k->r.perm_off = take(rs.numel());
-  k->own = k->dtype != DType::f64 && k->K <= 512 && k->M * k->N <= (1 << 16) &&
-           sgemm_rows_available();
+  k->own =
+      k->dtype != DType::f64 && k->K <= 512 && k->M * k->N <= (1 << 16) && sgemm_rows_available();
   if (k->own) {
     k->pack_bytes = (sgemm_rows_pack_floats(k->l.trans, k->N, k->K) * 4 + 63) / 64 * 64;
     k->pack_off = take(0);

@@ -29,8 +29,8 @@ constexpr int64_t kMc = 72;           // A block rows, when A is packed (72 KiB)
 // per element in k order, from zero or (ACC) from C. A(r, k) is A[r * lda + k], or
 // A[k * lda + r] when TA. MASK: only the columns whose mask lanes are set are read / written.
 template <int R, bool TA, bool ACC, bool MASK>
-TLALOC_AVX2_FMA inline void micro(int64_t K, const float* A, int64_t lda, const float* Bp,
-                                  float* C, int64_t ldc, __m256i m0, __m256i m1) {
+TLALOC_AVX2_FMA inline void micro(int64_t K, const float* A, int64_t lda, const float* Bp, float* C,
+                                  int64_t ldc, __m256i m0, __m256i m1) {
   __m256 c0[R], c1[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -115,8 +115,8 @@ TLALOC_AVX2_FMA inline void transpose8(const float* s, int64_t lds, float* d) {
 
 // Bp[panel][k][16] = B(k0 + k, j0 + panel * 16 + j), zero past column j0 + nc.
 // B(k, j) is B[k * ldb + j], or B[j * ldb + k] when TB.
-TLALOC_AVX2_FMA void pack_b(float* Bp, const float* B, int64_t ldb, bool tb, int64_t k0,
-                            int64_t kc, int64_t j0, int64_t nc) {
+TLALOC_AVX2_FMA void pack_b(float* Bp, const float* B, int64_t ldb, bool tb, int64_t k0, int64_t kc,
+                            int64_t j0, int64_t nc) {
   if (!tb) {  // row by row: B is read as one sequential stream
     const int64_t full = nc / kNr * kNr;
     for (int64_t k = 0; k < kc; ++k) {
