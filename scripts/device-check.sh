@@ -2,7 +2,7 @@
 # The pjrt lane on a GPU machine, in one run of under 8 minutes: the pjrt tests, `tlaloc bench
 # step` (three lanes), `tlaloc train disc|fmnist --lane pjrt` (with the host/device cross-check),
 # and the benchmark LM in JAX + Optax (jax.jit, donate_argnums) and PyTorch (fused AdamW) on the
-# same GPU; then step times and ratios. Runs the PREBUILT binaries in build/ (carried from the
+# same GPU, and on two of the CPU's cores against PyTorch on the CPU; then step times and ratios. Runs the PREBUILT binaries in build/ (carried from the
 # build machine after scripts/bundle-runtime-libs.sh: no compiler, no apt, no network needed
 # here; carry build/tlaloc, build/tests/test_runtime_pjrt, build/tests/fake_pjrt and
 # build/runtime-libs with the source tree).
@@ -140,6 +140,24 @@ stage lm_jax_optax 75 "$py" bench/lm_step_jax.py --steps 200
 stage lm_jax_optax_if_finite 75 "$py" bench/lm_step_jax.py --steps 200 --apply-if-finite
 stage lm_torch_fused_adamw 75 "$py" bench/lm_step_torch.py --device cuda --steps 200
 
+# Issue 7's host-lane target measured on this machine's CPU too, pinned to two CPUs on distinct
+# cores (a 2-core host): tlaloc's host lane and PyTorch on the CPU, 1 and 2 threads, passive
+# waiting, alternated, two rounds. Python runs without build/runtime-libs on its library path
+# (Debian's CPU torch hung in its OpenMP pool with the carried libgomp).
+cpus=$(lscpu -p=CPU,CORE,SOCKET 2>/dev/null | grep -v '^#' |
+  awk -F, '$3 == 0 && !seen[$2]++ {print $1}' | head -2 | paste -sd, - || true)
+if [[ "$cpus" == *,* ]] && command -v taskset >/dev/null; then
+  for r in 1 2; do
+    for th in 1 2; do
+      stage "host_lm_${th}t_r$r" 40 env OMP_WAIT_POLICY=passive taskset -c "$cpus" \
+        build/tlaloc bench step --model lm --lane host --threads "$th" --steps 300
+      stage "torch_cpu_lm_${th}t_r$r" 60 env -u LD_LIBRARY_PATH OMP_WAIT_POLICY=passive \
+        OMP_NUM_THREADS="$th" taskset -c "$cpus" "$py" bench/lm_step_torch.py --device cpu \
+        --threads "$th" --steps 300
+    done
+  done
+fi
+
 say ""
 say "### summary (step time, median ms)"
 say ""
@@ -169,6 +187,16 @@ if [[ "$title" == *LM* ]]; then
   say "- PyTorch / (c): $(ratio "$t" "$c")"
 else
   say "- JAX / (c), PyTorch / (c): n/a (tlaloc bench step timed another model than the benchmark LM)"
+fi
+if [[ "$cpus" == *,* ]]; then
+  # best_of PREFIX KEY: the smallest KEY over the stages named PREFIX*.
+  best_of() {
+    grep -h '^RESULT' "$logs"/$1*.log 2>/dev/null | grep -o "$2=[^ ]*" | cut -d= -f2 |
+      sort -g | head -1 || true
+  }
+  hl=$(best_of host_lm_ lane_a_median_ms)
+  tc=$(best_of torch_cpu_lm_ median_ms)
+  say "- host lane on CPUs $cpus (2 cores): tlaloc best ${hl:-n/a} ms, PyTorch CPU best ${tc:-n/a} ms, ratio $(ratio "$tc" "$hl")  (issue 7: >= 2, tlaloc <= 2.5 ms)"
 fi
 say "- wall time: $(($(date +%s) - start)) s"
 if ((${#failed[@]})); then
