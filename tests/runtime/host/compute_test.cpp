@@ -245,6 +245,10 @@ KERNEL_TEST(dot_general, layouts_batches_dtypes) {
   check_dot(DType::f32, {64, 128}, {512, 128}, {{}, {}, {1}, {1}}, 1e-5);
   check_dot(DType::f32, {64, 128}, {64, 512}, {{}, {}, {0}, {0}}, 1e-5);
   check_dot(DType::f32, {400, 400}, {400, 400}, {{}, {}, {1}, {0}}, 1e-5);
+  // tlaloc's packed GEMM past its blocks: K over two 256-deep blocks (rhs [N, K]), and N over
+  // two 256-column blocks split by columns over threads.
+  check_dot(DType::f32, {37, 300}, {45, 300}, {{}, {}, {1}, {1}}, 1e-5);
+  check_dot(DType::f32, {64, 64}, {64, 600}, {{}, {}, {1}, {0}}, 1e-5);
 }
 
 // Full reductions of an elementwise expression run inside the fused loop (chunked lanes); the
