@@ -34,7 +34,9 @@ struct Tile {
 struct DotKernel : Kernel {
   std::vector<Tile> tiles;  // fixed by the shapes, so results do not depend on threads
 
-  void gemm(const Tile& t, const void* L, const void* R, void* O, const Frame& f) const {
+  // `thread`: whose pack buffer in scratch to use (team_thread() in a part, else 0).
+  void gemm(const Tile& t, const void* L, const void* R, void* O, const Frame& f,
+            int thread) const {
     auto ta = l.trans ? CblasTrans : CblasNoTrans, tb = r.trans ? CblasTrans : CblasNoTrans;
     int lda = int(std::max<int64_t>(l.trans ? M : K, 1)),
         ldb = int(std::max<int64_t>(r.trans ? K : N, 1));
@@ -43,7 +45,7 @@ struct DotKernel : Kernel {
     int64_t c_off = t.b * M * N + t.m0 * N + t.n0;
     int m = int(t.m1 - t.m0), n = int(t.n1 - t.n0);
     if (own) {
-      auto* pack = reinterpret_cast<float*>(f.scratch + pack_off + team_thread() * pack_bytes);
+      auto* pack = reinterpret_cast<float*>(f.scratch + pack_off + thread * pack_bytes);
       sgemm_rows(l.trans, r.trans, 0, m, n, K, static_cast<const float*>(L) + a_off, lda,
                  static_cast<const float*>(R) + b_off, ldb, static_cast<float*>(O) + c_off, N,
                  pack);
@@ -106,10 +108,10 @@ struct DotKernel : Kernel {
       const size_t nt = d.tiles.size();
       parallel(int(nt), [&](int t, int T) {
         for (size_t i = nt * size_t(t) / size_t(T); i < nt * size_t(t + 1) / size_t(T); ++i)
-          d.gemm(d.tiles[i], L, R, O, f);
+          d.gemm(d.tiles[i], L, R, O, f, team_thread());
       });
     } else {
-      for (const Tile& t : d.tiles) d.gemm(t, L, R, O, f);
+      for (const Tile& t : d.tiles) d.gemm(t, L, R, O, f, 0);
     }
     if (half) {
       const auto* s = static_cast<const float*>(O);
