@@ -1,8 +1,9 @@
 // dot_general: each operand is read as a batch of row-major matrices, lhs [B, M, K] or
 // [B, K, M] (transposed) and rhs [B, K, N] or [B, N, K], chosen from its dimension order so
-// that common layouts pass CBLAS transpose flags instead of being copied; any other layout
-// is permuted into [batch, free, contracting] in scratch first. One cblas_?gemm per batch
-// element. bf16 / f16: operands converted to f32, sgemm, result rounded to nearest even.
+// that common layouts pass transpose flags instead of being copied; any other layout is
+// permuted into [batch, free, contracting] in scratch first. Per batch element (and tile) one
+// GEMM: tlaloc's packed AVX2 kernel for small f32 ones, else cblas_?gemm. bf16 / f16: operands
+// converted to f32, an f32 GEMM, result rounded to nearest even.
 #include <cblas.h>
 
 #include <algorithm>

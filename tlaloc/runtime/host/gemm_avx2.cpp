@@ -4,14 +4,13 @@
 // [kc, 16] (zero-padded, transposed here when B is stored [N, K]), and, when A is stored
 // [K, M], A in blocks of kMc rows packed into 6-row panels [kc, 6]. A 6 x 16 register tile
 // accumulates in k order from zero (a later K block reloads it), so every element is the same
-// chain of fused multiply-adds whatever the blocking or row split. Packed panels are read
-// contiguously: unpacked, a 16-column strip of a B with a 2 KiB row pitch maps onto two L1
-// sets and evicts itself.
+// chain of fused multiply-adds whatever the blocking or row / column split. Packed panels are
+// read contiguously (unpacked, a 16-column strip of B with a power-of-two row pitch falls on
+// few L1 sets) and the transpose of a B stored [N, K] is paid once per panel.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 
 #include "tlaloc/runtime/host/kernels.h"
 

@@ -23,7 +23,8 @@ struct FusedReduce {
   void (*store)(const void* partials, int64_t nchunks, void* out) = nullptr;
 };
 FusedReduce fused_reduce(ir::ReduceKind kind, DType dtype);
-// dot_general through OpenBLAS sgemm / dgemm; bf16 / f16 convert to f32, sgemm, round back.
+// dot_general: small f32 GEMMs through sgemm_rows, others OpenBLAS sgemm / dgemm; bf16 / f16
+// convert to f32, an f32 GEMM, round back.
 std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_threads);
 // f32 C[m0:m1, 0:N] = op(A) op(B): A [M, K] (lda), or [K, M] when ta; B [K, N] (ldb), or
 // [N, K] when tb; C row-major (ldc). Every element is one fused multiply-add per k in k order
