@@ -34,5 +34,39 @@ TEST(Inspect, ListsTensorsAndMetadata) {
   EXPECT_EQ(inspect_text(f), want);
 }
 
+// A long JSON list of names (a checkpoint's optimizer_state) is listed one name per line; a
+// short one, or one that is not all strings, stays a plain value.
+TEST(Inspect, LongNameListsOnePerLine) {
+  testing::ScratchDir dir;
+  std::string p = dir.file("m.safetensors");
+  std::string names = "[";
+  for (int i = 0; i < 6; ++i)
+    names += fmt::format("{}\"optimizer.layer{}.weight.exp_avg\"", i ? "," : "", i);
+  names += "]";
+  const std::string mixed = "[\"a\", 1, \"" + std::string(100, 'b') + "\"]";
+  save_safetensors(p, {tensor_ref("w", Array(DType::f32, Shape{2}))},
+                   {{"optimizer_state", names}, {"short", "[\"x\",\"y\"]"}, {"mixed", mixed}});
+  SafetensorsFile f = SafetensorsFile::open(p);
+  std::string want = p + ": 1 tensors, 2 elements, 8 data bytes, " +
+                     std::to_string(f.header_size()) +
+                     " header bytes\n"
+                     "metadata:\n"
+                     "  mixed = " +
+                     mixed +
+                     "\n"
+                     "  optimizer_state = 6 strings:\n"
+                     "    optimizer.layer0.weight.exp_avg\n"
+                     "    optimizer.layer1.weight.exp_avg\n"
+                     "    optimizer.layer2.weight.exp_avg\n"
+                     "    optimizer.layer3.weight.exp_avg\n"
+                     "    optimizer.layer4.weight.exp_avg\n"
+                     "    optimizer.layer5.weight.exp_avg\n"
+                     "  short = [\"x\",\"y\"]\n"
+                     "tensors:\n"
+                     "  name  dtype  shape  elements  bytes\n"
+                     "  w     F32    [2]           2      8\n";
+  EXPECT_EQ(inspect_text(f), want);
+}
+
 }  // namespace
 }  // namespace tlaloc::io

@@ -1,6 +1,8 @@
 #include "tlaloc/io/inspect.h"
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 namespace tlaloc::io {
 
@@ -28,6 +30,20 @@ std::string shape_text(const std::vector<int64_t>& s) {
   return r + "]";
 }
 
+// A value that is a JSON array of strings longer than one line (a checkpoint's optimizer_state
+// names): its count, then one string per line. Anything else: nullopt.
+std::optional<std::string> string_list(const std::string& v) {
+  constexpr size_t kLine = 100;
+  if (v.size() <= kLine || v.front() != '[') return std::nullopt;
+  nlohmann::json j = nlohmann::json::parse(v, nullptr, false);
+  if (!j.is_array() ||
+      !std::all_of(j.begin(), j.end(), [](const nlohmann::json& e) { return e.is_string(); }))
+    return std::nullopt;
+  std::string r = fmt::format("{} strings:\n", j.size());
+  for (const auto& e : j) r += fmt::format("    {}\n", printable(e.get<std::string>()));
+  return r;
+}
+
 }  // namespace
 
 std::string inspect_text(const SafetensorsFile& f) {
@@ -38,8 +54,10 @@ std::string inspect_text(const SafetensorsFile& f) {
                                 f.file_size() - 8 - f.header_size(), f.header_size());
   if (!f.metadata().empty()) {
     out += "metadata:\n";
-    for (const auto& [k, v] : f.metadata())
-      out += fmt::format("  {} = {}\n", printable(k), printable(v));
+    for (const auto& [k, v] : f.metadata()) {
+      auto list = string_list(v);
+      out += fmt::format("  {} = {}", printable(k), list ? *list : printable(v) + "\n");
+    }
   }
   if (f.tensors().empty()) return out;
   std::vector<std::array<std::string, 5>> rows = {{"name", "dtype", "shape", "elements", "bytes"}};
