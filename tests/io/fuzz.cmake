@@ -19,7 +19,11 @@ if(TLALOC_FUZZ AND TLALOC_CLANGXX)
       CMAKE_ARGS -DCMAKE_CXX_COMPILER=${TLALOC_CLANGXX}
                  -DCMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER}
       BUILD_ALWAYS ON
-      INSTALL_COMMAND "")
+      INSTALL_COMMAND ""
+      # the nested configure / build talk into log files, printed only when a step fails
+      LOG_CONFIGURE ON
+      LOG_BUILD ON
+      LOG_OUTPUT_ON_FAILURE ON)
     add_test(NAME io.fuzz_safetensors_bounded
       COMMAND sh -c "rm -rf corpus && mkdir corpus && ./fuzz_safetensors -runs=20000 -seed=1 \
         -dict=${CMAKE_CURRENT_LIST_DIR}/fuzz/safetensors.dict corpus \
