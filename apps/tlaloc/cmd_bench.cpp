@@ -79,7 +79,10 @@ void run_bench_step(const BenchOptions& o) {
     fmt::print("{}\n", choice.line);
     if (choice.lane != Lane::pjrt) reason = runtime::pjrt::probe().reason;
   }
-  fmt::print("{}\n{} timed steps after {} warm-up steps\n", c.title, o.steps, o.warmup);
+  fmt::print(
+      "{}\ntimes of one whole train step (forward, gradient, optimizer update, inputs in and "
+      "outputs out), {} timed steps after {} warm-up steps\n",
+      c.title, o.steps, o.warmup);
   std::vector<LaneTiming> lanes{bench_host_lane(c, o.steps, o.warmup)};
   if (requested == Lane::host) {
     lanes.push_back(skipped_lane('b', "--lane host"));

@@ -173,7 +173,8 @@ std::string lane_table(const std::vector<LaneTiming>& lanes) {
   if (la && lc) s += fmt::format("(a) / (c): {:.2f}x\n", la->median() / lc->median());
   if (la && lb) s += fmt::format("(a) / (b): {:.2f}x\n", la->median() / lb->median());
   if (la) {
-    s += "losses (a):";
+    s += "(loss vs (a): the largest relative difference of a lane's first 10 losses from lane "
+         "(a)'s)\nlosses (a):";
     for (double v : la->losses) s += fmt::format(" {:.6f}", v);
     s += "\n";
   }
