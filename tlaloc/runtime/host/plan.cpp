@@ -231,6 +231,7 @@ class Planner {
       return r;
     };
     bool any_store = false;
+    int stores = 0;
     for (int32_t m : G.members) {
       const ir::Node& n = f_.nodes[size_t(m)];
       std::vector<int> regs;
@@ -246,6 +247,7 @@ class Planner {
       if (outside) {
         b.store(reg[m], m, n.type.dtype, donors_[size_t(m)]);
         any_store = true;
+        ++stores;
       }
     }
     for (int32_t r : G.reduces) {
@@ -257,9 +259,9 @@ class Planner {
     for (int32_t m : G.members) state_[size_t(m)] = State::stored;
     if (any_store) {
       auto k = b.finish();
-      k->label =
-          fmt::format("fused x{}{} n={}:", G.members.size(),
-                      G.reduces.empty() ? "" : fmt::format(" +{} reduce", G.reduces.size()), G.n);
+      k->label = fmt::format("fused x{}{} n={} ({} stored):", G.members.size(),
+                             G.reduces.empty() ? "" : fmt::format(" +{} reduce", G.reduces.size()),
+                             G.n, stores);
       for (size_t i = 0; i < G.members.size() && i < 40; ++i)
         k->label += fmt::format(" {}", ir::op_name(f_.nodes[size_t(G.members[i])].op));
       emit(std::move(k));
