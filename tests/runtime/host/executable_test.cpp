@@ -2,6 +2,7 @@
 #include <omp.h>
 
 #include "kernel_test_util.h"
+#include "tlaloc/runtime/host/plan.h"
 
 namespace tlaloc::host_test {
 namespace {
@@ -224,6 +225,54 @@ namespace tlaloc::host_test {
 namespace {
 
 // Zero-element values flow through every kind of step without touching memory they do not own.
+// A GELU-like forward group whose cheap intermediates a later group (after a reduction, as a
+// backward after its loss) reads: those are recomputed there, not stored, and every output is
+// bitwise what the unfused program gives (run_all) and what a hand computation gives.
+TEST(HostRuntime, CheapValuesReadByLaterGroupsAreRecomputedNotStored) {
+  const int64_t n = 8;
+  ir::Builder b("remat");
+  auto x = b.parameter({DType::f32, {n}}, "x");
+  auto w = b.parameter({DType::f32, {n}}, "w");
+  auto mul = [&](ir::ValueId p, ir::ValueId q) { return b.binary(Op::multiply, p, q); };
+  auto h = b.binary(Op::add, x, w);                // cheap, from inputs
+  auto s = mul(h, h);                              // cheap, from h
+  auto t = b.unary(Op::tanh, mul(s, h));           // not cheap: stored
+  auto a = b.binary(Op::add, t, h);                // cheap, from t (stored) and h
+  auto y = b.reduce(t, ir::ReduceKind::sum, {0});  // ends the group for the later one
+  auto r = b.broadcast_in_dim(y, {n}, {});
+  // After the reduction: reads s, a, h (recomputed) and t (stored; not cheap to recompute).
+  auto z = b.binary(Op::add, mul(mul(r, s), a), b.binary(Op::add, h, t));
+  auto f = b.build({z, y});
+  std::vector<Array> in = {Array::from<float>({n}, {0.5f, -1, 2, 0, 0.25f, -0.75f, 1.5f, 3}),
+                           Array::from<float>({n}, {0.1f, 0.2f, -0.3f, 0.4f, 0, 1, -2, 0.5f})};
+
+  runtime::host::Plan p = runtime::host::make_plan(f, {.num_threads = 1});
+  using runtime::host::Storage;
+  for (ir::ValueId v : {h, s, a})
+    EXPECT_EQ(p.storage[size_t(v)], Storage::none) << "%" << v << " was stored";
+  EXPECT_NE(p.storage[size_t(t)], Storage::none);
+
+  auto out = run_all(f, in);
+  // By hand: y = sum of tanh((h h) h) (checked in f64; the runtime's f32 tanh is its own
+  // polynomial), then each z from the runtime's y in f32, op by op as the program says.
+  const float* xv = in[0].data<float>();
+  const float* wv = in[1].data<float>();
+  const float* zv = out[0].data<float>();
+  const float yv = out[1].data<float>()[0];
+  double want_y = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float hv = xv[i] + wv[i];
+    want_y += std::tanh(double((hv * hv) * hv));
+  }
+  EXPECT_NEAR(yv, want_y, 1e-5);
+  for (int64_t i = 0; i < n; ++i) {
+    float hv = xv[i] + wv[i], sv = hv * hv;
+    float tv = float(std::tanh(double(sv * hv)));
+    float want = (yv * sv) * (tv + hv) + (hv + tv);
+    EXPECT_NEAR(zv[i], want, 4e-6 * (std::fabs(want) + 1)) << i;
+  }
+}
+
 TEST(HostRuntime, EmptyArrays) {
   ir::Builder b;
   auto x = b.parameter({DType::f32, {0, 3}}, "x");

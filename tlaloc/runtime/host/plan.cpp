@@ -5,6 +5,11 @@
 // An elementwise node joins (and merges) the open groups of its operands; a group closes when a
 // value of it is needed outside the group, and is emitted as one kernel at that point. Because
 // a group closes before anything outside it reads it, emission order is a valid schedule.
+// Rematerialization: a member needed only by later elementwise nodes, cheap (add, multiply, ...)
+// and computable from a few members from what is stored anyway, is not stored; the later
+// group recomputes it (the same ops on the same values: the same bits). A gradient's backward
+// then reads the forward's few stored inputs instead of every intermediate (GELU's forward
+// group stored 7 of its 10 values for its backward, now 2).
 #include "tlaloc/runtime/host/plan.h"
 
 #include <algorithm>
@@ -24,7 +29,15 @@ using ir::OpKind;
 
 namespace {
 
-enum class State : uint8_t { dead, stored, view, member };
+enum class State : uint8_t { dead, stored, view, member, remat };
+
+// Ops a later group recomputes rather than read from storage (remat).
+bool cheap(Op op) {
+  return op == Op::add || op == Op::subtract || op == Op::multiply || op == Op::negate ||
+         op == Op::abs || op == Op::maximum || op == Op::minimum || op == Op::select ||
+         op == Op::compare;
+}
+constexpr size_t kMaxRemat = 4;  // members recomputed for one value, at most
 
 struct Group {
   int64_t n = 0;
@@ -46,6 +59,7 @@ class Planner {
     for (ir::ValueId r : f.results) is_result_[size_t(r)] = live_[size_t(r)] = true;
     donors_.resize(nv);
     fused_reduce_.assign(nv, false);
+    remat_.resize(nv);
     for (const ir::Alias& a : f.aliases)
       donors_[size_t(f.results[size_t(a.output)])].push_back(f.inputs[size_t(a.input)]);
     for (size_t i = nv; i-- > 0;)
@@ -57,8 +71,11 @@ class Planner {
   }
 
   void run() {
-    for (size_t i = 0; i < f_.nodes.size(); ++i)
+    for (size_t i = 0; i < f_.nodes.size(); ++i) {
+      cursor_ = int32_t(i);
       if (live_[i]) visit(int32_t(i));
+    }
+    cursor_ = int32_t(f_.nodes.size());
     for (ir::ValueId r : f_.results) need(r);
     for (size_t g = 0; g < groups_.size(); ++g)
       if (groups_[g].open) close(int(g));
@@ -87,6 +104,8 @@ class Planner {
       case State::member:
         close(group_[size_t(v)]);
         break;
+      case State::remat:  // close() rematerializes only values whose users are all elementwise
+        fail("host runtime: internal error: value %{} was not stored", v);
       default:
         break;
     }
@@ -173,6 +192,8 @@ class Planner {
     int64_t size = n.type.shape.numel();
     std::vector<int> gs;
     for (ir::ValueId o : n.operands)
+      if (state_[size_t(o)] == State::remat) rejoin(o);
+    for (ir::ValueId o : n.operands)
       if (fused_reduce_[size_t(o)]) need(o);  // available only once its loop has finished
     for (ir::ValueId o : n.operands) {
       if (state_[size_t(o)] != State::member) continue;
@@ -187,6 +208,28 @@ class Planner {
       for (ir::ValueId o : n.operands) need(o);
     join(id, gs);
     if (!fuse_) close(group_[size_t(id)]);
+  }
+
+  // Recomputes the remat value v: its members join the open groups, as when first visited.
+  void rejoin(int32_t v) {
+    for (int32_t t : remat_[size_t(v)])
+      if (state_[size_t(t)] != State::member || !groups_[size_t(group_[size_t(t)])].open)
+        elementwise(t);
+  }
+
+  // Members of group g (in order) that recomputing v needs, v last, when they are all cheap
+  // members not stored (members in `fate` stored or rematerialized are read, not recomputed).
+  enum Fate : char { kInternal, kStore, kRemat };
+  bool remat_tree(int32_t v, int g, const std::map<int32_t, Fate>& fate,
+                  std::vector<int32_t>& tree) {
+    if (!cheap(f_.nodes[size_t(v)].op)) return false;
+    for (ir::ValueId o : f_.nodes[size_t(v)].operands) {
+      if (state_[size_t(o)] != State::member || group_[size_t(o)] != g) continue;  // stored
+      if (fate.at(o) != kInternal || std::count(tree.begin(), tree.end(), o)) continue;
+      if (!remat_tree(o, g, fate, tree)) return false;
+    }
+    tree.push_back(v);
+    return tree.size() <= kMaxRemat;
   }
 
   // Adds id to the union of open groups gs (a new group if empty).
@@ -230,6 +273,24 @@ class Planner {
       reg[o] = r;
       return r;
     };
+    // Each member is internal, stored, or rematerialized by the later groups that read it.
+    // Users before the cursor outside the group have run already.
+    std::map<int32_t, Fate> fate;
+    for (int32_t m : G.members) {
+      bool outside = is_result_[size_t(m)], later_elementwise = !outside && fuse_;
+      for (int32_t u : users_[size_t(m)]) {
+        if (u < cursor_ || (state_[size_t(u)] == State::member && group_[size_t(u)] == g)) continue;
+        outside = true;
+        // The node being visited closes this group to read the value now: it is stored.
+        later_elementwise &= u != cursor_ && ir::is_elementwise(f_.nodes[size_t(u)].op);
+      }
+      fate[m] = outside ? kStore : kInternal;
+      std::vector<int32_t> tree;
+      if (outside && later_elementwise && remat_tree(m, g, fate, tree)) {
+        fate[m] = kRemat;
+        remat_[size_t(m)] = std::move(tree);
+      }
+    }
     bool any_store = false;
     int stores = 0;
     for (int32_t m : G.members) {
@@ -241,10 +302,7 @@ class Planner {
         dts.push_back(f_.type(o).dtype);
       }
       reg[m] = n.op == Op::reshape ? b.alias(regs[0]) : b.op(n, regs, dts);
-      bool outside = is_result_[size_t(m)];
-      for (int32_t u : users_[size_t(m)])
-        outside |= state_[size_t(u)] != State::member || group_[size_t(u)] != g;
-      if (outside) {
+      if (fate[m] == kStore) {
         b.store(reg[m], m, n.type.dtype, donors_[size_t(m)]);
         any_store = true;
         ++stores;
@@ -256,7 +314,12 @@ class Planner {
       state_[size_t(r)] = State::stored;
       any_store = true;
     }
-    for (int32_t m : G.members) state_[size_t(m)] = State::stored;
+    // A value rematerialized earlier and only recomputed here stays so: nodes of other
+    // values' recomputations, visited again later, read it.
+    for (int32_t m : G.members) {
+      const bool again = fate[m] == kInternal && !remat_[size_t(m)].empty();
+      state_[size_t(m)] = fate[m] == kRemat || again ? State::remat : State::stored;
+    }
     if (any_store) {
       auto k = b.finish();
       k->label = fmt::format("fused x{}{} n={} ({} stored):", G.members.size(),
@@ -278,6 +341,8 @@ class Planner {
   std::vector<bool> is_result_, live_;
   std::vector<std::vector<int32_t>> donors_;  // inputs donated to outputs naming the value
   std::vector<bool> fused_reduce_;  // a reduce computed by its operand's group: no register
+  std::vector<std::vector<int32_t>> remat_;  // State::remat: the members recomputing it, in order
+  int32_t cursor_ = 0;                       // the node being visited
   std::vector<Group> groups_;
 };
 
@@ -393,6 +458,11 @@ Plan make_plan(const ir::Function& f, const Options& o) {
     p.scratch_bytes = std::max(p.scratch_bytes, p.steps[size_t(s)]->scratch_bytes);
   }
   p.arena_bytes = arena.size();
+  for (const auto& k : p.steps)
+    for (int32_t v : k->reads)
+      if (p.storage[size_t(v)] == Storage::none)
+        fail("host runtime: internal error: step '{}' reads %{} ({}), which has no storage",
+             k->label, v, ir::op_name(f.nodes[size_t(v)].op));
   return p;
 }
 
