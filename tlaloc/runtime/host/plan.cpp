@@ -225,7 +225,9 @@ class Planner {
     if (!cheap(f_.nodes[size_t(v)].op)) return false;
     for (ir::ValueId o : f_.nodes[size_t(v)].operands) {
       if (state_[size_t(o)] != State::member || group_[size_t(o)] != g) continue;  // stored
-      if (fate.at(o) != kInternal || std::count(tree.begin(), tree.end(), o)) continue;
+      auto it = fate.find(o);
+      if (it == fate.end()) return false;  // the group's own reduction: not read by a member
+      if (it->second != kInternal || std::count(tree.begin(), tree.end(), o)) continue;
       if (!remat_tree(o, g, fate, tree)) return false;
     }
     tree.push_back(v);
