@@ -293,7 +293,6 @@ class Planner {
         remat_[size_t(m)] = std::move(tree);
       }
     }
-    bool any_store = false;
     int stores = 0;
     for (int32_t m : G.members) {
       const ir::Node& n = f_.nodes[size_t(m)];
@@ -306,7 +305,6 @@ class Planner {
       reg[m] = n.op == Op::reshape ? b.alias(regs[0]) : b.op(n, regs, dts);
       if (fate[m] == kStore) {
         b.store(reg[m], m, n.type.dtype, donors_[size_t(m)]);
-        any_store = true;
         ++stores;
       }
     }
@@ -314,7 +312,6 @@ class Planner {
       const ir::Node& n = f_.nodes[size_t(r)];
       b.reduce(reg.at(n.operands[0]), n.attrs.reduce_kind, n.type.dtype, r);
       state_[size_t(r)] = State::stored;
-      any_store = true;
     }
     // A value rematerialized earlier and only recomputed here stays so: nodes of other
     // values' recomputations, visited again later, read it.
@@ -322,7 +319,7 @@ class Planner {
       const bool again = fate[m] == kInternal && !remat_[size_t(m)].empty();
       state_[size_t(m)] = fate[m] == kRemat || again ? State::remat : State::stored;
     }
-    if (any_store) {
+    if (stores > 0 || !G.reduces.empty()) {
       auto k = b.finish();
       k->label = fmt::format("fused x{}{} n={} ({} stored):", G.members.size(),
                              G.reduces.empty() ? "" : fmt::format(" +{} reduce", G.reduces.size()),
