@@ -40,8 +40,12 @@ InstrFn select_scalar_fn(DType dtype);
 InstrFn convert_fn(DType from, DType to);
 InstrFn chain_fn(ir::Op inner, ir::Op outer, DType t, bool right, bool sa, bool sb, bool sc,
                  bool scaled_c);
+InstrFn adam_fn(bool decay);  // instr_adam.cpp
 }  // namespace isa_avx2
 #endif
+namespace isa_baseline {
+InstrFn adam_fn(bool decay);  // instr_adam.cpp
+}  // namespace isa_baseline
 
 namespace {
 bool avx2() {
@@ -77,5 +81,7 @@ InstrFn chain_fn(ir::Op inner, ir::Op outer, DType t, bool right, bool sa, bool 
                  bool scaled_c) {
   return TLALOC_DISPATCH(chain_fn(inner, outer, t, right, sa, sb, sc, scaled_c));
 }
+
+InstrFn adam_fn(bool decay) { return TLALOC_DISPATCH(adam_fn(decay)); }
 
 }  // namespace tlaloc::runtime::host

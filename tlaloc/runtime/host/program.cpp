@@ -11,6 +11,21 @@ bool contains(const std::vector<int32_t>& v, int32_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
+// The registers an instruction reads, and those it writes.
+std::vector<int> reads_of(const VInstr& v) {
+  std::vector<int> r;
+  for (int x : {v.a, v.b, v.c, v.e})
+    if (x >= 0) r.push_back(x);
+  for (int x : v.more_in)
+    if (x >= 0) r.push_back(x);
+  return r;
+}
+std::vector<int> writes_of(const VInstr& v) {
+  std::vector<int> w = v.more_out;
+  if (v.dst >= 0) w.insert(w.begin(), v.dst);
+  return w;
+}
+
 // Selects resolved, operands renamed, dead instructions dropped.
 std::vector<VInstr> resolve(const Recording& rec, const std::vector<int>& preds, int mask) {
   std::vector<int> ren(size_t(rec.nvregs()));
@@ -56,8 +71,7 @@ bool chainable(const VInstr& v) {
 void chain(const Recording& rec, std::vector<VInstr>& code) {
   std::vector<int> uses(size_t(rec.nvregs()), 0), writer(size_t(rec.nvregs()), -1);
   for (size_t i = 0; i < code.size(); ++i) {
-    for (int r : {code[i].a, code[i].b, code[i].c})
-      if (r >= 0) ++uses[size_t(r)];
+    for (int r : reads_of(code[i])) ++uses[size_t(r)];
     if (code[i].kind == VKind::op && code[i].dst >= 0) writer[size_t(code[i].dst)] = int(i);
   }
   std::vector<char> gone(code.size(), 0);
@@ -95,8 +109,7 @@ void chain(const Recording& rec, std::vector<VInstr>& code) {
 void scale_chains(const Recording& rec, std::vector<VInstr>& code) {
   std::vector<int> uses(size_t(rec.nvregs()), 0), writer(size_t(rec.nvregs()), -1);
   for (size_t i = 0; i < code.size(); ++i) {
-    for (int r : {code[i].a, code[i].b, code[i].c, code[i].e})
-      if (r >= 0) ++uses[size_t(r)];
+    for (int r : reads_of(code[i])) ++uses[size_t(r)];
     if (code[i].kind == VKind::op && code[i].dst >= 0) writer[size_t(code[i].dst)] = int(i);
   }
   auto once = [&](int r) { return rec.once[size_t(r)] != 0; };
@@ -120,20 +133,123 @@ void scale_chains(const Recording& rec, std::vector<VInstr>& code) {
   code = std::move(out);
 }
 
+// The ops of an Adam update over f32 blocks (update.cpp's decoupled / no-decay form),
+//   m' = m·b1 + g·c1,  v' = v·b2 + (g·c2)²,  p' = p·decay − alpha·(m' / (√v' + eps)),
+// with the b1 ... decay broadcast values and the intermediates used nowhere else, become one
+// adam instruction (adam_fn) where the subtract was: one pass over the block instead of 12.
+// m' and v' may have other uses: after the subtract, or stores (moved after it). Multiply and
+// add are matched in either operand order (the same IEEE result).
+void fuse_adam(const Recording& rec, std::vector<VInstr>& code) {
+  const size_t nv = size_t(rec.nvregs());
+  std::vector<int> uses(nv, 0), writer(nv, -1);
+  for (size_t i = 0; i < code.size(); ++i) {
+    for (int r : reads_of(code[i])) ++uses[size_t(r)];
+    if (code[i].kind == VKind::op && code[i].dst >= 0) writer[size_t(code[i].dst)] = int(i);
+  }
+  auto once = [&](int r) { return r >= 0 && rec.once[size_t(r)] != 0; };
+  std::vector<char> gone(code.size(), 0), moved(code.size(), 0);
+  std::vector<std::vector<int>> after(code.size());  // stores moved after an adam instruction
+  std::vector<int> taken;                            // instructions of the current match
+  // The block op `op` writing r, read `n` times in all (any number when n is 0), or nullptr.
+  auto def = [&](int r, ir::Op op, int n) -> const VInstr* {
+    if (r < 0 || once(r) || writer[size_t(r)] < 0 || (n && uses[size_t(r)] != n)) return nullptr;
+    const VInstr& v = code[size_t(writer[size_t(r)])];
+    if (gone[size_t(writer[size_t(r)])] || v.op != op || v.dtype != DType::f32 || v.once ||
+        v.c >= 0)
+      return nullptr;
+    taken.push_back(writer[size_t(r)]);
+    return &v;
+  };
+  // v = op(x, s) or op(s, x) with x a block and s one broadcast value.
+  auto split = [&](const VInstr* v, int& x, int& s) {
+    if (!v || once(v->a) == once(v->b)) return false;
+    x = once(v->a) ? v->b : v->a;
+    s = once(v->a) ? v->a : v->b;
+    return true;
+  };
+  for (size_t j = 0; j < code.size(); ++j) {
+    VInstr& sub = code[j];
+    if (sub.kind != VKind::op || sub.op != ir::Op::subtract || sub.dtype != DType::f32 ||
+        sub.once || once(sub.a) || once(sub.b))
+      continue;
+    taken.clear();
+    int q, alpha, den, eps, g = -1, c2, m, b1, g1, c1, v, b2, p = sub.a, decay = -1;
+    const VInstr *Q, *S, *MN, *VN, *GG, *GC;
+    if (!split(def(sub.b, ir::Op::multiply, 1), q, alpha) || !(Q = def(q, ir::Op::divide, 1)) ||
+        !split(def(Q->b, ir::Op::add, 1), den, eps) || !(S = def(den, ir::Op::sqrt, 1)) ||
+        !(MN = def(Q->a, ir::Op::add, 0)) || !(VN = def(S->a, ir::Op::add, 0)) || MN == VN)
+      continue;
+    bool ok = false;
+    for (int o = 0; o < 2 && !ok; ++o) {  // v' = VB + GG, in either order
+      const size_t mark = taken.size();
+      const int vb = o ? VN->b : VN->a, gg = o ? VN->a : VN->b;
+      ok = (GG = def(gg, ir::Op::multiply, 1)) && GG->a == GG->b &&
+           split(GC = def(GG->a, ir::Op::multiply, 2), g, c2) &&
+           split(def(vb, ir::Op::multiply, 1), v, b2);
+      if (!ok) taken.resize(mark);
+    }
+    for (int o = 0; o < 2 && ok; ++o) {  // m' = MB + GM, in either order; GM reads g
+      const size_t mark = taken.size();
+      const int mb = o ? MN->b : MN->a, gm = o ? MN->a : MN->b;
+      if (split(def(gm, ir::Op::multiply, 1), g1, c1) && g1 == g &&
+          split(def(mb, ir::Op::multiply, 1), m, b1))
+        break;
+      taken.resize(mark);
+      if (o == 1) ok = false;
+    }
+    if (!ok) continue;
+    if (const size_t mark = taken.size(); !split(def(sub.a, ir::Op::multiply, 1), p, decay)) {
+      taken.resize(mark);
+      p = sub.a;
+      decay = -1;
+    }
+    // Other readers of m' or v' before the subtract must be stores, which move after it.
+    const int mn = MN->dst, vn = VN->dst;
+    const int first = *std::min_element(taken.begin(), taken.end());
+    std::vector<int> stores;
+    for (size_t k = size_t(first); k < j && ok; ++k)
+      if (!contains(taken, int(k))) {
+        const std::vector<int> r = reads_of(code[k]);
+        if (!contains(r, mn) && !contains(r, vn)) continue;
+        ok = code[k].kind == VKind::store;
+        stores.push_back(int(k));
+      }
+    if (!ok) continue;
+    for (int k : taken) gone[size_t(k)] = 1;
+    for (int k : stores) moved[size_t(k)] = 1;
+    after[j] = std::move(stores);
+    sub.kind = VKind::adam;
+    sub.fn = adam_fn(decay >= 0);
+    sub.fn_sa = sub.fn_sb = nullptr;
+    sub.a = g;
+    sub.b = m;
+    sub.c = v;
+    sub.e = p;
+    sub.more_out = {mn, vn};
+    sub.more_in = {b1, c1, b2, c2, eps, alpha, decay};
+  }
+  std::vector<VInstr> out;
+  for (size_t i = 0; i < code.size(); ++i) {
+    if (!gone[i] && !moved[i]) out.push_back(std::move(code[i]));
+    for (int k : after[i]) out.push_back(std::move(code[size_t(k)]));
+  }
+  code = std::move(out);
+}
+
 }  // namespace
 
 Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
                         const std::vector<int>& preds, int mask) {
   std::vector<VInstr> code = resolve(rec, preds, mask);
+  fuse_adam(rec, code);
   chain(rec, code);
   scale_chains(rec, code);
   const size_t nv = size_t(rec.nvregs());
   // Storage reads: which instruction reads which value's storage (position; late ones last).
   auto reads_storage = [&](const VInstr& v, const std::vector<int32_t>& values) {
     if (v.kind == VKind::load && contains(values, v.value)) return true;
-    for (int r : {v.a, v.b, v.c, v.e})
-      if (r >= 0 && rec.input_of[size_t(r)] >= 0 && contains(values, rec.input_of[size_t(r)]))
-        return true;
+    for (int r : reads_of(v))
+      if (rec.input_of[size_t(r)] >= 0 && contains(values, rec.input_of[size_t(r)])) return true;
     return false;
   };
   // Stores: an op's result is written straight into the stored value's storage unless that
@@ -151,7 +267,7 @@ Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
     if (!s.may_alias.empty()) {
       size_t k = 0;  // the last writer of r
       for (size_t j = 0; j < code.size(); ++j)
-        if (code[j].kind != VKind::store && code[j].dst == r) k = j;
+        if (code[j].kind != VKind::store && contains(writes_of(code[j]), r)) k = j;
       for (size_t j = k + 1; j < code.size() && ok; ++j) ok = !reads_storage(code[j], s.may_alias);
     }
     if (ok) {
@@ -175,8 +291,7 @@ Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
   auto pooled = [&](int r) { return r >= 0 && !bound(r) && !rec.once[size_t(r)]; };
   std::vector<int> last(nv, -1);
   for (size_t i = 0; i < order.size(); ++i)
-    for (int r : {order[i]->a, order[i]->b, order[i]->c, order[i]->e})
-      if (r >= 0) last[size_t(r)] = int(i);
+    for (int r : reads_of(*order[i])) last[size_t(r)] = int(i);
   std::vector<int> phys(nv, -1), free_regs;
   int nphys = 0;
   auto get = [&] {
@@ -187,24 +302,28 @@ Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
   };
   for (size_t i = 0; i < order.size(); ++i) {
     const VInstr& v = *order[i];
-    int ops[4] = {v.a, v.b, v.c, v.e};
-    // Operands dying here are freed before dst is assigned (so dst may reuse one) only when
-    // their element size equals dst's; others after, since loops write d[i] after reading a[i].
+    const std::vector<int> ops = reads_of(v), outs = writes_of(v);
+    // Operands dying here are freed before the results are assigned (so one may reuse them)
+    // only when their element size equals the results'; others after, since loops write d[i]
+    // after reading a[i].
     std::vector<int> later;
-    for (int j = 0; j < 4; ++j) {
+    for (size_t j = 0; j < ops.size(); ++j) {
       int r = ops[j];
-      bool dup = false;
-      for (int q = 0; q < j; ++q) dup |= ops[q] == r;
-      if (!pooled(r) || dup || last[size_t(r)] != int(i) || r == v.dst) continue;
-      if (v.dst >= 0 && rec.vsize[size_t(r)] == rec.vsize[size_t(v.dst)])
+      bool dup =
+          std::find(ops.begin(), ops.begin() + ptrdiff_t(j), r) != ops.begin() + ptrdiff_t(j);
+      if (!pooled(r) || dup || last[size_t(r)] != int(i) || contains(outs, r)) continue;
+      bool same = !outs.empty();
+      for (int d : outs) same &= rec.vsize[size_t(r)] == rec.vsize[size_t(d)];
+      if (same)
         free_regs.push_back(phys[size_t(r)]);
       else
         later.push_back(phys[size_t(r)]);
     }
-    if (v.dst >= 0 && !bound(v.dst) && phys[size_t(v.dst)] < 0) {
-      phys[size_t(v.dst)] = get();
-      if (last[size_t(v.dst)] < 0 && pooled(v.dst)) later.push_back(phys[size_t(v.dst)]);
-    }
+    for (int d : outs)
+      if (!bound(d) && phys[size_t(d)] < 0) {
+        phys[size_t(d)] = get();
+        if (last[size_t(d)] < 0 && pooled(d)) later.push_back(phys[size_t(d)]);
+      }
     free_regs.insert(free_regs.end(), later.begin(), later.end());
   }
   Program p;
@@ -235,9 +354,13 @@ Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
     in.b = slot(v.b);
     in.c = slot(v.c);
     in.e = slot(v.e);
+    for (size_t j = 0; j < v.more_out.size(); ++j) in.x[j] = slot(v.more_out[j]);
+    for (size_t j = 0; j < v.more_in.size(); ++j) in.x[v.more_out.size() + j] = slot(v.more_in[j]);
     if (v.map >= 0) in.map = &maps[size_t(v.map)];
     (i < prologue ? p.prologue : p.body).push_back(in);
   }
+  p.adam_updates = int(std::count_if(code.begin(), code.end(),
+                                     [](const VInstr& v) { return v.kind == VKind::adam; }));
   for (FusedReduce r : rec.reduces) {
     r.slot = slot(r.slot);
     p.reduces.push_back(r);
