@@ -6,7 +6,7 @@
 # (PyTorch's best setting on a busy machine), plus both with OpenMP's defaults (spin-waiting, all
 # cores), which can be best on a quiet machine; the ratio takes each side's best arm. Prints each run's median step time, the
 # median and spread per arm, tlaloc's best median against PyTorch's best median as a ratio, and
-# each process's peak resident memory.
+# each process's peak resident memory, and the 2.5 ms target scaled by PyTorch's speed here.
 # Usage: bench/run_lm_bench.sh [ROUNDS=3] [STEPS=300]   (needs build/ from scripts/build.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,4 +58,8 @@ tl, tk = best("tlaloc")
 pb, pk = best("torch")
 print(f"\ntlaloc best: {tl:.3f} ms ({tk}); PyTorch best: {pb:.3f} ms ({pk})")
 print(f"ratio PyTorch best / tlaloc best = {pb / tl:.2f}x  (targets: >= 2x, tlaloc <= 2.5 ms)")
+# Issue 7 sets 2.5 ms on a host where PyTorch's best took about 5 ms: the same speed relative
+# to PyTorch, on this machine as fast as it is during this run, is 2.5 ms x (PyTorch best / 5).
+print(f"machine speed: PyTorch best {pb:.3f} ms here against about 5 ms on issue 7's host; "
+      f"2.5 ms there is {2.5 * pb / 5:.2f} ms here (tlaloc: {tl:.3f} ms)")
 PY
