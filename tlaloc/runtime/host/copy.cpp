@@ -55,6 +55,8 @@ void copy_rows(const CopyPlan& p, E* dst, const E* src, int64_t r0, int64_t r1) 
     const E* s = src + soff;
     if (ds == 1 && ss == 1) {
       std::memcpy(d, s, size_t(inner) * sizeof(E));
+    } else if (ds == 1 && ss == 0) {  // a fill (e.g. the zeros a scatter-add starts from)
+      std::fill_n(d, inner, *s);
     } else if (ss == 0) {
       E v = *s;
       for (int64_t i = 0; i < inner; ++i) d[i * ds] = v;
@@ -83,7 +85,16 @@ void copy_typed(const CopyPlan& p, void* dst, const void* src, int64_t dshift, i
   }
   int64_t rows = 1;
   for (size_t k = 0; k + 1 < p.dims.size(); ++k) rows *= p.dims[k];
-  if (p.numel() >= kParallelElements && num_threads > 1 && rows > 1) {
+  if (p.numel() >= kParallelElements && num_threads > 1 && rows == 1) {
+    // One long row (a flat copy or fill): split it into pieces.
+    const int64_t n = p.dims[0], ds = p.dst_strides[0], ss = p.src_strides[0];
+    parallel(num_threads * kPartsPerThread, [&](int t, int T) {
+      CopyPlan piece = p;
+      const int64_t i0 = n * t / T, i1 = n * (t + 1) / T;
+      piece.dims[0] = i1 - i0;
+      if (i1 > i0) copy_rows(piece, d + i0 * ds, s + i0 * ss, 0, 1);
+    });
+  } else if (p.numel() >= kParallelElements && num_threads > 1 && rows > 1) {
     int nt = int(std::min<int64_t>(int64_t(num_threads) * kPartsPerThread, rows));
     parallel(nt, [&](int t, int T) { copy_rows(p, d, s, rows * t / T, rows * (t + 1) / T); });
   } else {
