@@ -150,9 +150,8 @@ KERNEL_TEST(broadcast_in_dim, long_flat_fill_and_copies) {
   expect_values(run_all(f, {Array::scalar(-0.5f)})[0], std::vector<double>(256 * 128, -0.5));
   const int64_t n = 30000;
   for (int64_t stride : {1, 3}) {
-    auto g = one_op({{DType::s32, {n}}}, [&](ir::Builder& b, auto& p) {
-      return b.slice(p[0], {1}, {n - 1}, {stride});
-    });
+    auto g = one_op({{DType::s32, {n}}},
+                    [&](ir::Builder& b, auto& p) { return b.slice(p[0], {1}, {n - 1}, {stride}); });
     std::vector<double> want;
     for (int64_t i = 1; i < n - 1; i += stride) want.push_back(double(i));
     expect_values(run_all(g, {Array::from_doubles(DType::s32, {n}, ramp(n))})[0], want);
