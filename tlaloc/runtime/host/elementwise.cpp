@@ -289,6 +289,8 @@ std::unique_ptr<Kernel> ProgramBuilder::finish() {
   k->reads = std::move(I.reads);
   k->writes = std::move(I.writes);
   k->in_place = std::move(I.in_place);
+  for (const Program& v : k->variants)  // not written in place: the plan copies instead
+    for (int32_t x : v.cyclic_inputs) std::erase(k->in_place, x);
   return k;
 }
 

@@ -134,11 +134,13 @@ void scale_chains(const Recording& rec, std::vector<VInstr>& code) {
 }
 
 // The ops of an Adam update over f32 blocks (update.cpp's decoupled / no-decay form),
-//   m' = m·b1 + g·c1,  v' = v·b2 + (g·c2)²,  p' = p·decay − alpha·(m' / (√v' + eps)),
-// with the b1 ... decay broadcast values and the intermediates used nowhere else, become one
-// adam instruction (adam_fn) where the subtract was: one pass over the block instead of 12.
-// m' and v' may have other uses: after the subtract, or stores (moved after it). Multiply and
-// add are matched in either operand order (the same IEEE result).
+//   m' = m·b1 + g·c1,  v' = v·b2 + (g·c2)·(g·c2),  p' = p·decay − alpha·(m' / (√v' + eps)),
+// with b1 ... decay broadcast values and the intermediates used nowhere else, become one adam
+// instruction (adam_fn) where the subtract was: one pass over the block instead of 12. Adds and
+// multiplies match with their operands in either order (IR passes may reorder them): the
+// same value, though where two NaNs meet the one whose sign and payload survive may differ, as
+// it may in any loop whose operands the compiler commutes. m' and v' may have other uses after
+// the subtract, or stores (moved after it); g, m, v and p must not be m' or v' themselves.
 void fuse_adam(const Recording& rec, std::vector<VInstr>& code) {
   const size_t nv = size_t(rec.nvregs());
   std::vector<int> uses(nv, 0), writer(nv, -1);
@@ -147,12 +149,13 @@ void fuse_adam(const Recording& rec, std::vector<VInstr>& code) {
     if (code[i].kind == VKind::op && code[i].dst >= 0) writer[size_t(code[i].dst)] = int(i);
   }
   auto once = [&](int r) { return r >= 0 && rec.once[size_t(r)] != 0; };
+  auto block = [&](int r) { return r >= 0 && !once(r); };
   std::vector<char> gone(code.size(), 0), moved(code.size(), 0);
   std::vector<std::vector<int>> after(code.size());  // stores moved after an adam instruction
   std::vector<int> taken;                            // instructions of the current match
-  // The block op `op` writing r, read `n` times in all (any number when n is 0), or nullptr.
+  // The f32 block op `op` writing r, read `n` times in all (any number when n is 0), or nullptr.
   auto def = [&](int r, ir::Op op, int n) -> const VInstr* {
-    if (r < 0 || once(r) || writer[size_t(r)] < 0 || (n && uses[size_t(r)] != n)) return nullptr;
+    if (!block(r) || writer[size_t(r)] < 0 || (n && uses[size_t(r)] != n)) return nullptr;
     const VInstr& v = code[size_t(writer[size_t(r)])];
     if (gone[size_t(writer[size_t(r)])] || v.op != op || v.dtype != DType::f32 || v.once ||
         v.c >= 0)
@@ -160,51 +163,54 @@ void fuse_adam(const Recording& rec, std::vector<VInstr>& code) {
     taken.push_back(writer[size_t(r)]);
     return &v;
   };
-  // v = op(x, s) or op(s, x) with x a block and s one broadcast value.
-  auto split = [&](const VInstr* v, int& x, int& s) {
+  // r = op(x, s) or op(s, x), read n times, with x a block and s one broadcast value.
+  auto split = [&](int r, ir::Op op, int n, int& x, int& s) {
+    const VInstr* v = def(r, op, n);
     if (!v || once(v->a) == once(v->b)) return false;
     x = once(v->a) ? v->b : v->a;
     s = once(v->a) ? v->a : v->b;
     return true;
   };
+  // r = x + y in either order, with x = m·b1 (or v·b2) and y = g·c1 (or (g·c2)²) recognised by
+  // `second` (which sets g); sets the first product's block and scalar.
+  auto sum = [&](const VInstr* v, auto second, int& x, int& s) {
+    for (int o = 0; o < 2; ++o) {
+      const size_t mark = taken.size();
+      if (second(o ? v->a : v->b) && split(o ? v->b : v->a, ir::Op::multiply, 1, x, s)) return true;
+      taken.resize(mark);
+    }
+    return false;
+  };
   for (size_t j = 0; j < code.size(); ++j) {
     VInstr& sub = code[j];
     if (sub.kind != VKind::op || sub.op != ir::Op::subtract || sub.dtype != DType::f32 ||
-        sub.once || once(sub.a) || once(sub.b))
+        sub.once || !block(sub.a) || !block(sub.b))
       continue;
     taken.clear();
-    int q, alpha, den, eps, g = -1, c2, m, b1, g1, c1, v, b2, p = sub.a, decay = -1;
-    const VInstr *Q, *S, *MN, *VN, *GG, *GC;
-    if (!split(def(sub.b, ir::Op::multiply, 1), q, alpha) || !(Q = def(q, ir::Op::divide, 1)) ||
-        !split(def(Q->b, ir::Op::add, 1), den, eps) || !(S = def(den, ir::Op::sqrt, 1)) ||
-        !(MN = def(Q->a, ir::Op::add, 0)) || !(VN = def(S->a, ir::Op::add, 0)) || MN == VN)
+    int q, alpha, den, eps, g = -1, c1, c2, m, b1, v, b2, p = sub.a, decay = -1;
+    const VInstr *Q, *S, *MN, *VN;
+    auto square = [&](int r) {  // (g·c2)·(g·c2): sets g, c2
+      const VInstr* gg = def(r, ir::Op::multiply, 1);
+      return gg && gg->a == gg->b && split(gg->a, ir::Op::multiply, 2, g, c2);
+    };
+    auto gradient = [&](int r) {  // g·c1 with the g of the square
+      int x;
+      return split(r, ir::Op::multiply, 1, x, c1) && x == g;
+    };
+    if (!split(sub.b, ir::Op::multiply, 1, q, alpha) || !(Q = def(q, ir::Op::divide, 1)) ||
+        !split(Q->b, ir::Op::add, 1, den, eps) || !(S = def(den, ir::Op::sqrt, 1)) ||
+        !(MN = def(Q->a, ir::Op::add, 0)) || !(VN = def(S->a, ir::Op::add, 0)) || MN == VN ||
+        !sum(VN, square, v, b2) || !sum(MN, gradient, m, b1))
       continue;
-    bool ok = false;
-    for (int o = 0; o < 2 && !ok; ++o) {  // v' = VB + GG, in either order
-      const size_t mark = taken.size();
-      const int vb = o ? VN->b : VN->a, gg = o ? VN->a : VN->b;
-      ok = (GG = def(gg, ir::Op::multiply, 1)) && GG->a == GG->b &&
-           split(GC = def(GG->a, ir::Op::multiply, 2), g, c2) &&
-           split(def(vb, ir::Op::multiply, 1), v, b2);
-      if (!ok) taken.resize(mark);
-    }
-    for (int o = 0; o < 2 && ok; ++o) {  // m' = MB + GM, in either order; GM reads g
-      const size_t mark = taken.size();
-      const int mb = o ? MN->b : MN->a, gm = o ? MN->a : MN->b;
-      if (split(def(gm, ir::Op::multiply, 1), g1, c1) && g1 == g &&
-          split(def(mb, ir::Op::multiply, 1), m, b1))
-        break;
-      taken.resize(mark);
-      if (o == 1) ok = false;
-    }
-    if (!ok) continue;
-    if (const size_t mark = taken.size(); !split(def(sub.a, ir::Op::multiply, 1), p, decay)) {
+    if (const size_t mark = taken.size(); !split(sub.a, ir::Op::multiply, 1, p, decay)) {
       taken.resize(mark);
       p = sub.a;
       decay = -1;
     }
-    // Other readers of m' or v' before the subtract must be stores, which move after it.
     const int mn = MN->dst, vn = VN->dst;
+    bool ok = true;
+    for (int r : {g, m, v, p}) ok &= r != mn && r != vn;
+    // Other readers of m' or v' before the subtract must be stores, which move after it.
     const int first = *std::min_element(taken.begin(), taken.end());
     std::vector<int> stores;
     for (size_t k = size_t(first); k < j && ok; ++k)
@@ -234,6 +240,35 @@ void fuse_adam(const Recording& rec, std::vector<VInstr>& code) {
     for (int k : after[i]) out.push_back(std::move(code[size_t(k)]));
   }
   code = std::move(out);
+}
+
+// The stores that run after the block (`lates`, indices into code) in an order where a store
+// of a value read in place from an input's storage (a select passing an input through) comes
+// before every store that may overwrite that storage; otherwise in recorded order. Stores in
+// a cycle (x passed to the output donated from y, y to the one donated from x) keep their
+// order and put the inputs they read into `cyclic`: those must not be overwritten in place.
+std::vector<size_t> order_late_stores(const Recording& rec, const std::vector<VInstr>& code,
+                                      const std::vector<size_t>& lates,
+                                      std::vector<int32_t>& cyclic) {
+  auto reads = [&](size_t i) { return rec.input_of[size_t(code[i].a)]; };  // -1: none
+  auto before = [&](size_t u, size_t w) {                                  // u must run before w
+    return u != w && reads(u) >= 0 && contains(code[w].may_alias, reads(u));
+  };
+  std::vector<size_t> out, left = lates;
+  while (!left.empty()) {
+    auto ready = std::find_if(left.begin(), left.end(), [&](size_t w) {
+      return std::none_of(left.begin(), left.end(), [&](size_t u) { return before(u, w); });
+    });
+    if (ready == left.end()) {  // a cycle: the rest in recorded order
+      for (size_t u : left)
+        if (reads(u) >= 0) cyclic.push_back(reads(u));
+      out.insert(out.end(), left.begin(), left.end());
+      break;
+    }
+    out.push_back(*ready);
+    left.erase(ready);
+  }
+  return out;
 }
 
 }  // namespace
@@ -268,7 +303,12 @@ Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
       size_t k = 0;  // the last writer of r
       for (size_t j = 0; j < code.size(); ++j)
         if (code[j].kind != VKind::store && contains(writes_of(code[j]), r)) k = j;
-      for (size_t j = k + 1; j < code.size() && ok; ++j) ok = !reads_storage(code[j], s.may_alias);
+      // Later instructions, and stores after the block wherever they are recorded.
+      for (size_t j = 0; j < code.size() && ok; ++j) {
+        const bool after_block =
+            j != i && code[j].kind == VKind::store && !code[j].may_alias.empty();
+        if (j > k || after_block) ok = !reads_storage(code[j], s.may_alias);
+      }
     }
     if (ok) {
       out_of[size_t(r)] = s.value;
@@ -277,13 +317,20 @@ Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
   }
   // Order: prologue, block body, stores after the block, reduce markers.
   std::vector<const VInstr*> order;
-  for (int pass = 0; pass < 3; ++pass)
+  std::vector<size_t> lates;
+  for (int pass = 0; pass < 2; ++pass)
     for (size_t i = 0; i < code.size(); ++i) {
       const VInstr& v = code[i];
-      if (drop[i]) continue;
-      int p = v.once ? 0 : v.kind == VKind::use || late[i] ? 2 : 1;
-      if (p == pass) order.push_back(&v);
+      if (drop[i] || v.once != (pass == 0) || v.kind == VKind::use) continue;
+      if (late[i])
+        lates.push_back(i);
+      else
+        order.push_back(&v);
     }
+  std::vector<int32_t> cyclic;
+  for (size_t i : order_late_stores(rec, code, lates, cyclic)) order.push_back(&code[i]);
+  for (const VInstr& v : code)
+    if (v.kind == VKind::use) order.push_back(&v);
   const size_t prologue =
       size_t(std::count_if(order.begin(), order.end(), [](const VInstr* v) { return v->once; }));
   // Slots: scratch by linear scan over liveness (once registers never freed), then bound ones.
@@ -359,6 +406,7 @@ Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
     if (v.map >= 0) in.map = &maps[size_t(v.map)];
     (i < prologue ? p.prologue : p.body).push_back(in);
   }
+  p.cyclic_inputs = std::move(cyclic);
   p.adam_updates = int(std::count_if(code.begin(), code.end(),
                                      [](const VInstr& v) { return v.kind == VKind::adam; }));
   for (FusedReduce r : rec.reduces) {

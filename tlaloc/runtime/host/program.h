@@ -63,6 +63,9 @@ struct Program {
   std::vector<Binding> bindings;
   std::vector<FusedReduce> reduces;
   int adam_updates = 0;  // adam instructions (fused Adam updates) in the body
+  // Inputs read in place by stores after the block that could not be ordered before the stores
+  // overwriting them (a cycle): the kernel must not be given their storage to write in place.
+  std::vector<int32_t> cyclic_inputs;
 };
 
 // The variant of `rec` in which the select predicates preds[k] (virtual registers of i1 once
