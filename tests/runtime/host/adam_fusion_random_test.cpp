@@ -5,7 +5,7 @@
 // leaked intermediate now and then, random sizes (vectors / blocks / chunks / the 2-thread split)
 // and random donations. Oracle: the unfused compile (run_all: fused == unfused bitwise on 1 and 2
 // threads), and the donated runs equal the undonated ones. Values are kept positive (no NaN).
-// Excluded here, each with its own test in adam_fusion_break_test.cpp: an update reading its
+// Excluded here, each with its own test in adam_fusion_edges_test.cpp: an update reading its
 // own m' / v', and donating an output that passes an input through a select.
 #include <random>
 
@@ -98,7 +98,7 @@ struct Gen {
   }
 };
 
-TEST(HostAdamFusionBreak, RandomInterleavedUpdates) {
+TEST(HostAdamFusionEdges, RandomInterleavedUpdates) {
   const int64_t sizes[] = {8, 9, 255, 256, 257, 1000, 8193, 20000};
   int fused = 0;
   for (int seed = 0; seed < 150; ++seed) {

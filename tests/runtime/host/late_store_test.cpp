@@ -1,8 +1,8 @@
-// Found while attacking the fused Adam instruction, but independent of it (program.cpp's store
-// placement, before commit 6953e45 too): stores that run after the block ("late": the stored
-// value's storage may be a donated input) run in program order, and a late store of a value
-// that passes an input through (a select on a scalar flag, resolved per run) reads that input's
-// storage after an earlier late store has overwritten it with the output donated from it.
+// Stores that run after the block ("late": the stored value's storage may be a donated input)
+// and values passed through from an input (a select on a scalar flag, resolved per run): a
+// pass-through's store must read its input before another late store overwrites that input's
+// storage, and two pass-throughs that swap their donors must not be written in place at all.
+// Found while attacking the fused Adam instruction; the first case failed before it too.
 #include "kernel_test_util.h"
 
 namespace tlaloc::host_test {
@@ -11,7 +11,7 @@ using ir::Op;
 
 // a = 2x (donated from x); s = flag ? x : a + y (donated from y, or from z). With the flag set
 // s must be x; donated, it comes out as 2x.
-TEST(HostProgramBreak, LateStoreOfAPassThroughAfterALateStoreOverwroteIt) {
+TEST(HostProgramLateStores, LateStoreOfAPassThroughAfterALateStoreOverwroteIt) {
   const int64_t n = 1000;
   for (int donor_of_s : {1, 2})
     for (bool flag : {false, true}) {
@@ -45,7 +45,7 @@ TEST(HostProgramBreak, LateStoreOfAPassThroughAfterALateStoreOverwroteIt) {
 // donated from y. With the flag set the outputs swap x and y, which no order of the two stores
 // after the block can do in place: the kernel leaves those inputs to the plan, which writes aside
 // and copies.
-TEST(HostProgramBreak, CrossedPassThroughsSwapTheirDonors) {
+TEST(HostProgramLateStores, CrossedPassThroughsSwapTheirDonors) {
   const int64_t n = 1000;
   for (bool flag : {false, true}) {
     SCOPED_TRACE(fmt::format("flag {}", flag));

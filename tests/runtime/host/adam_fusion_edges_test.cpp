@@ -1,4 +1,4 @@
-// Attempts to break the fused Adam instruction (program.cpp: fuse_adam; instr_adam.cpp) with
+// Edge cases of the fused Adam instruction (program.cpp: fuse_adam; instr_adam.cpp) with
 // programs that look like an Adam update but read the update's own results (m' / v') as one of
 // its inputs, alias storage, share registers, or use other dtypes. Oracles: the unfused compile
 // (run_all checks fused == unfused bitwise on 1 and 2 threads) and the ops rounded to f32 one by
@@ -65,7 +65,7 @@ double pn_of(double p, double mn, double vn, bool decay) {
 // from the register of a result that the removed ops no longer compute before it.
 enum class Self { v_is_mn, m_is_vn, p_is_mn, p_is_vn };
 
-TEST(HostAdamFusionBreak, AnOperandIsTheUpdatesOwnResult) {
+TEST(HostAdamFusionEdges, AnOperandIsTheUpdatesOwnResult) {
   const int64_t n = 1000;
   for (Self self : {Self::v_is_mn, Self::m_is_vn, Self::p_is_mn, Self::p_is_vn})
     for (bool decay : {true, false}) {
@@ -141,7 +141,7 @@ std::array<double, 3> standard_want(double p, double m, double v, double g, bool
 
 // Sizes around the 8-wide vectors, the 256-element blocks, the 8192-element chunks and the
 // 2-thread split; the update fuses and agrees with the ops op by op, donated or not.
-TEST(HostAdamFusionBreak, SizesAroundVectorsBlocksAndThreads) {
+TEST(HostAdamFusionEdges, SizesAroundVectorsBlocksAndThreads) {
   for (int64_t n : {2, 7, 8, 9, 15, 255, 256, 257, 8191, 8192, 8193, 3 * 8192 + 5, 40007}) {
     SCOPED_TRACE(fmt::format("n {}", n));
     ir::Builder b("sizes");
@@ -170,7 +170,7 @@ TEST(HostAdamFusionBreak, SizesAroundVectorsBlocksAndThreads) {
 
 // The same register as several operands: g = m = v, p = g; p = m; m = v; one broadcast for
 // every scalar. Fused (the operands are only read) and equal to the ops op by op.
-TEST(HostAdamFusionBreak, OneRegisterAsSeveralOperands) {
+TEST(HostAdamFusionEdges, OneRegisterAsSeveralOperands) {
   const int64_t n = 1000;
   auto in = four_inputs(n);
   struct Case {
@@ -224,7 +224,7 @@ TEST(HostAdamFusionBreak, OneRegisterAsSeveralOperands) {
 
 // m' and v' read again: each stored to two outputs, summed in the same group, multiplied after
 // the subtract; and a reduce of m' recorded before the subtract (values only).
-TEST(HostAdamFusionBreak, ResultsStoredTwiceReducedAndReadAfter) {
+TEST(HostAdamFusionEdges, ResultsStoredTwiceReducedAndReadAfter) {
   const int64_t n = 20000;
   auto in = four_inputs(n);
   for (bool reduce_first : {false, true}) {
@@ -267,7 +267,7 @@ TEST(HostAdamFusionBreak, ResultsStoredTwiceReducedAndReadAfter) {
 // Donation crossed between the update's inputs: m' into g's storage, v' into p's, p' into m's,
 // and a second update after it reading the same g and p. Donated runs (1 and 2 threads) equal
 // the undonated ones, which equal the ops op by op.
-TEST(HostAdamFusionBreak, CrossedDonationWithALaterReaderOfTheDonors) {
+TEST(HostAdamFusionEdges, CrossedDonationWithALaterReaderOfTheDonors) {
   const int64_t n = 20000;
   auto in = four_inputs(n);
   in.push_back(Array::from_doubles(DType::f32, {n}, wave(n, 0.02, 0.23, -0.01)));
@@ -307,7 +307,7 @@ TEST(HostAdamFusionBreak, CrossedDonationWithALaterReaderOfTheDonors) {
 
 // The found-inf form: p', m', v' each selected against p, m, v by one i1 scalar (resolved per
 // run), donated. Either value of the flag, 1 and 2 threads.
-TEST(HostAdamFusionBreak, SkippedByAScalarPredicate) {
+TEST(HostAdamFusionEdges, SkippedByAScalarPredicate) {
   const int64_t n = 20000;
   auto in = four_inputs(n);
   ir::Builder b("skip");
@@ -346,7 +346,7 @@ TEST(HostAdamFusionBreak, SkippedByAScalarPredicate) {
 
 // Not an Adam update: b1 a block (not one broadcast value), or p' = alpha·q − p·decay. Neither
 // fuses; values as the ops give them.
-TEST(HostAdamFusionBreak, BlockCoefficientOrSwappedSubtractDoNotFuse) {
+TEST(HostAdamFusionEdges, BlockCoefficientOrSwappedSubtractDoNotFuse) {
   const int64_t n = 3000;
   auto in = four_inputs(n);
   in.push_back(Array::from_doubles(DType::f32, {n}, wave(n, 0.05, 0.9, 0.9)));
@@ -379,7 +379,7 @@ TEST(HostAdamFusionBreak, BlockCoefficientOrSwappedSubtractDoNotFuse) {
 
 // bf16 / f16 updates (each op rounded to the dtype) do not fuse; an f32 update of bf16 p and g
 // (converted) fuses and rounds p' to bf16 once, at the store.
-TEST(HostAdamFusionBreak, HalfPrecisionUpdates) {
+TEST(HostAdamFusionEdges, HalfPrecisionUpdates) {
   const int64_t n = 1029;
   for (DType t : {DType::bf16, DType::f16}) {
     SCOPED_TRACE(std::string(name(t)));
@@ -451,7 +451,7 @@ TEST(HostAdamFusionBreak, HalfPrecisionUpdates) {
 // adam instruction computes m·b1 + g·c1 in that order whatever the program's order: written
 // that way, fused == unfused to the NaN's sign bit (run_all compares bits); the other way
 // round, NaN where unfused has NaN, its sign not guaranteed (IEEE 754 leaves it open).
-TEST(HostAdamFusionBreak, NaNOperandsInEitherOrder) {
+TEST(HostAdamFusionEdges, NaNOperandsInEitherOrder) {
   const int64_t n = 64;
   for (bool swap : {false, true}) {
     SCOPED_TRACE(fmt::format("swap {}", swap));
@@ -487,7 +487,7 @@ TEST(HostAdamFusionBreak, NaNOperandsInEitherOrder) {
 
 // p·decay with a second reader (not taken into the instruction): the update still fuses with
 // p·decay as its p; m' converted to bf16 before the subtract (a reader that is not a store).
-TEST(HostAdamFusionBreak, SharedDecayProductAndEarlyConvert) {
+TEST(HostAdamFusionEdges, SharedDecayProductAndEarlyConvert) {
   const int64_t n = 3000;
   auto in = four_inputs(n);
   ir::Builder b("shared_decay");
@@ -520,7 +520,7 @@ TEST(HostAdamFusionBreak, SharedDecayProductAndEarlyConvert) {
 // h's storage inside the block, before the late store of keep reads h (the check for later readers
 // of h looks only at instructions after the writer in program order, and keep's store is
 // before it). With the flag set, keep comes out as m'₂ instead of h.
-TEST(HostAdamFusionBreak, DonatedMPrimeOverwritesAPassThroughStoredLate) {
+TEST(HostAdamFusionEdges, DonatedMPrimeOverwritesAPassThroughStoredLate) {
   const int64_t n = 1000;
   auto in = four_inputs(n);
   for (int k = 0; k < 3; ++k) in.push_back(in[size_t(k + 1)]);  // h, (unused), v2
