@@ -6,13 +6,14 @@
 
 #include <cmath>
 
+#include "kernel_test_util.h"
 #include "tlaloc/optim/update.h"
 #include "tlaloc/runtime/host/compile.h"
-#include "tlaloc/runtime/host/plan.h"
 #include "tlaloc/trace/tensor.h"
 
 namespace tlaloc::optim {
 namespace {
+using host_test::fused_adam_updates;
 using trace::Tensor;
 
 // G(grads..., params...) = (Σ sum(p·g), grads...): gradients are inputs.
@@ -30,15 +31,6 @@ ir::Function given_grads_fn(const std::vector<Shape>& shapes, DType pdtype) {
         return out;
       },
       in);
-}
-
-int adam_count(const ir::Function& f) {
-  auto plan = runtime::host::make_plan(f, {.num_threads = 1});
-  int fused = 0;
-  for (const auto& k : plan.steps)
-    for (size_t at = 0; (at = k->label.find(" adam)", at)) != std::string::npos; ++at)
-      fused += k->label[at - 1] - '0';
-  return fused;
 }
 
 Array wave(const Shape& s, double a, double w, double c) {
@@ -76,7 +68,7 @@ TEST(HostAdamFusionOptim, FusedEqualsUnfusedAndTheReferenceStep) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     TrainStep ts = append_update(c.opt, given_grads_fn(shapes, c.pdtype), 3, c.options);
-    EXPECT_EQ(adam_count(ts.fn), c.fused);
+    EXPECT_EQ(fused_adam_updates(ts.fn), c.fused);
     const std::vector<double> lr = ts.group_lr();
     std::vector<Array> init = {wave(shapes[0], 0.5, 0.37, 0), wave(shapes[1], 0.2, 0.011, 0.1),
                                wave(shapes[2], 1, 0, 0)};

@@ -10,21 +10,11 @@
 #include <random>
 
 #include "kernel_test_util.h"
-#include "tlaloc/runtime/host/plan.h"
 
 namespace tlaloc::host_test {
 namespace {
 using ir::Op;
 using ir::ValueId;
-
-int adam_count(const ir::Function& f) {
-  auto plan = runtime::host::make_plan(f, {.num_threads = 1});
-  int fused = 0;
-  for (const auto& k : plan.steps)
-    for (size_t at = 0; (at = k->label.find(" adam)", at)) != std::string::npos; ++at)
-      fused += k->label[at - 1] - '0';
-  return fused;
-}
 
 struct Update {
   int stage = 0;
@@ -143,7 +133,7 @@ TEST(HostAdamFusionEdges, RandomInterleavedUpdates) {
     }
     for (int i = 0; i < 3; ++i) in.push_back(Array::scalar<float>(0.2f + 0.3f * float(i)));
     in.push_back(Array::scalar(G.rnd(2) != 0));
-    fused += adam_count(f);
+    fused += fused_adam_updates(f);
     const std::vector<Array> want = run_all(f, in);
     // Donate random f32 [n] outputs (not the selects) from distinct random inputs.
     std::vector<int> donors(static_cast<size_t>(nin));

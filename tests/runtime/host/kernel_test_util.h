@@ -37,6 +37,10 @@ ir::Function one_op(
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
+// Adam updates the host runtime runs as one instruction in f's 1-thread plan (the ", N adam)"
+// of its fused groups' labels; program.cpp: fuse_adam).
+int fused_adam_updates(const ir::Function& f);
+
 // Rounds a double as the dtype stores it (independent of the runtime: via core Array).
 double round_to(DType t, double v);
 
