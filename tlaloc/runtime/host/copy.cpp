@@ -36,6 +36,21 @@ int64_t CopyPlan::numel() const {
 
 namespace {
 
+// n elements d[i · ds] = s[i · ss].
+template <class E>
+void copy_run(E* d, const E* s, int64_t n, int64_t ds, int64_t ss) {
+  if (ds == 1 && ss == 1) {
+    std::memcpy(d, s, size_t(n) * sizeof(E));
+  } else if (ds == 1 && ss == 0) {  // a fill (e.g. the zeros a scatter-add starts from)
+    std::fill_n(d, n, *s);
+  } else if (ss == 0) {
+    E v = *s;
+    for (int64_t i = 0; i < n; ++i) d[i * ds] = v;
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i * ds] = s[i * ss];
+  }
+}
+
 template <class E>
 void copy_rows(const CopyPlan& p, E* dst, const E* src, int64_t r0, int64_t r1) {
   // Rows are all coordinates of dims[0..rank-1); the last dim is the inner loop.
@@ -51,18 +66,7 @@ void copy_rows(const CopyPlan& p, E* dst, const E* src, int64_t r0, int64_t r1) 
     soff += coord[k] * p.src_strides[size_t(k)];
   }
   for (int64_t r = r0; r < r1; ++r) {
-    E* d = dst + doff;
-    const E* s = src + soff;
-    if (ds == 1 && ss == 1) {
-      std::memcpy(d, s, size_t(inner) * sizeof(E));
-    } else if (ds == 1 && ss == 0) {  // a fill (e.g. the zeros a scatter-add starts from)
-      std::fill_n(d, inner, *s);
-    } else if (ss == 0) {
-      E v = *s;
-      for (int64_t i = 0; i < inner; ++i) d[i * ds] = v;
-    } else {
-      for (int64_t i = 0; i < inner; ++i) d[i * ds] = s[i * ss];
-    }
+    copy_run(dst + doff, src + soff, inner, ds, ss);
     for (int k = rank - 2; k >= 0; --k) {
       doff += p.dst_strides[size_t(k)];
       soff += p.src_strides[size_t(k)];
@@ -89,10 +93,8 @@ void copy_typed(const CopyPlan& p, void* dst, const void* src, int64_t dshift, i
     // One long row (a flat copy or fill): split it into pieces.
     const int64_t n = p.dims[0], ds = p.dst_strides[0], ss = p.src_strides[0];
     parallel(num_threads * kPartsPerThread, [&](int t, int T) {
-      CopyPlan piece = p;
       const int64_t i0 = n * t / T, i1 = n * (t + 1) / T;
-      piece.dims[0] = i1 - i0;
-      if (i1 > i0) copy_rows(piece, d + i0 * ds, s + i0 * ss, 0, 1);
+      copy_run(d + i0 * ds, s + i0 * ss, i1 - i0, ds, ss);
     });
   } else if (p.numel() >= kParallelElements && num_threads > 1 && rows > 1) {
     int nt = int(std::min<int64_t>(int64_t(num_threads) * kPartsPerThread, rows));

@@ -26,6 +26,17 @@ std::vector<int> writes_of(const VInstr& v) {
   return w;
 }
 
+// Per register: how many times instructions read it, and the op instruction writing it (-1).
+void count_uses(const Recording& rec, const std::vector<VInstr>& code, std::vector<int>& uses,
+                std::vector<int>& writer) {
+  uses.assign(size_t(rec.nvregs()), 0);
+  writer.assign(size_t(rec.nvregs()), -1);
+  for (size_t i = 0; i < code.size(); ++i) {
+    for (int r : reads_of(code[i])) ++uses[size_t(r)];
+    if (code[i].kind == VKind::op && code[i].dst >= 0) writer[size_t(code[i].dst)] = int(i);
+  }
+}
+
 // Selects resolved, operands renamed, dead instructions dropped.
 std::vector<VInstr> resolve(const Recording& rec, const std::vector<int>& preds, int mask) {
   std::vector<int> ren(size_t(rec.nvregs()));
@@ -69,11 +80,8 @@ bool chainable(const VInstr& v) {
 // outer(.., inner(a, b), ..) -> one chained instruction when inner's result has no other use:
 // the pair then makes one pass over the block instead of two.
 void chain(const Recording& rec, std::vector<VInstr>& code) {
-  std::vector<int> uses(size_t(rec.nvregs()), 0), writer(size_t(rec.nvregs()), -1);
-  for (size_t i = 0; i < code.size(); ++i) {
-    for (int r : reads_of(code[i])) ++uses[size_t(r)];
-    if (code[i].kind == VKind::op && code[i].dst >= 0) writer[size_t(code[i].dst)] = int(i);
-  }
+  std::vector<int> uses, writer;
+  count_uses(rec, code, uses, writer);
   std::vector<char> gone(code.size(), 0);
   for (size_t j = 0; j < code.size(); ++j) {
     VInstr& o = code[j];
@@ -107,11 +115,8 @@ void chain(const Recording& rec, std::vector<VInstr>& code) {
 // chain(a, b, multiply(x, s)) -> chain(a, b, x scaled by s) when s is one broadcast value, x a
 // block and the product has no other use: the multiply's pass over the block goes away.
 void scale_chains(const Recording& rec, std::vector<VInstr>& code) {
-  std::vector<int> uses(size_t(rec.nvregs()), 0), writer(size_t(rec.nvregs()), -1);
-  for (size_t i = 0; i < code.size(); ++i) {
-    for (int r : reads_of(code[i])) ++uses[size_t(r)];
-    if (code[i].kind == VKind::op && code[i].dst >= 0) writer[size_t(code[i].dst)] = int(i);
-  }
+  std::vector<int> uses, writer;
+  count_uses(rec, code, uses, writer);
   auto once = [&](int r) { return rec.once[size_t(r)] != 0; };
   std::vector<char> gone(code.size(), 0);
   for (VInstr& o : code) {
@@ -142,12 +147,8 @@ void scale_chains(const Recording& rec, std::vector<VInstr>& code) {
 // it may in any loop whose operands the compiler commutes. m' and v' may have other uses after
 // the subtract, or stores (moved after it); g, m, v and p must not be m' or v' themselves.
 void fuse_adam(const Recording& rec, std::vector<VInstr>& code) {
-  const size_t nv = size_t(rec.nvregs());
-  std::vector<int> uses(nv, 0), writer(nv, -1);
-  for (size_t i = 0; i < code.size(); ++i) {
-    for (int r : reads_of(code[i])) ++uses[size_t(r)];
-    if (code[i].kind == VKind::op && code[i].dst >= 0) writer[size_t(code[i].dst)] = int(i);
-  }
+  std::vector<int> uses, writer;
+  count_uses(rec, code, uses, writer);
   auto once = [&](int r) { return r >= 0 && rec.once[size_t(r)] != 0; };
   auto block = [&](int r) { return r >= 0 && !once(r); };
   std::vector<char> gone(code.size(), 0), moved(code.size(), 0);
