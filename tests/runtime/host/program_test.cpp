@@ -2,6 +2,9 @@
 // scalar operands read once per block, selects on a scalar predicate resolved per run, and ops
 // writing donated outputs in place only once the block no longer reads the donor. Sizes span
 // several blocks with a partial last one, and reach the multi-threaded split.
+#include <bit>
+#include <cmath>
+
 #include "kernel_test_util.h"
 
 namespace tlaloc::host_test {
@@ -294,6 +297,43 @@ TEST(HostProgram, ChainedArithmeticRoundsEachOp) {
           expect_values(got[o++], want);
         }
   }
+}
+
+}  // namespace
+}  // namespace tlaloc::host_test
+
+namespace tlaloc::host_test {
+namespace {
+
+// f32 tanh's branch-free formula, if-converted and vectorized by the compiler for AVX2: over
+// 2^20 + 5 float bit patterns spread over every exponent and both signs (plus the 0.625 and 9.1
+// branch points, +-0, +-inf, NaN) its bits equal the baseline loop's.
+TEST(HostProgram, Avx2TanhEqualsBaselineOverFloatBitPatterns) {
+  const int64_t n = (int64_t(1) << 20) + 5;
+  std::vector<float> xs(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) xs[size_t(i)] = std::bit_cast<float>(uint32_t(i) * 4096u + 77u);
+  const float specials[] = {0.625f,      std::nextafter(0.625f, 0.0f),
+                            -0.625f,     4.55f,
+                            -4.55f,      std::nextafter(4.55f, 9.0f),
+                            9.1f,        -9.1f,
+                            0.0f,        -0.0f,
+                            float(kInf), -float(kInf),
+                            float(kNaN), 1e-45f};
+  for (size_t i = 0; i < std::size(specials); ++i) xs[i * 977] = specials[i];
+  ir::Builder b("tanh");
+  ir::Function f = b.build({b.unary(Op::tanh, b.parameter({DType::f32, {n}}, "x"))});
+  const std::vector<Array> in = {Array::from(Shape{n}, xs)};
+  auto fast = compile(f)->run(in);
+  setenv("TLALOC_HOST_ISA", "baseline", 1);
+  auto base = compile(f)->run(in);
+  unsetenv("TLALOC_HOST_ISA");
+  const auto* a = fast[0].data<float>();
+  const auto* c = base[0].data<float>();
+  int64_t bad = 0;
+  for (int64_t i = 0; i < n; ++i)
+    if (std::bit_cast<uint32_t>(a[i]) != std::bit_cast<uint32_t>(c[i]) && bad++ < 5)
+      ADD_FAILURE() << "tanh(" << xs[size_t(i)] << "): " << a[i] << " vs baseline " << c[i];
+  EXPECT_EQ(bad, 0);
 }
 
 }  // namespace
