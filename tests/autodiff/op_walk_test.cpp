@@ -232,6 +232,26 @@ std::map<Op, std::vector<Case>> cases() {
          return std::vector<Tensor>{T(b.attention_grad(x[0].id(), x[1].id(), x[2].id(), x[3].id(),
                                                        x[4].id(), -1, 0.8, true))};
        }});
+  // layer_norm with and without bias (a large mean: LayerFD.RMSNormAndLayerNorm, whose step
+  // suits it); its grad composite (second derivatives, through its decomposition).
+  add(Op::layer_norm,
+      {"rows of 5 with bias",
+       {uniform({2, 3, 5}, 51, -2, 2), uniform({5}, 52, 0.5, 1.5), uniform({5}, 53)},
+       [](std::span<const Tensor> x) {
+         return std::vector<Tensor>{trace::layer_norm(x[0], x[1], x[2], 1e-5)};
+       }});
+  add(Op::layer_norm,
+      {"offset row, no bias",
+       {f64({1, 4}, {3, 4.5, 2, 3.7}), uniform({4}, 54, 0.5, 1.5)},
+       [](std::span<const Tensor> x) {
+         return std::vector<Tensor>{trace::layer_norm(x[0], x[1], std::nullopt, 1e-5)};
+       }});
+  add(Op::layer_norm_grad,
+      {"rows of 4",
+       {uniform({3, 4}, 55, -2, 2), uniform({4}, 56, 0.5, 1.5), uniform({3, 4}, 57)},
+       [](std::span<const Tensor> x) {
+         return std::vector<Tensor>{T(B().layer_norm_grad(x[0].id(), x[1].id(), x[2].id(), 1e-3))};
+       }});
   return m;
 }
 

@@ -80,3 +80,20 @@ TEST(VerifierErrors, BuildAndVerify) {
   h.nodes[size_t(q)].type = {DType::f32, Shape{5}};
   expect_error([&] { verify(h); }, {"negate", "declared f32[5]", "infers f32[2]"});
 }
+
+TEST(VerifierErrors, LayerNormComposites) {
+  Builder b;
+  auto x = b.parameter({DType::f32, {4, 8}});
+  auto w = b.parameter({DType::f32, {8}});
+  auto w7 = b.parameter({DType::f32, {7}});
+  auto wd = b.parameter({DType::f64, {8}});
+  auto xi = b.parameter({DType::s32, {4, 8}});
+  auto dy = b.parameter({DType::f32, {4, 7}});
+  expect_error([&] { b.layer_norm(x, w7, -1, 1e-5); },
+               {"tlaloc.layer_norm", "weight", "f32[8]", "f32[7]"});
+  expect_error([&] { b.layer_norm(x, w, wd, 1e-5); }, {"tlaloc.layer_norm", "bias", "f64[8]"});
+  expect_error([&] { b.layer_norm(xi, w, -1, 1e-5); }, {"tlaloc.layer_norm", "f32 or f64", "s32"});
+  expect_error([&] { b.layer_norm(x, w, -1, -1); }, {"tlaloc.layer_norm", "epsilon", "-1"});
+  expect_error([&] { b.layer_norm_grad(x, w, dy, 1e-5); },
+               {"tlaloc.layer_norm_grad", "d_y", "f32[4,8]", "f32[4,7]"});
+}

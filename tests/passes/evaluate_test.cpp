@@ -192,6 +192,18 @@ std::multimap<Op, Case> cases() {
                            {D({1, 1, 1, 1}, {2}), D({1, 1, 1, 1}, {3}), D({1, 1, 1, 1}, {5}),
                             D({1, 1, 1, 2}, {5, 3}), D({1, 1, 1, 2}, {1, 0.5})},
                            {0.75, 0.5, 1}});
+  // Rows [1, 3] and [10, 4]: xhat = [-1, 1] and [1, -1]; y = xhat·[2, 1] + [0.5, -1].
+  add(Op::layer_norm, {"two rows",
+                       [](Builder& b, auto v) { return b.layer_norm(v[0], v[1], v[2], 0); },
+                       {D({2, 2}, {1, 3, 10, 4}), D({2}, {2, 1}), D({2}, {0.5, -1})},
+                       {-1.5, 0, 2.5, -2}});
+  // Row [0, 0, 2, 2]: var 1, xhat = [-1, -1, 1, 1]; g = d_y·w = [1, 2, 3, 4], mean 2.5,
+  // mean(g·xhat) = 1: d_x = (g - 2.5) - xhat; d_w = xhat; d_b = d_y.
+  add(Op::layer_norm_grad,
+      {"one row",
+       [](Builder& b, auto v) { return b.layer_norm_grad(v[0], v[1], v[2], 0); },
+       {D({1, 4}, {0, 0, 2, 2}), D({4}, {1, 2, 3, 4}), D({1, 4}, {1, 1, 1, 1})},
+       {-0.5, 0.5, -0.5, 0.5, -1, -1, 1, 1, 1, 1, 1, 1}});
   return m;
 }
 

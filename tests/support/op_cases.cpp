@@ -159,6 +159,23 @@ std::map<Op, std::vector<Function>> op_cases() {
       return std::vector<ValueId>{b.attention_grad(q, k, v, o, d, -1, 0.25, causal)};
     }));
   }
+  c[Op::layer_norm].push_back(fn("layer_norm", [](Builder& b) {
+    auto x = b.parameter({DType::f32, {2, 3, 5}});
+    auto w = b.parameter({DType::f32, {5}});
+    auto bias = b.parameter({DType::f32, {5}});
+    auto y = b.parameter({DType::f64, {4, 9}});
+    auto v = b.parameter({DType::f64, {9}});
+    return std::vector<ValueId>{b.layer_norm(x, w, bias, 1e-5), b.layer_norm(y, v, -1, 0.25)};
+  }));
+  c[Op::layer_norm_grad].push_back(fn("layer_norm_grad", [](Builder& b) {
+    auto x = b.parameter({DType::f64, {3, 6}});
+    auto w = b.parameter({DType::f64, {6}});
+    auto d = b.parameter({DType::f64, {3, 6}});
+    auto y = b.parameter({DType::f32, {7}});
+    auto v = b.parameter({DType::f32, {7}});
+    auto e = b.parameter({DType::f32, {7}});
+    return std::vector<ValueId>{b.layer_norm_grad(x, w, d, 1e-3), b.layer_norm_grad(y, v, e, 1e-5)};
+  }));
   c[Op::dot_general].push_back(fn("dot", [](Builder& b) {
     auto x = b.parameter({DType::f32, {2, 3, 4}});
     auto y = b.parameter({DType::f32, {2, 4, 5}});

@@ -64,6 +64,8 @@ constexpr Entry kEntries[] = {
     {Op::clamp, vjp_clamp},
     {Op::attention, vjp_attention},
     {Op::attention_grad, vjp_by_decomposition},
+    {Op::layer_norm, vjp_layer_norm},
+    {Op::layer_norm_grad, vjp_by_decomposition},
 };
 
 // Table indexed by ir::Op; built once, checked to list every op exactly once.

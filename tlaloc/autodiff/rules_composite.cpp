@@ -1,6 +1,7 @@
 // VJP rules of the composite ops. attention's cotangent is the fused attention_grad composite
-// (FlashAttention's backward: recompute from the saved log-sum-exp); any other composite
-// (attention_grad, for second derivatives) is differentiated through its decomposition
+// (FlashAttention's backward: recompute from the saved log-sum-exp), layer_norm's the fused
+// layer_norm_grad; any other composite (the _grad ones, for second derivatives) is
+// differentiated through its decomposition
 // (trace/composite.h), MLX's fallback for fused ops.
 #include "tlaloc/autodiff/autodiff.h"
 #include "tlaloc/autodiff/rules.h"
@@ -22,6 +23,21 @@ Grads vjp_attention(const RuleCtx& c) {
     if (c.need[i]) out[i] = trace::reshape(trace::slice(gt, 1, at, at + len), t.shape.dims).id();
     at += len;
   }
+  return out;
+}
+
+// layer_norm: one layer_norm_grad composite [R + 2, D], sliced into d_x, d_weight, d_bias.
+Grads vjp_layer_norm(const RuleCtx& c) {
+  const ir::Node& n = c.n;
+  ValueId g = c.b.layer_norm_grad(c.operand(0), c.operand(1), c.ct, n.attrs.epsilon);
+  Tensor gt = c.t(g);
+  const ir::TensorType xt = c.type(c.operand(0));
+  const int64_t D = xt.shape[xt.shape.rank() - 1], R = gt.dim(0) - 2;
+  Grads out(n.operands.size(), -1);
+  if (c.need[0]) out[0] = trace::reshape(trace::slice(gt, 0, 0, R), xt.shape.dims).id();
+  for (size_t i = 1; i < n.operands.size(); ++i)
+    if (c.need[i])
+      out[i] = trace::reshape(trace::slice(gt, 0, R + int64_t(i) - 1, R + int64_t(i)), {D}).id();
   return out;
 }
 

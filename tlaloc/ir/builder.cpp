@@ -132,6 +132,19 @@ ValueId Builder::attention_grad(ValueId q, ValueId k, ValueId v, ValueId out, Va
   return add(std::move(n));
 }
 
+ValueId Builder::layer_norm(ValueId x, ValueId weight, ValueId bias, double epsilon) {
+  Node n{Op::layer_norm, {}, {x, weight}, {}};
+  if (bias >= 0) n.operands.push_back(bias);
+  n.attrs.epsilon = epsilon;
+  return add(std::move(n));
+}
+
+ValueId Builder::layer_norm_grad(ValueId x, ValueId weight, ValueId d_y, double epsilon) {
+  Node n{Op::layer_norm_grad, {}, {x, weight, d_y}, {}};
+  n.attrs.epsilon = epsilon;
+  return add(std::move(n));
+}
+
 ValueId Builder::dot_general(ValueId lhs, ValueId rhs, DotDims d) {
   Node n{Op::dot_general, {}, {lhs, rhs}, {}};
   n.attrs.lhs_batching_dimensions = std::move(d.lhs_batch);

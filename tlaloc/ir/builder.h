@@ -60,6 +60,13 @@ class Builder {
   // per batch row, dq [Hq,S,D], dk [Hkv,T,D], dv [Hkv,T,Dv] flattened and concatenated.
   ValueId attention_grad(ValueId q, ValueId k, ValueId v, ValueId out, ValueId d_out,
                          ValueId key_mask, double scale, bool causal);
+  // Composite layer normalization (Ba et al. 2016; torch.nn.functional.layer_norm over the last
+  // dim): x [..., D] f32 / f64, weight [D], bias [D] or -1 (none). Result: x's type,
+  // (x - mean) · rsqrt(var + epsilon) · weight (+ bias), mean and biased var over the last dim.
+  ValueId layer_norm(ValueId x, ValueId weight, ValueId bias, double epsilon);
+  // Its VJP: d_y of x's type; result [R + 2, D] (R = rows of x): d_x as [R, D], then d_weight,
+  // then d_bias.
+  ValueId layer_norm_grad(ValueId x, ValueId weight, ValueId d_y, double epsilon);
   // Result dims: batch dims, lhs free dims, rhs free dims (StableHLO order). Float dtypes.
   ValueId dot_general(ValueId lhs, ValueId rhs, DotDims dims);
   // Removes `dimensions`; sum starts at 0, max at -inf, min at +inf (integer: type limits).

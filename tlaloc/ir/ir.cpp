@@ -38,7 +38,10 @@ bool is_elementwise(Op op) {
   return k == OpKind::Unary || k == OpKind::Binary || k == OpKind::Ternary;
 }
 
-bool is_composite(Op op) { return op == Op::attention || op == Op::attention_grad; }
+bool is_composite(Op op) {
+  return op == Op::attention || op == Op::attention_grad || op == Op::layer_norm ||
+         op == Op::layer_norm_grad;
+}
 
 std::string to_string(const TensorType& t) {
   return fmt::format("{}{}", name(t.dtype), to_string(t.shape));
@@ -86,7 +89,7 @@ bool Attrs::operator==(const Attrs& o) const {
          lhs_contracting_dimensions == o.lhs_contracting_dimensions &&
          rhs_contracting_dimensions == o.rhs_contracting_dimensions &&
          reduce_kind == o.reduce_kind && comparison_direction == o.comparison_direction &&
-         scale == o.scale && causal == o.causal;
+         scale == o.scale && causal == o.causal && epsilon == o.epsilon;
 }
 
 namespace {
@@ -126,6 +129,9 @@ std::string attrs_text(const Node& n) {
     case Op::attention:
     case Op::attention_grad:
       return fmt::format(" {{scale={} causal={}}}", a.scale, a.causal);
+    case Op::layer_norm:
+    case Op::layer_norm_grad:
+      return fmt::format(" {{epsilon={}}}", a.epsilon);
     default:
       return "";
   }

@@ -64,6 +64,7 @@ struct Attrs {
   std::shared_ptr<const Array> value;                // constant
   double scale = 1.0;                                // attention, attention_grad: score scale
   bool causal = false;                               // attention, attention_grad
+  double epsilon = 0.0;  // layer_norm, layer_norm_grad: added to the variance
 
   // Field-wise equality; constants compare by contents (for CSE).
   bool operator==(const Attrs& o) const;

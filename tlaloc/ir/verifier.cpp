@@ -107,6 +107,30 @@ std::array<int64_t, 7> check_attention(const Ctx& c, const Attrs& a) {
   return {B, Hq, S, D, Hkv, T, Dv};
 }
 
+// layer_norm: x [..., D] f32 / f64, weight [D], optional bias [D]; layer_norm_grad: x, weight,
+// d_y (x's type). epsilon finite and >= 0. Returns {rows, D}.
+std::array<int64_t, 2> check_layer_norm(const Ctx& c, const Attrs& a) {
+  auto& in = c.in;
+  const bool grad = c.op == Op::layer_norm_grad;
+  if (grad ? in.size() != 3 : (in.size() != 2 && in.size() != 3))
+    c.error("expects {} operands, got {}", grad ? "3" : "2 or 3", in.size());
+  const TensorType& x = in[0];
+  if (x.dtype != DType::f32 && x.dtype != DType::f64)
+    c.error("needs f32 or f64, got {}", name(x.dtype));
+  if (x.shape.rank() < 1) c.error("x must have rank >= 1");
+  const int64_t D = x.shape[x.shape.rank() - 1];
+  const TensorType w{x.dtype, Shape{D}};
+  if (in[1] != w) c.error("weight must be {}, got {}", to_string(w), to_string(in[1]));
+  if (grad && in[2] != x) c.error("d_y must be {}, got {}", to_string(x), to_string(in[2]));
+  if (!grad && in.size() == 3 && in[2] != w)
+    c.error("bias must be {}, got {}", to_string(w), to_string(in[2]));
+  if (!(a.epsilon >= 0) || a.epsilon == HUGE_VAL)
+    c.error("epsilon {} must be finite and >= 0", a.epsilon);
+  int64_t R = 1;
+  for (int64_t i = 0; i + 1 < x.shape.rank(); ++i) R *= x.shape[i];
+  return {R, D};
+}
+
 TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& declared) {
   auto& in = c.in;
   switch (c.op) {
@@ -284,6 +308,13 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
     case Op::attention_grad: {
       auto [B, Hq, S, D, Hkv, T, Dv] = check_attention(c, a);
       return {in[0].dtype, Shape{B, Hq * S * D + Hkv * T * (D + Dv)}};
+    }
+    case Op::layer_norm:
+      check_layer_norm(c, a);
+      return in[0];
+    case Op::layer_norm_grad: {
+      auto [R, D] = check_layer_norm(c, a);
+      return {in[0].dtype, Shape{R + 2, D}};
     }
     default:
       c.error("is not a structural op");

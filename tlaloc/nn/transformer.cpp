@@ -40,6 +40,12 @@ LayerNorm::LayerNorm(int64_t dim, double eps, bool bias) : dim_(dim), eps_(eps),
 Tensor LayerNorm::forward(const Tensor& x) {
   if (x.rank() < 1 || x.dim(-1) != dim_)
     fail("LayerNorm({}): input {} does not end in {}", dim_, ir::to_string(x.type()), dim_);
+  const DType t = x.dtype();
+  if ((t == DType::f32 || t == DType::f64) && param("weight").dtype() == t) {
+    std::optional<Tensor> b;
+    if (bias_) b = param("bias");
+    if (!b || b->dtype() == t) return trace::layer_norm(x, param("weight"), b, eps_);
+  }
   Tensor mu = trace::mean(x, {-1}, true);
   Tensor xc = x - mu;  // two-pass: the variance of centred values
   Tensor var = trace::mean(trace::square(xc), {-1}, true);

@@ -1,4 +1,5 @@
-// Decompositions of the composite ops. Attention's is the textbook masked softmax:
+// Decompositions of the composite ops (layer_norm's further down). Attention's is the textbook
+// masked softmax:
 //   s = scale·q·kᵀ, masked entries -inf; m = max s (0 for an empty row); e = exp(s - m);
 //   l = Σe; out = e·v / l (0 when l = 0); lse = m + log l (-inf when l = 0).
 // Its VJP (FlashAttention-2's backward, Dao 2023) recomputes p = exp(s - lse) and
@@ -102,6 +103,43 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
   return slice(r, 3, 0, r.dim(3) - 1);
 }
 
+namespace {
+
+// layer_norm as LayerNorm's plain ops; its VJP with xhat = (x - mean)·rstd, g = d_y·weight:
+//   d_x = rstd·(g - mean(g) - xhat·mean(g·xhat)), d_weight = Σrows d_y·xhat, d_bias = Σrows d_y.
+Tensor layer_norm_decomposed(const Tensor& x, const Tensor& w, const std::optional<Tensor>& b,
+                             double eps) {
+  Tensor xc = x - mean(x, {-1}, true);  // two-pass: the variance of centred values
+  Tensor y = xc * rsqrt(mean(square(xc), {-1}, true) + eps) * w;
+  return b ? y + *b : y;
+}
+
+Tensor layer_norm_grad_decomposed(const Tensor& x, const Tensor& w, const Tensor& dy, double eps) {
+  const int64_t D = x.dim(-1);
+  int64_t R = 1;
+  for (int64_t i = 0; i + 1 < x.rank(); ++i) R *= x.dim(i);
+  Tensor xc = x - mean(x, {-1}, true);
+  Tensor rstd = rsqrt(mean(square(xc), {-1}, true) + eps);
+  Tensor xhat = xc * rstd, g = dy * w;
+  Tensor dx = rstd * (g - mean(g, {-1}, true) - xhat * mean(g * xhat, {-1}, true));
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i + 1 < x.rank(); ++i) rows.push_back(i);
+  Tensor dw = dy * xhat, db = dy;
+  if (!rows.empty()) {
+    dw = sum(dw, rows);
+    db = sum(db, rows);
+  }
+  return concat({reshape(dx, {R, D}), reshape(dw, {1, D}), reshape(db, {1, D})}, 0);
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+                  double eps) {
+  ir::Builder& b = x.builder();
+  return {&b, b.layer_norm(x.id(), weight.id(), bias ? bias->id() : -1, eps)};
+}
+
 ValueId decompose(ir::Builder& b, const ir::Node& n, std::span<const ValueId> operands) {
   BuilderScope scope(b);
   auto t = [&](size_t i) { return Tensor(&b, operands[i]); };
@@ -117,6 +155,13 @@ ValueId decompose(ir::Builder& b, const ir::Node& n, std::span<const ValueId> op
       if (operands.size() == 6) mask = t(5);
       return attention_grad_decomposed(t(0), t(1), t(2), t(3), t(4), mask, a.scale, a.causal).id();
     }
+    case ir::Op::layer_norm: {
+      std::optional<Tensor> bias;
+      if (operands.size() == 3) bias = t(2);
+      return layer_norm_decomposed(t(0), t(1), bias, a.epsilon).id();
+    }
+    case ir::Op::layer_norm_grad:
+      return layer_norm_grad_decomposed(t(0), t(1), t(2), a.epsilon).id();
     default:
       fail("decompose: {} is not a composite op", ir::op_name(n.op));
   }

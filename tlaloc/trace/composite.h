@@ -1,7 +1,7 @@
-// Composite ops (ir/ops.def: attention, attention_grad): symbolic helpers that emit them, and
-// their decompositions into plain ops. The decomposition is the composite's meaning: StableHLO
-// emission expands composites with it, autodiff differentiates it where no dedicated rule
-// exists, and tests use it as the oracle for the host lane's fused kernels.
+// Composite ops (ir/ops.def: attention, attention_grad, layer_norm, layer_norm_grad): symbolic
+// helpers that emit them, and their decompositions into plain ops. The decomposition is the
+// composite's meaning: StableHLO emission expands composites with it, autodiff differentiates it
+// where no dedicated rule exists, and tests use it as the oracle for the host lane's fused kernels.
 #pragma once
 
 #include <optional>
@@ -24,6 +24,14 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
 // the visible scores (-inf for a row with none).
 Tensor attention_with_lse(const Tensor& q, const Tensor& k, const Tensor& v,
                           const std::optional<Tensor>& key_mask, double scale, bool causal);
+
+// Fused layer normalization over the last dim (Ba et al. 2016; torch.nn.functional.layer_norm
+// with normalized_shape = (D,)): x [..., D] f32 / f64, weight [D], optional bias [D].
+// (x - mean) / sqrt(var + eps) · weight (+ bias), mean and biased variance of each row, the
+// variance two-pass (of the centred values), so rows with a large mean stay exact. Its gradient
+// is the fused layer_norm_grad composite. Errors: tlaloc::Error from the verifier.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+                  double eps);
 
 // Appends the decomposition of composite node `n` into plain ops to `b`, reading `operands`
 // (ids in b, one per operand of n), and returns the value equal to n's result.

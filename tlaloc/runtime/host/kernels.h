@@ -37,5 +37,7 @@ void sgemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, 
                 int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, float* pack);
 // attention / attention_grad composites (attention.cpp): fused, f32 / f64.
 std::unique_ptr<Kernel> make_attention(const ir::Function& f, int32_t id, int num_threads);
+// layer_norm / layer_norm_grad composites (layer_norm.cpp): fused, f32 / f64.
+std::unique_ptr<Kernel> make_layer_norm(const ir::Function& f, int32_t id, int num_threads);
 
 }  // namespace tlaloc::runtime::host

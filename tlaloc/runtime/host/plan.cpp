@@ -165,6 +165,8 @@ class Planner {
       emit(make_reduce(f_, id), id);
     else if (n.op == Op::dot_general)
       emit(make_dot(f_, id, p_.num_threads), id);
+    else if (n.op == Op::layer_norm || n.op == Op::layer_norm_grad)
+      emit(make_layer_norm(f_, id, p_.num_threads), id);
     else if (ir::is_composite(n.op))
       emit(make_attention(f_, id, p_.num_threads), id);
     else

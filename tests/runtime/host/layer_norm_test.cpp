@@ -1,0 +1,91 @@
+// The fused layer_norm kernels against the composites' decomposition run by the IR interpreter
+// (the composite's meaning): rows shorter and longer than the 8 partial sums, a row count that
+// leaves a partial chunk of the weight / bias gradient sums, rank 1 and 3, with and without
+// bias, f64 and f32; run_all also checks fused / unfused and 1 / 2 threads agree bitwise. And a
+// row with a large mean, where a one-pass variance (E[x²] - E[x]²) would lose every digit.
+#include "kernel_test_util.h"
+#include "tlaloc/passes/evaluate.h"
+#include "tlaloc/trace/composite.h"
+
+namespace tlaloc::host_test {
+namespace {
+
+Array values(DType dt, Shape s, uint64_t seed, double lo = -1, double hi = 1) {
+  std::vector<double> v(size_t(s.numel()));
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& e : v) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    e = lo + (hi - lo) * double(x >> 11) * 0x1.0p-53;
+  }
+  return Array::from_doubles(dt, s, v);
+}
+
+struct Cfg {
+  Shape x;
+  bool bias;
+};
+
+const Cfg kCfgs[] = {
+    {{3, 5}, true},      // rows shorter than the 8 partial sums
+    {{2, 3, 7}, false},  // rank 3, no bias
+    {{64, 128}, true},   // the benchmark LM's shape: 4 chunks, split over threads
+    {{37, 33}, true},    // a partial last chunk, a row tail after the 8-wide loop
+    {{9}, false},        // rank 1: one row
+};
+
+void check(DType dt, const Cfg& c, double tol) {
+  SCOPED_TRACE(fmt::format("{} x {} bias {}", name(dt), to_string(c.x), c.bias));
+  const int64_t D = c.x[c.x.rank() - 1];
+  const double eps = 1e-5;
+  std::vector<Array> in = {values(dt, c.x, 1, -3, 5), values(dt, {D}, 2, 0.5, 1.5)};
+  if (c.bias) in.push_back(values(dt, {D}, 3));
+  std::vector<ir::TensorType> types;
+  for (auto& a : in) types.push_back({a.dtype(), a.shape()});
+  auto fwd = one_op(types, [&](ir::Builder& b, auto& p) {
+    return b.layer_norm(p[0], p[1], c.bias ? p[2] : -1, eps);
+  });
+  Array y = run_all(fwd, in)[0];
+  expect_values(y, passes::interpret(trace::expand_composites(fwd), in)[0].to_doubles(), tol);
+
+  std::vector<Array> gin = {in[0], in[1], values(dt, c.x, 4)};
+  auto bwd = one_op({types[0], types[1], types[0]}, [&](ir::Builder& b, auto& p) {
+    return b.layer_norm_grad(p[0], p[1], p[2], eps);
+  });
+  Array g = run_all(bwd, gin)[0];
+  expect_values(g, passes::interpret(trace::expand_composites(bwd), gin)[0].to_doubles(), tol);
+}
+
+KERNEL_TEST(layer_norm, shapes_bias_dtypes) {
+  for (const Cfg& c : kCfgs) {
+    check(DType::f64, c, 1e-12);
+    check(DType::f32, c, 2e-5);
+  }
+}
+
+// [40000, 40001, 40002, 40003] in f32: centred values [-1.5, -0.5, 0.5, 1.5] are exact, var
+// 1.25, so y = xc / sqrt(1.25 + eps) to f32 rounding; its gradient with d_y = [1, 0, 0, 0] and
+// weight 1 is rstd·(e0 - 1/4 - xhat·xhat0/4), computed here in double.
+KERNEL_TEST(layer_norm_grad, large_mean_rows_in_f32) {
+  const double eps = 1e-5, rstd = 1 / std::sqrt(1.25 + eps);
+  const std::vector<double> x = {40000, 40001, 40002, 40003}, xc = {-1.5, -0.5, 0.5, 1.5};
+  std::vector<Array> in = {Array::from_doubles(DType::f32, {1, 4}, x),
+                           Array::filled(DType::f32, {4}, 1.0)};
+  auto fwd = one_op({{DType::f32, {1, 4}}, {DType::f32, {4}}},
+                    [&](ir::Builder& b, auto& p) { return b.layer_norm(p[0], p[1], -1, eps); });
+  std::vector<double> want;
+  for (double c : xc) want.push_back(c * rstd);
+  expect_values(run_all(fwd, in)[0], want, 1e-6);
+
+  in.push_back(Array::from_doubles(DType::f32, {1, 4}, {1, 0, 0, 0}));
+  auto bwd =
+      one_op({{DType::f32, {1, 4}}, {DType::f32, {4}}, {DType::f32, {1, 4}}},
+             [&](ir::Builder& b, auto& p) { return b.layer_norm_grad(p[0], p[1], p[2], eps); });
+  std::vector<double> gwant;
+  for (int i = 0; i < 4; ++i)
+    gwant.push_back(rstd * ((i == 0 ? 1.0 : 0.0) - 0.25 - xc[size_t(i)] * rstd * xc[0] * rstd / 4));
+  gwant.insert(gwant.end(), {xc[0] * rstd, 0, 0, 0, 1, 0, 0, 0});  // d_weight, d_bias
+  expect_values(run_all(bwd, in)[0], gwant, 1e-6);
+}
+
+}  // namespace
+}  // namespace tlaloc::host_test
