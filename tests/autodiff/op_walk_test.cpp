@@ -252,6 +252,17 @@ std::map<Op, std::vector<Case>> cases() {
        [](std::span<const Tensor> x) {
          return std::vector<Tensor>{T(B().layer_norm_grad(x[0].id(), x[1].id(), x[2].id(), 1e-3))};
        }});
+  // cross_entropy: labels in range (one row's logits large and shifted), its grad composite.
+  add(Op::cross_entropy,
+      {"rows of 5", {uniform({3, 5}, 58, -2, 2)}, [](std::span<const Tensor> x) {
+         Tensor l = trace::constant(Array::from(Shape{3}, std::vector<int32_t>{4, 0, 2}));
+         return std::vector<Tensor>{trace::cross_entropy(x[0] * 3.0, l)};
+       }});
+  add(Op::cross_entropy_grad,
+      {"rows of 4", {uniform({2, 4}, 59, -2, 2), uniform({2}, 60)}, [](std::span<const Tensor> x) {
+         Tensor l = trace::constant(Array::from(Shape{2}, std::vector<int32_t>{1, 3}));
+         return std::vector<Tensor>{T(B().cross_entropy_grad(x[0].id(), l.id(), x[1].id()))};
+       }});
   return m;
 }
 

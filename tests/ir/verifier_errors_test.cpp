@@ -97,3 +97,19 @@ TEST(VerifierErrors, LayerNormComposites) {
   expect_error([&] { b.layer_norm_grad(x, w, dy, 1e-5); },
                {"tlaloc.layer_norm_grad", "d_y", "f32[4,8]", "f32[4,7]"});
 }
+
+TEST(VerifierErrors, CrossEntropyComposites) {
+  Builder b;
+  auto x = b.parameter({DType::f32, {4, 8}});
+  auto x3 = b.parameter({DType::f32, {4, 8, 2}});
+  auto l = b.parameter({DType::s32, {4}});
+  auto l5 = b.parameter({DType::s32, {5}});
+  auto lf = b.parameter({DType::f32, {4}});
+  auto d = b.parameter({DType::f64, {4}});
+  expect_error([&] { b.cross_entropy(x3, l); }, {"tlaloc.cross_entropy", "[N, C]", "f32[4,8,2]"});
+  expect_error([&] { b.cross_entropy(x, l5); },
+               {"tlaloc.cross_entropy", "labels", "s32[4]", "s32[5]"});
+  expect_error([&] { b.cross_entropy(x, lf); }, {"tlaloc.cross_entropy", "labels", "f32[4]"});
+  expect_error([&] { b.cross_entropy_grad(x, l, d); },
+               {"tlaloc.cross_entropy_grad", "d_loss", "f32[4]", "f64[4]"});
+}

@@ -204,6 +204,20 @@ std::multimap<Op, Case> cases() {
        [](Builder& b, auto v) { return b.layer_norm_grad(v[0], v[1], v[2], 0); },
        {D({1, 4}, {0, 0, 2, 2}), D({4}, {1, 2, 3, 4}), D({1, 4}, {1, 1, 1, 1})},
        {-0.5, 0.5, -0.5, 0.5, -1, -1, 1, 1, 1, 1, 1, 1}});
+  // Rows [0, 0] (label 1: log 2) and [ln 3, 0] (label 0: log(4/3) = 2 ln 2 - ln 3); labels
+  // outside [0, C) give -0.
+  auto S = [](Shape s, std::vector<int32_t> v) { return Array::from(s, v); };
+  const double l3 = std::log(3.0);
+  add(Op::cross_entropy, {"two rows, one label out of range",
+                          [](Builder& b, auto v) { return b.cross_entropy(v[0], v[1]); },
+                          {D({3, 2}, {0, 0, l3, 0, 0, 0}), S({3}, {1, 0, 2})},
+                          {std::log(2.0), std::log(4.0 / 3), -0.0}});
+  // softmax([0, 0]) = [1/2, 1/2]; d_loss 2, label 0: 2·([1/2, 1/2] - [1, 0]).
+  add(Op::cross_entropy_grad,
+      {"one row",
+       [](Builder& b, auto v) { return b.cross_entropy_grad(v[0], v[1], v[2]); },
+       {D({1, 2}, {0, 0}), S({1}, {0}), D({1}, {2})},
+       {-1, 1}});
   return m;
 }
 

@@ -291,6 +291,17 @@ static std::map<Op, std::function<Function()>> composites() {
     auto bias = b.parameter(f32({8}));
     return b.build({b.layer_norm(x, w, bias, 1e-5)});
   };
+  m[Op::cross_entropy] = [] {
+    Builder b;
+    auto x = b.parameter(f32({6, 10}));
+    return b.build({b.cross_entropy(x, b.parameter({DType::s32, {6}}))});
+  };
+  m[Op::cross_entropy_grad] = [] {
+    Builder b;
+    auto x = b.parameter(f32({6, 10}));
+    auto l = b.parameter({DType::s32, {6}});
+    return b.build({b.cross_entropy_grad(x, l, b.parameter(f32({6})))});
+  };
   m[Op::layer_norm_grad] = [] {
     Builder b;
     auto x = b.parameter(f32({2, 3, 8}));
@@ -312,7 +323,10 @@ TEST(StablehloEmit, CompositesPrintTheirDecomposition) {
     EXPECT_EQ(text, shlo::emit(plain));
     EXPECT_EQ(text.find("tlaloc."), std::string::npos);
     const bool attention = op == Op::attention || op == Op::attention_grad;
-    EXPECT_NE(text.find(attention ? "stablehlo.dot_general" : "stablehlo.rsqrt"),
+    const bool ce = op == Op::cross_entropy || op == Op::cross_entropy_grad;
+    EXPECT_NE(text.find(attention ? "stablehlo.dot_general"
+                        : ce      ? "stablehlo.exponential"
+                                  : "stablehlo.rsqrt"),
               std::string::npos);
     if (attention) {
       EXPECT_NE(text.find("stablehlo.exponential"), std::string::npos);

@@ -176,6 +176,19 @@ std::map<Op, std::vector<Function>> op_cases() {
     auto e = b.parameter({DType::f32, {7}});
     return std::vector<ValueId>{b.layer_norm_grad(x, w, d, 1e-3), b.layer_norm_grad(y, v, e, 1e-5)};
   }));
+  c[Op::cross_entropy].push_back(fn("cross_entropy", [](Builder& b) {
+    auto x = b.parameter({DType::f32, {4, 7}});
+    auto l = b.parameter({DType::s32, {4}});
+    auto y = b.parameter({DType::f64, {3, 2}});
+    auto m = b.parameter({DType::s32, {3}});
+    return std::vector<ValueId>{b.cross_entropy(x, l), b.cross_entropy(y, m)};
+  }));
+  c[Op::cross_entropy_grad].push_back(fn("cross_entropy_grad", [](Builder& b) {
+    auto x = b.parameter({DType::f64, {4, 7}});
+    auto l = b.parameter({DType::s32, {4}});
+    auto d = b.parameter({DType::f64, {4}});
+    return std::vector<ValueId>{b.cross_entropy_grad(x, l, d)};
+  }));
   c[Op::dot_general].push_back(fn("dot", [](Builder& b) {
     auto x = b.parameter({DType::f32, {2, 3, 4}});
     auto y = b.parameter({DType::f32, {2, 4, 5}});

@@ -145,6 +145,14 @@ ValueId Builder::layer_norm_grad(ValueId x, ValueId weight, ValueId d_y, double 
   return add(std::move(n));
 }
 
+ValueId Builder::cross_entropy(ValueId logits, ValueId labels) {
+  return add(Node{Op::cross_entropy, {}, {logits, labels}, {}});
+}
+
+ValueId Builder::cross_entropy_grad(ValueId logits, ValueId labels, ValueId d_loss) {
+  return add(Node{Op::cross_entropy_grad, {}, {logits, labels, d_loss}, {}});
+}
+
 ValueId Builder::dot_general(ValueId lhs, ValueId rhs, DotDims d) {
   Node n{Op::dot_general, {}, {lhs, rhs}, {}};
   n.attrs.lhs_batching_dimensions = std::move(d.lhs_batch);

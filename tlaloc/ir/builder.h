@@ -67,6 +67,12 @@ class Builder {
   // Its VJP: d_y of x's type; result [R + 2, D] (R = rows of x): d_x as [R, D], then d_weight,
   // then d_bias.
   ValueId layer_norm_grad(ValueId x, ValueId weight, ValueId d_y, double epsilon);
+  // Composite softmax cross-entropy per row (torch.nn.functional.cross_entropy with
+  // reduction="none"): logits [N, C] f32 / f64, labels s32 [N]; result [N] of the logits' dtype,
+  // -log_softmax(logits)[label] (max-shifted; -0 for a label outside [0, C)).
+  ValueId cross_entropy(ValueId logits, ValueId labels);
+  // Its VJP: d_loss [N]; result [N, C] = d_loss · (softmax(logits) - one_hot(labels)).
+  ValueId cross_entropy_grad(ValueId logits, ValueId labels, ValueId d_loss);
   // Result dims: batch dims, lhs free dims, rhs free dims (StableHLO order). Float dtypes.
   ValueId dot_general(ValueId lhs, ValueId rhs, DotDims dims);
   // Removes `dimensions`; sum starts at 0, max at -inf, min at +inf (integer: type limits).

@@ -131,6 +131,22 @@ std::array<int64_t, 2> check_layer_norm(const Ctx& c, const Attrs& a) {
   return {R, D};
 }
 
+// cross_entropy: logits [N, C] f32 / f64, labels s32 [N]; cross_entropy_grad also d_loss [N]
+// of the logits' dtype.
+void check_cross_entropy(const Ctx& c) {
+  auto& in = c.in;
+  const bool grad = c.op == Op::cross_entropy_grad;
+  c.arity(grad ? 3 : 2);
+  const TensorType& x = in[0];
+  if (x.dtype != DType::f32 && x.dtype != DType::f64)
+    c.error("needs f32 or f64 logits, got {}", name(x.dtype));
+  if (x.shape.rank() != 2) c.error("logits must be [N, C], got {}", to_string(x));
+  const TensorType l{DType::s32, Shape{x.shape[0]}};
+  if (in[1] != l) c.error("labels must be {}, got {}", to_string(l), to_string(in[1]));
+  const TensorType d{x.dtype, Shape{x.shape[0]}};
+  if (grad && in[2] != d) c.error("d_loss must be {}, got {}", to_string(d), to_string(in[2]));
+}
+
 TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& declared) {
   auto& in = c.in;
   switch (c.op) {
@@ -316,6 +332,12 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
       auto [R, D] = check_layer_norm(c, a);
       return {in[0].dtype, Shape{R + 2, D}};
     }
+    case Op::cross_entropy:
+      check_cross_entropy(c);
+      return {in[0].dtype, Shape{in[0].shape[0]}};
+    case Op::cross_entropy_grad:
+      check_cross_entropy(c);
+      return in[0];
     default:
       c.error("is not a structural op");
   }

@@ -132,7 +132,35 @@ Tensor layer_norm_grad_decomposed(const Tensor& x, const Tensor& w, const Tensor
   return concat({reshape(dx, {R, D}), reshape(dw, {1, D}), reshape(db, {1, D})}, 0);
 }
 
+// cross_entropy as nn::cross_entropy_per_row's plain ops; its VJP with s = x - max (0 for a
+// max of -inf) and lse = log Σ exp(s): d_x = d_loss · (exp(s - lse) - one_hot(label)).
+Tensor is_label(const Tensor& logits, const Tensor& labels) {
+  return equal(broadcast_to(expand_dims(labels, 1), logits.shape()),
+               iota(logits.shape(), 1, DType::s32));
+}
+
+Tensor shifted(const Tensor& x) {
+  Tensor m = max(x, {1}, true);
+  return x - where(equal(m, full_like(m, -INFINITY)), zeros_like(m), m);
+}
+
+Tensor cross_entropy_decomposed(const Tensor& x, const Tensor& labels) {
+  Tensor s = shifted(x), ls = s - log(sum(exp(s), {1}, true));
+  return -sum(where(is_label(x, labels), ls, zeros_like(ls)), {1});
+}
+
+Tensor cross_entropy_grad_decomposed(const Tensor& x, const Tensor& labels, const Tensor& dl) {
+  Tensor s = shifted(x), p = exp(s - log(sum(exp(s), {1}, true)));
+  Tensor hot = where(is_label(x, labels), ones_like(p), zeros_like(p));
+  return broadcast_to(expand_dims(dl, 1), x.shape()) * (p - hot);
+}
+
 }  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
+  ir::Builder& b = logits.builder();
+  return {&b, b.cross_entropy(logits.id(), labels.id())};
+}
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
                   double eps) {
@@ -162,6 +190,10 @@ ValueId decompose(ir::Builder& b, const ir::Node& n, std::span<const ValueId> op
     }
     case ir::Op::layer_norm_grad:
       return layer_norm_grad_decomposed(t(0), t(1), t(2), a.epsilon).id();
+    case ir::Op::cross_entropy:
+      return cross_entropy_decomposed(t(0), t(1)).id();
+    case ir::Op::cross_entropy_grad:
+      return cross_entropy_grad_decomposed(t(0), t(1), t(2)).id();
     default:
       fail("decompose: {} is not a composite op", ir::op_name(n.op));
   }

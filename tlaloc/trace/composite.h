@@ -33,6 +33,12 @@ Tensor attention_with_lse(const Tensor& q, const Tensor& k, const Tensor& v,
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
                   double eps);
 
+// Fused softmax cross-entropy per row (torch.nn.functional.cross_entropy, reduction="none"):
+// logits [N, C] f32 / f64, labels s32 [N] -> [N], -log_softmax(logits)[label], max-shifted (a
+// row's max of -inf shifts by 0), the label's entry picked by select (never 0·inf; a label
+// outside [0, C) gives -0). Its gradient is the fused cross_entropy_grad composite.
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
+
 // Appends the decomposition of composite node `n` into plain ops to `b`, reading `operands`
 // (ids in b, one per operand of n), and returns the value equal to n's result.
 ir::ValueId decompose(ir::Builder& b, const ir::Node& n, std::span<const ir::ValueId> operands);

@@ -39,5 +39,7 @@ void sgemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, 
 std::unique_ptr<Kernel> make_attention(const ir::Function& f, int32_t id, int num_threads);
 // layer_norm / layer_norm_grad composites (layer_norm.cpp): fused, f32 / f64.
 std::unique_ptr<Kernel> make_layer_norm(const ir::Function& f, int32_t id, int num_threads);
+// cross_entropy / cross_entropy_grad composites (cross_entropy.cpp): fused, f32 / f64.
+std::unique_ptr<Kernel> make_cross_entropy(const ir::Function& f, int32_t id, int num_threads);
 
 }  // namespace tlaloc::runtime::host

@@ -167,6 +167,8 @@ class Planner {
       emit(make_dot(f_, id, p_.num_threads), id);
     else if (n.op == Op::layer_norm || n.op == Op::layer_norm_grad)
       emit(make_layer_norm(f_, id, p_.num_threads), id);
+    else if (n.op == Op::cross_entropy || n.op == Op::cross_entropy_grad)
+      emit(make_cross_entropy(f_, id, p_.num_threads), id);
     else if (ir::is_composite(n.op))
       emit(make_attention(f_, id, p_.num_threads), id);
     else

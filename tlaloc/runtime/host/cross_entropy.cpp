@@ -1,0 +1,112 @@
+// Host kernels of the cross_entropy composites (trace/composite.h), one pass set per row of C
+// logits: the max m (NaN if any is NaN; a max of -inf shifts by 0), s = x - m,
+// lse = log Σ exp(s), loss = -(s[label] - lse) (-0 for a label outside [0, C)); the gradient
+// recomputes m and lse and writes d_loss · (exp(s - lse) - one_hot). exp is the fused loops'
+// own (instr_ops.h: exp_f32) for f32; sums use 8 interleaved partials added pairwise, so every
+// row's result is fixed by its values alone, whatever the threads.
+#include <cmath>
+#include <limits>
+
+#include "tlaloc/runtime/host/kernels.h"
+#include "tlaloc/runtime/host/team.h"
+// kernels.h first: instr_ops.h uses kernel.h's bits_f32.
+#include "tlaloc/runtime/host/instr_ops.h"
+
+namespace tlaloc::runtime::host {
+namespace {
+
+struct CrossEntropyKernel : Kernel {
+  int32_t x = -1, labels = -1, dl = -1, res = -1;
+  int64_t N = 0, C = 0;
+  bool parallel = false;
+};
+
+template <class F>
+__attribute__((always_inline)) inline F fexp(F v) {
+  if constexpr (std::is_same_v<F, float>)
+    return instr_ops::exp_f32(v);
+  else
+    return std::exp(v);
+}
+
+// NaN-propagating max: a NaN operand wins.
+template <class F>
+__attribute__((always_inline)) inline F max_nan(F a, F b) {
+  return (a > b || a != a) ? a : b;
+}
+
+// A row's shift (its max, 0 when that is -inf) and log Σ exp(x - shift).
+template <class F>
+__attribute__((always_inline)) inline void row_stats(const F* x, int64_t C, F& shift, F& lse) {
+  F m[8];
+  for (int k = 0; k < 8; ++k) m[k] = -std::numeric_limits<F>::infinity();
+  int64_t i = 0;
+  for (; i + 8 <= C; i += 8)
+    for (int k = 0; k < 8; ++k) m[k] = max_nan(m[k], x[i + k]);
+  for (; i < C; ++i) m[i % 8] = max_nan(m[i % 8], x[i]);
+  F mx = m[0];
+  for (int k = 1; k < 8; ++k) mx = max_nan(mx, m[k]);
+  shift = mx == -std::numeric_limits<F>::infinity() ? F(0) : mx;
+  F s[8] = {};
+  for (i = 0; i + 8 <= C; i += 8)
+    for (int k = 0; k < 8; ++k) s[k] += fexp(x[i + k] - shift);
+  for (; i < C; ++i) s[i % 8] += fexp(x[i] - shift);
+  lse = std::log(((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])));
+}
+
+// Compiled for AVX2 and the baseline (target_clones, as in attention.cpp): no FMA in either and
+// the sums' order written out, so both give the same bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TLALOC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TLALOC_CLONES
+#endif
+
+template <class F>
+TLALOC_CLONES void rows(const CrossEntropyKernel& k, const Frame& fr, int64_t r0, int64_t r1) {
+  const int64_t C = k.C;
+  const auto* L = static_cast<const int32_t*>(fr.ptr[k.labels]);
+  for (int64_t r = r0; r < r1; ++r) {
+    const F* x = static_cast<const F*>(fr.ptr[k.x]) + r * C;
+    F shift, lse;
+    row_stats(x, C, shift, lse);
+    const int64_t label = L[r];
+    const bool in = label >= 0 && label < C;
+    if (k.dl < 0) {
+      static_cast<F*>(fr.ptr[k.res])[r] = in ? -((x[label] - shift) - lse) : -F(0);
+      continue;
+    }
+    const F dl = static_cast<const F*>(fr.ptr[k.dl])[r];
+    F* d = static_cast<F*>(fr.ptr[k.res]) + r * C;
+    for (int64_t i = 0; i < C; ++i) d[i] = dl * fexp((x[i] - shift) - lse);
+    if (in) d[label] = dl * (fexp((x[label] - shift) - lse) - F(1));
+  }
+}
+
+template <class F>
+void run(const Kernel& kk, const Frame& fr) {
+  const auto& k = as<CrossEntropyKernel>(kk);
+  const int nt = k.parallel ? int(std::min<int64_t>(fr.num_threads * kPartsPerThread, k.N)) : 1;
+  parallel(nt, [&](int p, int P) { rows<F>(k, fr, k.N * p / P, k.N * (p + 1) / P); });
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_cross_entropy(const ir::Function& f, int32_t id, int num_threads) {
+  const ir::Node& n = f.nodes[size_t(id)];
+  auto k = std::make_unique<CrossEntropyKernel>();
+  k->x = n.operands[0];
+  k->labels = n.operands[1];
+  if (n.op == ir::Op::cross_entropy_grad) k->dl = n.operands[2];
+  k->res = id;
+  const Shape& xs = f.type(k->x).shape;
+  k->N = xs[0];
+  k->C = xs[1];
+  k->parallel = num_threads != 1 && k->N * k->C >= kParallelElements;
+  k->reads.assign(n.operands.begin(), n.operands.end());
+  k->writes = {id};
+  k->run = f.type(k->x).dtype == DType::f64 ? run<double> : run<float>;
+  return k;
+}
+
+}  // namespace tlaloc::runtime::host
