@@ -1,5 +1,5 @@
-// Decompositions of the composite ops (layer_norm's further down). Attention's is the textbook
-// masked softmax:
+// Decompositions of the composite ops (layer_norm's and cross_entropy's further down). Attention's
+// is the textbook masked softmax:
 //   s = scale·q·kᵀ, masked entries -inf; m = max s (0 for an empty row); e = exp(s - m);
 //   l = Σe; out = e·v / l (0 when l = 0); lse = m + log l (-inf when l = 0).
 // Its VJP (FlashAttention-2's backward, Dao 2023) recomputes p = exp(s - lse) and

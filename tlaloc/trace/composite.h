@@ -1,7 +1,8 @@
-// Composite ops (ir/ops.def: attention, attention_grad, layer_norm, layer_norm_grad): symbolic
-// helpers that emit them, and their decompositions into plain ops. The decomposition is the
-// composite's meaning: StableHLO emission expands composites with it, autodiff differentiates it
-// where no dedicated rule exists, and tests use it as the oracle for the host lane's fused kernels.
+// Composite ops (ir/ops.def: attention, layer_norm, cross_entropy and their _grad ops):
+// symbolic helpers that emit them, and their decompositions into plain ops. The decomposition is
+// the composite's meaning: StableHLO emission expands composites with it, autodiff differentiates
+// it where no dedicated rule exists, and tests use it as the oracle for the host lane's fused
+// kernels.
 #pragma once
 
 #include <optional>
