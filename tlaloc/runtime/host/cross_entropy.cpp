@@ -1,9 +1,10 @@
-// Host kernels of the cross_entropy composites (trace/composite.h), one pass set per row of C
-// logits: the max m (NaN if any is NaN; a max of -inf shifts by 0), s = x - m,
-// lse = log Σ exp(s), loss = -(s[label] - lse) (-0 for a label outside [0, C)); the gradient
-// recomputes m and lse and writes d_loss · (exp(s - lse) - one_hot). exp is the fused loops'
-// own (instr_ops.h: exp_f32) for f32; sums use 8 interleaved partials added pairwise, so every
-// row's result is fixed by its values alone, whatever the threads.
+// Host kernels of the cross_entropy composites (trace/composite.h), per row of C logits: the
+// max m (NaN if any is NaN; a max of -inf shifts by 0), e = exp(x - m), lse = log Σe,
+// loss = -((x[label] - m) - lse) (-0 for a label outside [0, C)); the gradient recomputes e and
+// writes d_loss · (e / Σe - one_hot) (the decomposition's exp(s - lse), rounded differently). exp
+// is the fused loops' own (instr_ops.h: exp_f32) for f32; sums use 8 interleaved partials added
+// pairwise, so every row's result is fixed by its values alone, whatever the threads.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -35,9 +36,10 @@ __attribute__((always_inline)) inline F max_nan(F a, F b) {
   return (a > b || a != a) ? a : b;
 }
 
-// A row's shift (its max, 0 when that is -inf) and log Σ exp(x - shift).
+// A row's shift (its max, 0 when that is -inf); e[i] = exp(x[i] - shift); returns Σ e. Each
+// pass is its own simple loop, so each vectorizes.
 template <class F>
-__attribute__((always_inline)) inline void row_stats(const F* x, int64_t C, F& shift, F& lse) {
+__attribute__((always_inline)) inline F row_exp(const F* x, int64_t C, F& shift, F* e) {
   F m[8];
   for (int k = 0; k < 8; ++k) m[k] = -std::numeric_limits<F>::infinity();
   int64_t i = 0;
@@ -47,11 +49,12 @@ __attribute__((always_inline)) inline void row_stats(const F* x, int64_t C, F& s
   F mx = m[0];
   for (int k = 1; k < 8; ++k) mx = max_nan(mx, m[k]);
   shift = mx == -std::numeric_limits<F>::infinity() ? F(0) : mx;
+  for (i = 0; i < C; ++i) e[i] = fexp(x[i] - shift);
   F s[8] = {};
   for (i = 0; i + 8 <= C; i += 8)
-    for (int k = 0; k < 8; ++k) s[k] += fexp(x[i + k] - shift);
-  for (; i < C; ++i) s[i % 8] += fexp(x[i] - shift);
-  lse = std::log(((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7])));
+    for (int k = 0; k < 8; ++k) s[k] += e[i + k];
+  for (; i < C; ++i) s[i % 8] += e[i];
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
 // Compiled for AVX2 and the baseline (target_clones, as in attention.cpp): no FMA in either and
@@ -62,24 +65,29 @@ __attribute__((always_inline)) inline void row_stats(const F* x, int64_t C, F& s
 #define TLALOC_CLONES
 #endif
 
+// Rows [r0, r1). The loss needs e only for its sum (written to `buf`, C values); the gradient
+// writes e to its output row and scales it there: d = d_loss · (e / Σe - one_hot).
 template <class F>
-TLALOC_CLONES void rows(const CrossEntropyKernel& k, const Frame& fr, int64_t r0, int64_t r1) {
+TLALOC_CLONES void rows(const CrossEntropyKernel& k, const Frame& fr, int64_t r0, int64_t r1,
+                        F* buf) {
   const int64_t C = k.C;
   const auto* L = static_cast<const int32_t*>(fr.ptr[k.labels]);
   for (int64_t r = r0; r < r1; ++r) {
     const F* x = static_cast<const F*>(fr.ptr[k.x]) + r * C;
-    F shift, lse;
-    row_stats(x, C, shift, lse);
     const int64_t label = L[r];
     const bool in = label >= 0 && label < C;
+    F shift;
     if (k.dl < 0) {
+      const F lse = std::log(row_exp(x, C, shift, buf));
       static_cast<F*>(fr.ptr[k.res])[r] = in ? -((x[label] - shift) - lse) : -F(0);
       continue;
     }
-    const F dl = static_cast<const F*>(fr.ptr[k.dl])[r];
     F* d = static_cast<F*>(fr.ptr[k.res]) + r * C;
-    for (int64_t i = 0; i < C; ++i) d[i] = dl * fexp((x[i] - shift) - lse);
-    if (in) d[label] = dl * (fexp((x[label] - shift) - lse) - F(1));
+    const F sum = row_exp(x, C, shift, d);
+    const F dl = static_cast<const F*>(fr.ptr[k.dl])[r];
+    const F el = in ? d[label] : F(0);
+    for (int64_t i = 0; i < C; ++i) d[i] = dl * (d[i] / sum);
+    if (in) d[label] = dl * (el / sum - F(1));
   }
 }
 
@@ -87,7 +95,10 @@ template <class F>
 void run(const Kernel& kk, const Frame& fr) {
   const auto& k = as<CrossEntropyKernel>(kk);
   const int nt = k.parallel ? int(std::min<int64_t>(fr.num_threads * kPartsPerThread, k.N)) : 1;
-  parallel(nt, [&](int p, int P) { rows<F>(k, fr, k.N * p / P, k.N * (p + 1) / P); });
+  parallel(nt, [&](int p, int P) {
+    F* buf = reinterpret_cast<F*>(fr.scratch) + team_thread() * k.C;
+    rows<F>(k, fr, k.N * p / P, k.N * (p + 1) / P, buf);
+  });
 }
 
 }  // namespace
@@ -103,6 +114,8 @@ std::unique_ptr<Kernel> make_cross_entropy(const ir::Function& f, int32_t id, in
   k->N = xs[0];
   k->C = xs[1];
   k->parallel = num_threads != 1 && k->N * k->C >= kParallelElements;
+  const int64_t elem = f.type(k->x).dtype == DType::f64 ? 8 : 4;
+  if (k->dl < 0) k->scratch_bytes = std::max(num_threads, 1) * k->C * elem;  // one row each
   k->reads.assign(n.operands.begin(), n.operands.end());
   k->writes = {id};
   k->run = f.type(k->x).dtype == DType::f64 ? run<double> : run<float>;
