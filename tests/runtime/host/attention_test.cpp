@@ -20,16 +20,6 @@ const Cfg kCfgs[] = {
     {1, 2, 70, 8, 1, 75, 8, true, false},  // several key tiles
 };
 
-Array values(DType dt, Shape s, uint64_t seed, double lo = -1, double hi = 1) {
-  std::vector<double> v(size_t(s.numel()));
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& e : v) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    e = lo + (hi - lo) * double(x >> 11) * 0x1.0p-53;
-  }
-  return Array::from_doubles(dt, s, v);
-}
-
 // Mask: batch 0 hides key 1; the last batch hides keys 0..2 (with causal, early rows see none).
 Array key_mask(const Cfg& c) {
   std::vector<bool> m(size_t(c.B * c.T), true);
@@ -41,9 +31,9 @@ Array key_mask(const Cfg& c) {
 void check(DType dt, const Cfg& c, double tol) {
   SCOPED_TRACE(fmt::format("{} B{} Hq{} S{} D{} Hkv{} T{} Dv{} causal {} mask {}", name(dt), c.B,
                            c.Hq, c.S, c.D, c.Hkv, c.T, c.Dv, c.causal, c.mask));
-  std::vector<Array> in = {values(dt, {c.B, c.Hq, c.S, c.D}, 1),
-                           values(dt, {c.B, c.Hkv, c.T, c.D}, 2),
-                           values(dt, {c.B, c.Hkv, c.T, c.Dv}, 3)};
+  std::vector<Array> in = {lcg_array(dt, {c.B, c.Hq, c.S, c.D}, 1),
+                           lcg_array(dt, {c.B, c.Hkv, c.T, c.D}, 2),
+                           lcg_array(dt, {c.B, c.Hkv, c.T, c.Dv}, 3)};
   std::vector<ir::TensorType> types;
   for (auto& a : in) types.push_back({a.dtype(), a.shape()});
   if (c.mask) {
@@ -59,7 +49,7 @@ void check(DType dt, const Cfg& c, double tol) {
   expect_values(out, want.to_doubles(), tol);
 
   // Backward on the kernel's own forward output and a random cotangent (lse column included).
-  std::vector<Array> gin = {in[0], in[1], in[2], out, values(dt, out.shape(), 4)};
+  std::vector<Array> gin = {in[0], in[1], in[2], out, lcg_array(dt, out.shape(), 4)};
   std::vector<ir::TensorType> gtypes = {types[0], types[1], types[2], types[0], types[0]};
   gtypes[3] = gtypes[4] = {dt, out.shape()};
   if (c.mask) {

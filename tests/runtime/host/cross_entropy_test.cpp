@@ -10,16 +10,6 @@
 namespace tlaloc::host_test {
 namespace {
 
-std::vector<double> values(int64_t n, uint64_t seed, double lo, double hi) {
-  std::vector<double> v(static_cast<size_t>(n));
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& e : v) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    e = lo + (hi - lo) * double(x >> 11) * 0x1.0p-53;
-  }
-  return v;
-}
-
 void check(DType dt, int64_t N, int64_t C, std::vector<double> x, std::vector<int32_t> labels,
            double tol) {
   SCOPED_TRACE(fmt::format("{} [{}, {}]", name(dt), N, C));
@@ -28,7 +18,7 @@ void check(DType dt, int64_t N, int64_t C, std::vector<double> x, std::vector<in
                     [](ir::Builder& b, auto& p) { return b.cross_entropy(p[0], p[1]); });
   expect_values(run_all(fwd, in)[0],
                 passes::interpret(trace::expand_composites(fwd), in)[0].to_doubles(), tol);
-  in.push_back(Array::from_doubles(dt, {N}, values(N, 9, 0.5, 2)));
+  in.push_back(Array::from_doubles(dt, {N}, lcg_doubles(N, 9, 0.5, 2)));
   auto bwd = one_op({{dt, {N, C}}, {DType::s32, {N}}, {dt, {N}}},
                     [](ir::Builder& b, auto& p) { return b.cross_entropy_grad(p[0], p[1], p[2]); });
   expect_values(run_all(bwd, in)[0],
@@ -44,7 +34,7 @@ std::vector<int32_t> labels(int64_t N, int64_t C) {
 KERNEL_TEST(cross_entropy, shapes_dtypes) {
   for (auto [N, C] : {std::pair<int64_t, int64_t>{3, 5}, {37, 9}, {64, 256}})
     for (DType dt : {DType::f64, DType::f32})
-      check(dt, N, C, values(N * C, uint64_t(N), -4, 4), labels(N, C),
+      check(dt, N, C, lcg_doubles(N * C, uint64_t(N), -4, 4), labels(N, C),
             dt == DType::f64 ? 1e-12 : 2e-5);
 }
 

@@ -76,4 +76,18 @@ ir::Function one_op(
 
 double round_to(DType t, double v) { return Array::from_doubles(t, Shape{}, {v}).at(0); }
 
+std::vector<double> lcg_doubles(int64_t n, uint64_t seed, double lo, double hi) {
+  std::vector<double> v(static_cast<size_t>(n));
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& e : v) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    e = lo + (hi - lo) * double(x >> 11) * 0x1.0p-53;
+  }
+  return v;
+}
+
+Array lcg_array(DType dt, Shape s, uint64_t seed, double lo, double hi) {
+  return Array::from_doubles(dt, s, lcg_doubles(s.numel(), seed, lo, hi));
+}
+
 }  // namespace tlaloc::host_test

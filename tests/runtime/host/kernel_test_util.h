@@ -41,6 +41,11 @@ inline constexpr double kInf = std::numeric_limits<double>::infinity();
 // of its fused groups' labels; program.cpp: fuse_adam).
 int fused_adam_updates(const ir::Function& f);
 
+// n values uniform in [lo, hi) from a 64-bit LCG seeded by `seed` (test inputs, not a random
+// API); as an Array of dtype dt and shape s.
+std::vector<double> lcg_doubles(int64_t n, uint64_t seed, double lo = -1, double hi = 1);
+Array lcg_array(DType dt, Shape s, uint64_t seed, double lo = -1, double hi = 1);
+
 // Rounds a double as the dtype stores it (independent of the runtime: via core Array).
 double round_to(DType t, double v);
 

@@ -10,16 +10,6 @@
 namespace tlaloc::host_test {
 namespace {
 
-Array values(DType dt, Shape s, uint64_t seed, double lo = -1, double hi = 1) {
-  std::vector<double> v(size_t(s.numel()));
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& e : v) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    e = lo + (hi - lo) * double(x >> 11) * 0x1.0p-53;
-  }
-  return Array::from_doubles(dt, s, v);
-}
-
 struct Cfg {
   Shape x;
   bool bias;
@@ -37,8 +27,8 @@ void check(DType dt, const Cfg& c, double tol) {
   SCOPED_TRACE(fmt::format("{} x {} bias {}", name(dt), to_string(c.x), c.bias));
   const int64_t D = c.x[c.x.rank() - 1];
   const double eps = 1e-5;
-  std::vector<Array> in = {values(dt, c.x, 1, -3, 5), values(dt, {D}, 2, 0.5, 1.5)};
-  if (c.bias) in.push_back(values(dt, {D}, 3));
+  std::vector<Array> in = {lcg_array(dt, c.x, 1, -3, 5), lcg_array(dt, {D}, 2, 0.5, 1.5)};
+  if (c.bias) in.push_back(lcg_array(dt, {D}, 3));
   std::vector<ir::TensorType> types;
   for (auto& a : in) types.push_back({a.dtype(), a.shape()});
   auto fwd = one_op(types, [&](ir::Builder& b, auto& p) {
@@ -47,7 +37,7 @@ void check(DType dt, const Cfg& c, double tol) {
   Array y = run_all(fwd, in)[0];
   expect_values(y, passes::interpret(trace::expand_composites(fwd), in)[0].to_doubles(), tol);
 
-  std::vector<Array> gin = {in[0], in[1], values(dt, c.x, 4)};
+  std::vector<Array> gin = {in[0], in[1], lcg_array(dt, c.x, 4)};
   auto bwd = one_op({types[0], types[1], types[0]}, [&](ir::Builder& b, auto& p) {
     return b.layer_norm_grad(p[0], p[1], p[2], eps);
   });

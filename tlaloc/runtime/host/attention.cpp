@@ -141,14 +141,7 @@ __attribute__((always_inline)) inline void backward_task(const AttentionKernel& 
   }
 }
 
-// The tasks compiled for the baseline ISA and for AVX2, picked when the process starts (GCC
-// target_clones). No FMA in either, and the sums' order is written out, so both give the same
-// bits; AVX2 halves the vector loops over head dims.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TLALOC_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define TLALOC_CLONES
-#endif
+// The tasks as TLALOC_CLONES (kernels.h): AVX2 halves the vector loops over head dims.
 template <class F>
 TLALOC_CLONES void tasks(const AttentionKernel& a, const Frame& fr, int64_t t0, int64_t t1,
                          F* acc) {

@@ -57,14 +57,6 @@ __attribute__((always_inline)) inline F row_exp(const F* x, int64_t C, F& shift,
   return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
-// Compiled for AVX2 and the baseline (target_clones, as in attention.cpp): no FMA in either and
-// the sums' order written out, so both give the same bits.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TLALOC_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define TLALOC_CLONES
-#endif
-
 // Rows [r0, r1). The loss needs e only for its sum (written to `buf`, C values); the gradient
 // writes e to its output row and scales it there: d = d_loss · (e / Σe - one_hot).
 template <class F>

@@ -4,6 +4,15 @@
 #include "tlaloc/ir/ir.h"
 #include "tlaloc/runtime/host/kernel.h"
 
+// Composite kernels' row / task loops compiled for the baseline ISA and for AVX2, picked when
+// the process starts (GCC target_clones). Neither uses FMA and their sums' order is written
+// out, so both clones give the same bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define TLALOC_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TLALOC_CLONES
+#endif
+
 namespace tlaloc::runtime::host {
 
 std::unique_ptr<Kernel> make_reduce(const ir::Function& f, int32_t id);

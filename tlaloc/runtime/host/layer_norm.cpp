@@ -45,14 +45,6 @@ __attribute__((always_inline)) inline F centre(const F* x, F* c, int64_t D, F ep
   return F(1) / std::sqrt(var + eps);
 }
 
-// Compiled for AVX2 and the baseline (target_clones, as in attention.cpp): no FMA in either and
-// the sums' order written out, so both give the same bits.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TLALOC_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define TLALOC_CLONES
-#endif
-
 template <class F>
 TLALOC_CLONES void forward_rows(const LayerNormKernel& k, const Frame& fr, int64_t r0, int64_t r1) {
   const int64_t D = k.D;
