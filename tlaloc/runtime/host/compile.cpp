@@ -65,6 +65,8 @@ class HostExecutable final : public Executable {
         ptr_[v] = const_cast<void*>(fn.nodes[v].attrs.value->raw());
     }
     for (auto& [v, a] : plan_.precomputed) ptr_[size_t(v)] = a.raw();
+    for (size_t v = 0; v < fn.nodes.size(); ++v)
+      if (plan_.storage[v] == Storage::alias) aliases_.push_back(int32_t(v));
   }
 
   ~HostExecutable() override {
@@ -155,6 +157,12 @@ class HostExecutable final : public Executable {
     for (int i = 0; i < fn.num_outputs(); ++i)
       if (plan_.output_direct[size_t(i)])
         ptr_[size_t(fn.results[size_t(i)])] = outs[size_t(i)].raw();
+    // Aliases last: their sources (inputs, outputs) are bound by now; a source precedes its
+    // alias, so chains resolve in order.
+    for (int32_t v : aliases_) {
+      auto [src, off] = plan_.alias_of[size_t(v)];
+      ptr_[size_t(v)] = static_cast<char*>(ptr_[size_t(src)]) + off;
+    }
   }
   // Outputs that are inputs or constants: copied before the run (inputs may be donated).
   void copy_inputs_out(std::vector<Array>& outs) {
@@ -237,6 +245,7 @@ class HostExecutable final : public Executable {
                  100 * step_ns_[order[i]] / total, order[i], plan_.steps[order[i]]->label);
   }
 
+  std::vector<int32_t> aliases_;  // values of Storage::alias, in order
   Plan plan_;
   TeamState team_state_;  // team or one thread, whichever runs this step faster now
   bool profile_ = std::getenv("TLALOC_HOST_PROFILE") != nullptr;

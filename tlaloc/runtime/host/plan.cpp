@@ -50,6 +50,7 @@ class Planner {
  public:
   Planner(const ir::Function& f, const Options& o, Plan& p) : f_(f), fuse_(o.fuse), p_(p) {
     size_t nv = f.nodes.size();
+    p.alias_of.assign(nv, {-1, 0});
     state_.assign(nv, State::dead);
     view_.resize(nv);
     group_.assign(nv, -1);
@@ -94,13 +95,30 @@ class Planner {
     return view_[size_t(v)];
   }
 
+  // A view that is a row-major buffer at some offset of its source (any reshape of contiguous
+  // data, a slice of leading rows).
+  static bool dense(const View& w) {
+    int64_t s = 1;
+    for (int64_t d = w.shape.rank() - 1; d >= 0; --d) {
+      if (w.shape[d] != 1 && w.strides[size_t(d)] != s) return false;
+      s *= w.shape[d];
+    }
+    return true;
+  }
+
   // Makes v have storage.
   void need(int32_t v) {
     switch (state_[size_t(v)]) {
-      case State::view:
-        emit(make_view_copy(view_[size_t(v)], v, p_.num_threads), v);
+      case State::view: {
+        const View& w = view_[size_t(v)];
+        if (dense(w) && !is_result_[size_t(v)]) {  // read in place: no copy
+          p_.alias_of[size_t(v)] = {w.src, w.offset * int64_t(size_of(w.dtype))};
+        } else {
+          emit(make_view_copy(w, v, p_.num_threads), v);
+        }
         state_[size_t(v)] = State::stored;
         break;
+      }
       case State::member:
         close(group_[size_t(v)]);
         break;
@@ -406,12 +424,19 @@ Plan make_plan(const ir::Function& f, const Options& o) {
   for (size_t i = 0; i < nv; ++i)
     if (f.nodes[i].op == Op::constant) p.storage[i] = Storage::constant;
   for (const auto& [v, a] : p.precomputed) p.storage[size_t(v)] = Storage::constant;
+  for (size_t i = 0; i < nv; ++i)
+    if (p.alias_of[i].first >= 0) p.storage[i] = Storage::alias;
 
   std::vector<int64_t> writer(nv, -1), last_read(nv, -1);
   for (int64_t s = 0; s < ns; ++s) {
     for (int32_t v : p.steps[size_t(s)]->writes) writer[size_t(v)] = s;
     for (int32_t v : p.steps[size_t(s)]->reads) last_read[size_t(v)] = s;
   }
+  // A value read through an alias stays live (and un-overwritten) while the alias is read; an
+  // alias's source precedes it, so one pass from the last value back covers chains.
+  for (size_t i = nv; i-- > 0;)
+    if (int32_t src = p.alias_of[i].first; src >= 0)
+      last_read[size_t(src)] = std::max(last_read[size_t(src)], last_read[i]);
   // Outputs: the first output naming a computed value is written in place by its step.
   p.output_direct.assign(size_t(f.num_outputs()), false);
   std::vector<bool> seen(nv, false);

@@ -10,7 +10,9 @@
 
 namespace tlaloc::runtime::host {
 
-enum class Storage : uint8_t { none, input, constant, arena, output };
+// alias: a dense view (reshape or leading-dim slice of contiguous data) read in place, at a byte
+// offset into another value's storage (Plan::alias_of).
+enum class Storage : uint8_t { none, input, constant, arena, output, alias };
 
 struct Plan {
   std::vector<std::unique_ptr<Kernel>> steps;
@@ -18,6 +20,8 @@ struct Plan {
   std::vector<std::pair<int32_t, Array>> precomputed;
   std::vector<Storage> storage;       // per value
   std::vector<int64_t> arena_offset;  // per value (Storage::arena)
+  // Per value (Storage::alias): the value whose storage it reads, and the byte offset there.
+  std::vector<std::pair<int32_t, int64_t>> alias_of;
   int64_t arena_bytes = 0, scratch_bytes = 0;
   // Per output: written directly by a step into the output buffer, or copied afterwards.
   std::vector<bool> output_direct;
