@@ -7,8 +7,9 @@
 
 namespace tlaloc::runtime::host {
 
-bool View::contiguous() const {
-  if (offset != 0) return false;
+bool View::contiguous() const { return offset == 0 && dense(); }
+
+bool View::dense() const {
   int64_t s = 1;
   for (int64_t d = shape.rank() - 1; d >= 0; --d) {
     if (shape[d] != 1 && strides[size_t(d)] != s) return false;

@@ -19,7 +19,8 @@ struct View {
   Shape shape;
   int64_t offset = 0;
   std::vector<int64_t> strides;
-  bool contiguous() const;  // identity map over a dense row-major buffer
+  bool dense() const;       // a row-major buffer at `offset` (strides of a dense shape)
+  bool contiguous() const;  // identity map over a dense row-major buffer (dense, offset 0)
 };
 View dense_view(int32_t src, const ir::TensorType& t);
 

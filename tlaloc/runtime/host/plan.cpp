@@ -95,23 +95,13 @@ class Planner {
     return view_[size_t(v)];
   }
 
-  // A view that is a row-major buffer at some offset of its source (any reshape of contiguous
-  // data, a slice of leading rows).
-  static bool dense(const View& w) {
-    int64_t s = 1;
-    for (int64_t d = w.shape.rank() - 1; d >= 0; --d) {
-      if (w.shape[d] != 1 && w.strides[size_t(d)] != s) return false;
-      s *= w.shape[d];
-    }
-    return true;
-  }
-
   // Makes v have storage.
   void need(int32_t v) {
     switch (state_[size_t(v)]) {
       case State::view: {
         const View& w = view_[size_t(v)];
-        if (dense(w) && !is_result_[size_t(v)]) {  // read in place: no copy
+        // A reshape of contiguous data, a slice of leading rows: read in place, not copied.
+        if (w.dense() && !is_result_[size_t(v)]) {
           p_.alias_of[size_t(v)] = {w.src, w.offset * int64_t(size_of(w.dtype))};
         } else {
           emit(make_view_copy(w, v, p_.num_threads), v);
