@@ -105,11 +105,18 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
 
 namespace {
 
+// x - mean(x) over the last dim, corrected two-pass (Chan, Golub & LeVeque 1983): the rounding
+// error of the first mean, mean(x - mean(x)), subtracted too (equal in exact arithmetic).
+Tensor centred(const Tensor& x) {
+  Tensor xc = x - mean(x, {-1}, true);
+  return xc - mean(xc, {-1}, true);
+}
+
 // layer_norm as LayerNorm's plain ops; its VJP with xhat = (x - mean)·rstd, g = d_y·weight:
 //   d_x = rstd·(g - mean(g) - xhat·mean(g·xhat)), d_weight = Σrows d_y·xhat, d_bias = Σrows d_y.
 Tensor layer_norm_decomposed(const Tensor& x, const Tensor& w, const std::optional<Tensor>& b,
                              double eps) {
-  Tensor xc = x - mean(x, {-1}, true);  // two-pass: the variance of centred values
+  Tensor xc = centred(x);  // two-pass: the variance of centred values
   Tensor y = xc * rsqrt(mean(square(xc), {-1}, true) + eps) * w;
   return b ? y + *b : y;
 }
@@ -118,7 +125,7 @@ Tensor layer_norm_grad_decomposed(const Tensor& x, const Tensor& w, const Tensor
   const int64_t D = x.dim(-1);
   int64_t R = 1;
   for (int64_t i = 0; i + 1 < x.rank(); ++i) R *= x.dim(i);
-  Tensor xc = x - mean(x, {-1}, true);
+  Tensor xc = centred(x);
   Tensor rstd = rsqrt(mean(square(xc), {-1}, true) + eps);
   Tensor xhat = xc * rstd, g = dy * w;
   Tensor dx = rstd * (g - mean(g, {-1}, true) - xhat * mean(g * xhat, {-1}, true));

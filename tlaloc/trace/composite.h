@@ -29,8 +29,9 @@ Tensor attention_with_lse(const Tensor& q, const Tensor& k, const Tensor& v,
 // Fused layer normalization over the last dim (Ba et al. 2016; torch.nn.functional.layer_norm
 // with normalized_shape = (D,)): x [..., D] f32 / f64, weight [D], optional bias [D].
 // (x - mean) / sqrt(var + eps) · weight (+ bias), mean and biased variance of each row, the
-// variance two-pass (of the centred values), so rows with a large mean stay exact. Its gradient
-// is the fused layer_norm_grad composite. Errors: tlaloc::Error from the verifier.
+// variance two-pass (of the centred values, the mean corrected by their mean: Chan, Golub &
+// LeVeque 1983), so rows with a large mean stay exact. Its gradient is the fused
+// layer_norm_grad composite. Errors: tlaloc::Error from the verifier.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
                   double eps);
 

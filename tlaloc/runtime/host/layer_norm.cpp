@@ -1,7 +1,7 @@
 // Host kernels of the layer_norm composites (trace/composite.h). Per row of D values: the mean,
-// then the variance of the centred values (two passes: exact for rows with a large mean),
-// rstd = 1 / sqrt(var + eps), y = (x - mean)·rstd·weight (+ bias). The gradient recomputes each
-// row's statistics, then d_x = rstd·((g - Σg/D) - xhat·Σ(g·xhat)/D) with g = d_y·weight and
+// then the variance of the centred values (corrected two-pass: exact for rows with a large
+// mean), rstd = 1 / sqrt(var + eps), y = (x - mean)·rstd·weight (+ bias). The gradient recomputes
+// each row's statistics, then d_x = rstd·((g - Σg/D) - xhat·Σ(g·xhat)/D) with g = d_y·weight and
 // xhat = (x - mean)·rstd; d_weight = Σrows d_y·xhat and d_bias = Σrows d_y are summed per fixed
 // chunk of kRows rows and the chunks added in order. Row sums use 8 interleaved partials added
 // pairwise. Every order is fixed by the shapes, so results do not depend on the thread count.
@@ -36,11 +36,15 @@ __attribute__((always_inline)) inline F sum8(int64_t n, G f) {
   return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
-// Writes x - mean to c; returns rstd.
+// Writes x - mean to c; returns rstd. Corrected two-pass (Chan, Golub & LeVeque 1983): the
+// rounding error of the first mean, Σ(x - mean)/D, is subtracted too, so a long f32 row with a
+// large mean is centred as exactly as the decomposition's (whose sums are pairwise).
 template <class F>
 __attribute__((always_inline)) inline F centre(const F* x, F* c, int64_t D, F eps) {
   const F mean = sum8<F>(D, [&](int64_t i) { return x[i]; }) / F(D);
   for (int64_t i = 0; i < D; ++i) c[i] = x[i] - mean;
+  const F corr = sum8<F>(D, [&](int64_t i) { return c[i]; }) / F(D);
+  for (int64_t i = 0; i < D; ++i) c[i] -= corr;
   const F var = sum8<F>(D, [&](int64_t i) { return c[i] * c[i]; }) / F(D);
   return F(1) / std::sqrt(var + eps);
 }

@@ -1,0 +1,184 @@
+// Edge cases of the fused layer_norm / cross_entropy kernels against the composites'
+// decomposition interpreted in f64 (passes::interpret of trace::expand_composites on the inputs
+// converted to f64): empty and one-element dims, rank 4, long rows, non-finite values, huge and
+// zero epsilon, labels far outside [0, C). run_all also checks fused / unfused and 1 / 2
+// threads agree bitwise.
+#include <climits>
+
+#include "kernel_test_util.h"
+#include "tlaloc/passes/evaluate.h"
+#include "tlaloc/trace/composite.h"
+
+namespace tlaloc::host_test {
+namespace {
+
+std::vector<double> rnd(int64_t n, uint64_t seed, double lo, double hi) {
+  std::vector<double> v(static_cast<size_t>(n));
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& e : v) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    e = lo + (hi - lo) * double(x >> 11) * 0x1.0p-53;
+  }
+  return v;
+}
+
+// f's decomposition interpreted on `in` converted to f64 (s32 stays): the oracle.
+std::vector<double> oracle(const ir::Function& f, const std::vector<Array>& in) {
+  std::vector<ir::TensorType> types;
+  std::vector<Array> in64;
+  for (const Array& a : in) {
+    DType t = is_floating(a.dtype()) ? DType::f64 : a.dtype();
+    types.push_back({t, a.shape()});
+    in64.push_back(t == a.dtype() ? a : Array::from_doubles(t, a.shape(), a.to_doubles()));
+  }
+  ir::Builder b("oracle");
+  std::vector<ir::ValueId> p;
+  for (auto& t : types) p.push_back(b.parameter(t));
+  const ir::Node& n = f.nodes[size_t(f.results[0])];
+  ir::Node c = n;
+  c.operands = p;
+  c.type.dtype = DType::f64;
+  ir::ValueId r = b.add(std::move(c));
+  return passes::interpret(trace::expand_composites(b.build({r})), in64)[0].to_doubles();
+}
+
+// expect_values, with infinities of the right sign also accepted at tol > 0.
+void expect_near(const Array& a, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(a.numel(), int64_t(want.size()));
+  std::vector<double> w = want;
+  for (size_t i = 0; i < w.size(); ++i)
+    if (std::isinf(w[i]) && a.at(int64_t(i)) == w[i]) w[i] = 0;
+  std::vector<double> got = a.to_doubles();
+  for (size_t i = 0; i < w.size(); ++i)
+    if (std::isinf(want[i]) && got[i] == want[i]) got[i] = 0;
+  expect_values(Array::from_doubles(DType::f64, a.shape(), got), w, tol);
+}
+
+void check_ln(DType dt, Shape xs, std::vector<double> x, std::vector<double> w,
+              std::optional<std::vector<double>> bias, double eps, double tol) {
+  SCOPED_TRACE(fmt::format("layer_norm {} x {} eps {}", name(dt), to_string(xs), eps));
+  const int64_t D = xs[xs.rank() - 1];
+  std::vector<Array> in = {Array::from_doubles(dt, xs, x), Array::from_doubles(dt, {D}, w)};
+  if (bias) in.push_back(Array::from_doubles(dt, {D}, *bias));
+  std::vector<ir::TensorType> types;
+  for (auto& a : in) types.push_back({a.dtype(), a.shape()});
+  auto fwd = one_op(types, [&](ir::Builder& b, auto& p) {
+    return b.layer_norm(p[0], p[1], bias ? p[2] : -1, eps);
+  });
+  expect_near(run_all(fwd, in)[0], oracle(fwd, in), tol);
+  std::vector<Array> gin = {in[0], in[1], Array::from_doubles(dt, xs, rnd(xs.numel(), 7, -1, 1))};
+  auto bwd = one_op({types[0], types[1], types[0]}, [&](ir::Builder& b, auto& p) {
+    return b.layer_norm_grad(p[0], p[1], p[2], eps);
+  });
+  expect_near(run_all(bwd, gin)[0], oracle(bwd, gin), tol);
+}
+
+void check_ln(DType dt, Shape xs, double eps = 1e-5, double tol = -1) {
+  const int64_t D = xs[xs.rank() - 1];
+  if (tol < 0) tol = dt == DType::f64 ? 1e-12 : 5e-5;
+  check_ln(dt, xs, rnd(xs.numel(), 1, -3, 5), rnd(D, 2, 0.5, 1.5), rnd(D, 3, -1, 1), eps, tol);
+  check_ln(dt, xs, rnd(xs.numel(), 4, -3, 5), rnd(D, 5, 0.5, 1.5), std::nullopt, eps, tol);
+}
+
+TEST(NormLossEdges, LayerNormDegenerateShapes) {
+  for (DType dt : {DType::f64, DType::f32}) {
+    check_ln(dt, {0, 8});
+    check_ln(dt, {4, 0});
+    check_ln(dt, {0});
+    check_ln(dt, {5, 1});
+    check_ln(dt, {1});
+    check_ln(dt, {2, 3, 4, 5});
+    check_ln(dt, {17, 3});
+    check_ln(dt, {33, 8});
+    check_ln(dt, {3, 5000});
+  }
+}
+
+TEST(NormLossEdges, LayerNormNonFiniteAndEpsilon) {
+  const double inf = kInf, nan = kNaN;
+  for (DType dt : {DType::f64, DType::f32}) {
+    const double tol = dt == DType::f64 ? 1e-12 : 5e-5;
+    // rows: a NaN, a +inf, a -inf, a finite row
+    std::vector<double> x = {1, nan, 3, 4, 1, inf, 3, 4, -inf, 2, 3, 4, 1, 2, 3, 5};
+    check_ln(dt, {4, 4}, x, {1, 2, 3, 4}, std::vector<double>{0, 1, 0, 1}, 1e-5, tol);
+    check_ln(dt, {4, 4}, rnd(16, 3, -1, 1), {1, nan, inf, -inf}, std::nullopt, 1e-5, tol);
+    check_ln(dt, {3, 6}, rnd(18, 4, -1, 1), rnd(6, 5, 0, 1), std::nullopt, 1e30, tol);
+    // eps 0 and a constant row: variance 0, rstd inf, 0·inf = NaN as the decomposition
+    check_ln(dt, {2, 4}, {2, 2, 2, 2, 1, 2, 3, 4}, {1, 1, 1, 1}, std::nullopt, 0, tol);
+    check_ln(dt, {2, 4}, {2, 2, 2, 2, 1, 2, 3, 4}, {1, 1, 1, 1}, std::nullopt, 1e-5, tol);
+  }
+}
+
+// f32 rows of mean 40000 and noise in [-1, 1) against the f64 decomposition of the same f32
+// inputs: x - mean is exact in f32 once the mean is, so the kernel's error stays at f32 rounding
+// of the result. (A mean summed in f32 and left uncorrected was off by up to 0.03·std at
+// D = 5000, and y with it.)
+TEST(NormLossEdges, LayerNormLargeMeanF32) {
+  for (int64_t D : {4, 64, 768, 5000}) {
+    SCOPED_TRACE(D);
+    std::vector<double> x = rnd(3 * D, uint64_t(D), -1, 1);
+    for (auto& v : x) v = double(float(40000 + v));
+    check_ln(DType::f32, {3, D}, x, rnd(D, 2, 0.5, 1.5), rnd(D, 3, -1, 1), 1e-5, 2e-5);
+  }
+}
+
+// An f64 row of mean ~1e9 (x_k = 1e9 + 0.3·k rounded to f64, k < 7), eps 0: y from the exact
+// rational mean and variance of those doubles (Python fractions), only the final quotient
+// rounded. A centring by the f64 mean alone is off by 2.8e-8 here; the kernel and the
+// decomposition both centre again by the mean of the centred values.
+TEST(NormLossEdges, LayerNormLargeMeanF64AgainstExactValues) {
+  std::vector<double> x;
+  for (int k = 0; k < 7; ++k) x.push_back(1e9 + k * 0.3);
+  const std::vector<double> want = {-1.4999999929042067,   -1.000000070957909, -0.4999999503294618,
+                                    -2.83831642593178e-08, 0.5000000922452832, 1.0000000141915808,
+                                    1.4999999361378784};
+  std::vector<Array> in = {Array::from_doubles(DType::f64, {1, 7}, x),
+                           Array::filled(DType::f64, {7}, 1.0)};
+  auto fwd = one_op({{DType::f64, {1, 7}}, {DType::f64, {7}}},
+                    [](ir::Builder& b, auto& p) { return b.layer_norm(p[0], p[1], -1, 0); });
+  expect_values(run_all(fwd, in)[0], want, 1e-14);
+  expect_values(passes::interpret(trace::expand_composites(fwd), in)[0], want, 1e-14);
+}
+
+void check_ce(DType dt, int64_t N, int64_t C, std::vector<double> x, std::vector<int32_t> labels,
+              double tol) {
+  SCOPED_TRACE(fmt::format("cross_entropy {} [{}, {}]", name(dt), N, C));
+  std::vector<Array> in = {Array::from_doubles(dt, {N, C}, x), Array::from(Shape{N}, labels)};
+  auto fwd = one_op({{dt, {N, C}}, {DType::s32, {N}}},
+                    [](ir::Builder& b, auto& p) { return b.cross_entropy(p[0], p[1]); });
+  expect_near(run_all(fwd, in)[0], oracle(fwd, in), tol);
+  in.push_back(Array::from_doubles(dt, {N}, rnd(N, 9, 0.5, 2)));
+  auto bwd = one_op({{dt, {N, C}}, {DType::s32, {N}}, {dt, {N}}},
+                    [](ir::Builder& b, auto& p) { return b.cross_entropy_grad(p[0], p[1], p[2]); });
+  expect_near(run_all(bwd, in)[0], oracle(bwd, in), tol);
+}
+
+std::vector<int32_t> labels(int64_t N, int64_t C) {
+  std::vector<int32_t> l;
+  for (int64_t r = 0; r < N; ++r) l.push_back(C ? int32_t((r * 7 + 3) % C) : 0);
+  return l;
+}
+
+TEST(NormLossEdges, CrossEntropyDegenerateShapes) {
+  for (DType dt : {DType::f64, DType::f32}) {
+    const double tol = dt == DType::f64 ? 1e-12 : 5e-5;
+    for (auto [N, C] : std::vector<std::pair<int64_t, int64_t>>{
+             {0, 5}, {3, 0}, {4, 1}, {1, 1}, {3, 5000}, {33, 17}})
+      check_ce(dt, N, C, rnd(N * C, uint64_t(N + C), -4, 4), labels(N, C), tol);
+  }
+}
+
+TEST(NormLossEdges, CrossEntropyExtremeValuesAndLabels) {
+  const double inf = kInf;
+  for (DType dt : {DType::f64, DType::f32}) {
+    const double tol = dt == DType::f64 ? 1e-12 : 5e-5;
+    std::vector<double> x = {1e30, -1e30, 0,    1, 1e30, 1e30,  -1e30, -inf,  -inf,  0,
+                             -inf, 5,     -inf, 2, 3,    -1e30, -1e30, -1e30, -1e30, -1e30,
+                             inf,  0,     1,    2, 3,    1,     2,     3,     4,     5};
+    check_ce(dt, 6, 5, x, {0, 1, 1, 2, 0, 0}, tol);
+    check_ce(dt, 6, 5, rnd(30, 3, -2, 2), {-1, 5, INT_MAX, INT_MIN, -5, 4}, tol);
+  }
+}
+
+}  // namespace
+}  // namespace tlaloc::host_test
