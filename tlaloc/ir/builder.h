@@ -71,7 +71,8 @@ class Builder {
   // reduction="none"): logits [N, C] f32 / f64, labels s32 [N]; result [N] of the logits' dtype,
   // -log_softmax(logits)[label] (max-shifted; -0 for a label outside [0, C)).
   ValueId cross_entropy(ValueId logits, ValueId labels);
-  // Its VJP: d_loss [N]; result [N, C] = d_loss · (softmax(logits) - one_hot(labels)).
+  // Its VJP: d_loss [N]; result [N, C] = d_loss · (softmax(logits) - one_hot(labels)), rows
+  // whose label is outside [0, C) 0 (their loss is constant).
   ValueId cross_entropy_grad(ValueId logits, ValueId labels, ValueId d_loss);
   // Result dims: batch dims, lhs free dims, rhs free dims (StableHLO order). Float dtypes.
   ValueId dot_general(ValueId lhs, ValueId rhs, DotDims dims);

@@ -140,7 +140,8 @@ Tensor layer_norm_grad_decomposed(const Tensor& x, const Tensor& w, const Tensor
 }
 
 // cross_entropy as nn::cross_entropy_per_row's plain ops; its VJP with s = x - max (0 for a
-// max of -inf) and lse = log Σ exp(s): d_x = d_loss · (exp(s - lse) - one_hot(label)).
+// max of -inf) and lse = log Σ exp(s): d_x = d_loss · (exp(s - lse) - one_hot(label)), and 0
+// in a row whose label is outside [0, C) (its loss is the constant -0).
 Tensor is_label(const Tensor& logits, const Tensor& labels) {
   return equal(broadcast_to(expand_dims(labels, 1), logits.shape()),
                iota(logits.shape(), 1, DType::s32));
@@ -159,7 +160,9 @@ Tensor cross_entropy_decomposed(const Tensor& x, const Tensor& labels) {
 Tensor cross_entropy_grad_decomposed(const Tensor& x, const Tensor& labels, const Tensor& dl) {
   Tensor s = shifted(x), p = exp(s - log(sum(exp(s), {1}, true)));
   Tensor hot = where(is_label(x, labels), ones_like(p), zeros_like(p));
-  return broadcast_to(expand_dims(dl, 1), x.shape()) * (p - hot);
+  Tensor in =
+      broadcast_to(expand_dims((labels > -1.0) & (labels < double(x.dim(1))), 1), x.shape());
+  return where(in, broadcast_to(expand_dims(dl, 1), x.shape()) * (p - hot), zeros_like(p));
 }
 
 }  // namespace

@@ -39,8 +39,8 @@ KERNEL_TEST(cross_entropy, shapes_dtypes) {
 }
 
 // Row 0: -inf on two wrong classes; 1: all -inf (NaN, as the decomposition); 2: a NaN logit;
-// 3: logits of ±1e8 (the label's loss 0, exactly); 4 and 5: labels -1 and C (loss -0, gradient
-// d_loss · softmax).
+// 3: logits of ±1e8 (the label's loss 0, exactly); 4 and 5: labels -1 and C (loss -0, gradient 0:
+// the loss does not depend on that row's logits).
 KERNEL_TEST(cross_entropy_grad, infinities_nan_large_labels_out_of_range) {
   const double inf = kInf;
   const std::vector<double> x = {0.5, -inf, 1,    -inf, 2, -inf, -inf, -inf, -inf, -inf,

@@ -180,5 +180,24 @@ TEST(NormLossEdges, CrossEntropyExtremeValuesAndLabels) {
   }
 }
 
+// A label outside [0, C) makes the row's loss the constant -0, so its gradient is 0 (+0, by
+// hand), NaN logits included; in-range rows are d_loss · (softmax - one_hot): softmax of
+// [0, log 3] is [1/4, 3/4].
+TEST(NormLossEdges, CrossEntropyGradOfAnOutOfRangeLabelIsZero) {
+  const double l3 = std::log(3.0);
+  for (DType dt : {DType::f64, DType::f32}) {
+    std::vector<Array> in = {Array::from_doubles(dt, {4, 2}, {0, l3, 0, l3, kNaN, 1, 0, l3}),
+                             Array::from(Shape{4}, std::vector<int32_t>{-1, 2, INT_MAX, 1}),
+                             Array::from_doubles(dt, {4}, {1, 2, 3, 2})};
+    auto bwd = one_op({{dt, {4, 2}}, {DType::s32, {4}}, {dt, {4}}}, [](ir::Builder& b, auto& p) {
+      return b.cross_entropy_grad(p[0], p[1], p[2]);
+    });
+    const std::vector<double> want = {0, 0, 0, 0, 0, 0, 2 * 0.25, 2 * (0.75 - 1)};
+    Array g = run_all(bwd, in)[0];
+    expect_values(g, want, dt == DType::f64 ? 1e-15 : 1e-7);
+    for (int64_t i = 0; i < 6; ++i) EXPECT_FALSE(std::signbit(g.at(i))) << "element " << i;
+  }
+}
+
 }  // namespace
 }  // namespace tlaloc::host_test

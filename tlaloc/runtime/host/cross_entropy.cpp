@@ -1,9 +1,10 @@
 // Host kernels of the cross_entropy composites (trace/composite.h), per row of C logits: the
 // max m (NaN if any is NaN; a max of -inf shifts by 0), e = exp(x - m), lse = log Σe,
 // loss = -((x[label] - m) - lse) (-0 for a label outside [0, C)); the gradient recomputes e and
-// writes d_loss · (e / Σe - one_hot) (the decomposition's exp(s - lse), rounded differently). exp
-// is the fused loops' own (instr_ops.h: exp_f32) for f32; sums use 8 interleaved partials added
-// pairwise, so every row's result is fixed by its values alone, whatever the threads.
+// writes d_loss · (e / Σe - one_hot) (the decomposition's exp(s - lse), rounded differently), 0
+// for a label outside [0, C) (that row's loss is constant). exp is the fused loops' own
+// (instr_ops.h: exp_f32) for f32; sums use 8 interleaved partials added pairwise, so every
+// row's result is fixed by its values alone, whatever the threads.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -75,11 +76,15 @@ TLALOC_CLONES void rows(const CrossEntropyKernel& k, const Frame& fr, int64_t r0
       continue;
     }
     F* d = static_cast<F*>(fr.ptr[k.res]) + r * C;
+    if (!in) {
+      std::fill(d, d + C, F(0));
+      continue;
+    }
     const F sum = row_exp(x, C, shift, d);
     const F dl = static_cast<const F*>(fr.ptr[k.dl])[r];
-    const F el = in ? d[label] : F(0);
+    const F el = d[label];
     for (int64_t i = 0; i < C; ++i) d[i] = dl * (d[i] / sum);
-    if (in) d[label] = dl * (el / sum - F(1));
+    d[label] = dl * (el / sum - F(1));
   }
 }
 
