@@ -12,16 +12,6 @@
 namespace tlaloc::host_test {
 namespace {
 
-std::vector<double> rnd(int64_t n, uint64_t seed, double lo, double hi) {
-  std::vector<double> v(static_cast<size_t>(n));
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& e : v) {
-    x = x * 6364136223846793005ull + 1442695040888963407ull;
-    e = lo + (hi - lo) * double(x >> 11) * 0x1.0p-53;
-  }
-  return v;
-}
-
 // f's decomposition interpreted on `in` converted to f64 (s32 stays): the oracle.
 std::vector<double> oracle(const ir::Function& f, const std::vector<Array>& in) {
   std::vector<ir::TensorType> types;
@@ -66,7 +56,8 @@ void check_ln(DType dt, Shape xs, std::vector<double> x, std::vector<double> w,
     return b.layer_norm(p[0], p[1], bias ? p[2] : -1, eps);
   });
   expect_near(run_all(fwd, in)[0], oracle(fwd, in), tol);
-  std::vector<Array> gin = {in[0], in[1], Array::from_doubles(dt, xs, rnd(xs.numel(), 7, -1, 1))};
+  std::vector<Array> gin = {in[0], in[1],
+                            Array::from_doubles(dt, xs, lcg_doubles(xs.numel(), 7, -1, 1))};
   auto bwd = one_op({types[0], types[1], types[0]}, [&](ir::Builder& b, auto& p) {
     return b.layer_norm_grad(p[0], p[1], p[2], eps);
   });
@@ -76,8 +67,10 @@ void check_ln(DType dt, Shape xs, std::vector<double> x, std::vector<double> w,
 void check_ln(DType dt, Shape xs, double eps = 1e-5, double tol = -1) {
   const int64_t D = xs[xs.rank() - 1];
   if (tol < 0) tol = dt == DType::f64 ? 1e-12 : 5e-5;
-  check_ln(dt, xs, rnd(xs.numel(), 1, -3, 5), rnd(D, 2, 0.5, 1.5), rnd(D, 3, -1, 1), eps, tol);
-  check_ln(dt, xs, rnd(xs.numel(), 4, -3, 5), rnd(D, 5, 0.5, 1.5), std::nullopt, eps, tol);
+  check_ln(dt, xs, lcg_doubles(xs.numel(), 1, -3, 5), lcg_doubles(D, 2, 0.5, 1.5),
+           lcg_doubles(D, 3, -1, 1), eps, tol);
+  check_ln(dt, xs, lcg_doubles(xs.numel(), 4, -3, 5), lcg_doubles(D, 5, 0.5, 1.5), std::nullopt,
+           eps, tol);
 }
 
 TEST(NormLossEdges, LayerNormDegenerateShapes) {
@@ -101,8 +94,9 @@ TEST(NormLossEdges, LayerNormNonFiniteAndEpsilon) {
     // rows: a NaN, a +inf, a -inf, a finite row
     std::vector<double> x = {1, nan, 3, 4, 1, inf, 3, 4, -inf, 2, 3, 4, 1, 2, 3, 5};
     check_ln(dt, {4, 4}, x, {1, 2, 3, 4}, std::vector<double>{0, 1, 0, 1}, 1e-5, tol);
-    check_ln(dt, {4, 4}, rnd(16, 3, -1, 1), {1, nan, inf, -inf}, std::nullopt, 1e-5, tol);
-    check_ln(dt, {3, 6}, rnd(18, 4, -1, 1), rnd(6, 5, 0, 1), std::nullopt, 1e30, tol);
+    check_ln(dt, {4, 4}, lcg_doubles(16, 3, -1, 1), {1, nan, inf, -inf}, std::nullopt, 1e-5, tol);
+    check_ln(dt, {3, 6}, lcg_doubles(18, 4, -1, 1), lcg_doubles(6, 5, 0, 1), std::nullopt, 1e30,
+             tol);
     // eps 0 and a constant row: variance 0, rstd inf, 0·inf = NaN as the decomposition
     check_ln(dt, {2, 4}, {2, 2, 2, 2, 1, 2, 3, 4}, {1, 1, 1, 1}, std::nullopt, 0, tol);
     check_ln(dt, {2, 4}, {2, 2, 2, 2, 1, 2, 3, 4}, {1, 1, 1, 1}, std::nullopt, 1e-5, tol);
@@ -116,9 +110,10 @@ TEST(NormLossEdges, LayerNormNonFiniteAndEpsilon) {
 TEST(NormLossEdges, LayerNormLargeMeanF32) {
   for (int64_t D : {4, 64, 768, 5000}) {
     SCOPED_TRACE(D);
-    std::vector<double> x = rnd(3 * D, uint64_t(D), -1, 1);
+    std::vector<double> x = lcg_doubles(3 * D, uint64_t(D), -1, 1);
     for (auto& v : x) v = double(float(40000 + v));
-    check_ln(DType::f32, {3, D}, x, rnd(D, 2, 0.5, 1.5), rnd(D, 3, -1, 1), 1e-5, 2e-5);
+    check_ln(DType::f32, {3, D}, x, lcg_doubles(D, 2, 0.5, 1.5), lcg_doubles(D, 3, -1, 1), 1e-5,
+             2e-5);
   }
 }
 
@@ -147,7 +142,7 @@ void check_ce(DType dt, int64_t N, int64_t C, std::vector<double> x, std::vector
   auto fwd = one_op({{dt, {N, C}}, {DType::s32, {N}}},
                     [](ir::Builder& b, auto& p) { return b.cross_entropy(p[0], p[1]); });
   expect_near(run_all(fwd, in)[0], oracle(fwd, in), tol);
-  in.push_back(Array::from_doubles(dt, {N}, rnd(N, 9, 0.5, 2)));
+  in.push_back(Array::from_doubles(dt, {N}, lcg_doubles(N, 9, 0.5, 2)));
   auto bwd = one_op({{dt, {N, C}}, {DType::s32, {N}}, {dt, {N}}},
                     [](ir::Builder& b, auto& p) { return b.cross_entropy_grad(p[0], p[1], p[2]); });
   expect_near(run_all(bwd, in)[0], oracle(bwd, in), tol);
@@ -164,7 +159,7 @@ TEST(NormLossEdges, CrossEntropyDegenerateShapes) {
     const double tol = dt == DType::f64 ? 1e-12 : 5e-5;
     for (auto [N, C] : std::vector<std::pair<int64_t, int64_t>>{
              {0, 5}, {3, 0}, {4, 1}, {1, 1}, {3, 5000}, {33, 17}})
-      check_ce(dt, N, C, rnd(N * C, uint64_t(N + C), -4, 4), labels(N, C), tol);
+      check_ce(dt, N, C, lcg_doubles(N * C, uint64_t(N + C), -4, 4), labels(N, C), tol);
   }
 }
 
@@ -176,7 +171,7 @@ TEST(NormLossEdges, CrossEntropyExtremeValuesAndLabels) {
                              -inf, 5,     -inf, 2, 3,    -1e30, -1e30, -1e30, -1e30, -1e30,
                              inf,  0,     1,    2, 3,    1,     2,     3,     4,     5};
     check_ce(dt, 6, 5, x, {0, 1, 1, 2, 0, 0}, tol);
-    check_ce(dt, 6, 5, rnd(30, 3, -2, 2), {-1, 5, INT_MAX, INT_MIN, -5, 4}, tol);
+    check_ce(dt, 6, 5, lcg_doubles(30, 3, -2, 2), {-1, 5, INT_MAX, INT_MIN, -5, 4}, tol);
   }
 }
 
