@@ -1,6 +1,9 @@
 // Bad input to the IR raises tlaloc::Error naming the op and the shapes / dtypes, never aborts.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "tlaloc/ir/builder.h"
 
 using namespace tlaloc;
@@ -112,4 +115,44 @@ TEST(VerifierErrors, CrossEntropyComposites) {
   expect_error([&] { b.cross_entropy(x, lf); }, {"tlaloc.cross_entropy", "labels", "f32[4]"});
   expect_error([&] { b.cross_entropy_grad(x, l, d); },
                {"tlaloc.cross_entropy_grad", "d_loss", "f32[4]", "f64[4]"});
+}
+
+// More bad operands of the layer_norm / cross_entropy composites: each a tlaloc::Error naming
+// the op and the disagreeing types or values.
+TEST(VerifierErrors, NormLossCompositeEdges) {
+  Builder b;
+  auto x = b.parameter({DType::f32, {4, 8}});
+  auto w = b.parameter({DType::f32, {8}});
+  auto wd = b.parameter({DType::f64, {8}});
+  auto xb = b.parameter({DType::bf16, {4, 8}});
+  auto wb = b.parameter({DType::bf16, {8}});
+  auto s = b.parameter({DType::f32, {}});
+  auto dy = b.parameter({DType::f64, {4, 8}});
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  expect_error([&] { b.layer_norm(xb, wb, -1, 1e-5); },
+               {"tlaloc.layer_norm", "f32 or f64", "bf16"});
+  expect_error([&] { b.layer_norm(x, wd, -1, 1e-5); },
+               {"tlaloc.layer_norm", "weight", "f32[8]", "f64[8]"});
+  expect_error([&] { b.layer_norm(s, s, -1, 1e-5); }, {"tlaloc.layer_norm", "rank >= 1"});
+  expect_error([&] { b.layer_norm(x, w, -1, nan); }, {"tlaloc.layer_norm", "epsilon", "nan"});
+  expect_error([&] { b.layer_norm(x, w, -1, HUGE_VAL); }, {"tlaloc.layer_norm", "epsilon", "inf"});
+  expect_error([&] { b.layer_norm_grad(x, w, dy, 1e-5); },
+               {"tlaloc.layer_norm_grad", "d_y", "f32[4,8]", "f64[4,8]"});
+  expect_error([&] { b.layer_norm_grad(x, w, x, -0.5); },
+               {"tlaloc.layer_norm_grad", "epsilon", "-0.5"});
+
+  auto lu = b.parameter({DType::u32, {4}});
+  auto l = b.parameter({DType::s32, {4}});
+  auto l2 = b.parameter({DType::s32, {4, 1}});
+  auto d3 = b.parameter({DType::f32, {3}});
+  auto d41 = b.parameter({DType::f32, {4, 1}});
+  auto xb2 = b.parameter({DType::bf16, {4, 8}});
+  expect_error([&] { b.cross_entropy(xb2, l); }, {"tlaloc.cross_entropy", "f32 or f64", "bf16"});
+  expect_error([&] { b.cross_entropy(x, lu); }, {"tlaloc.cross_entropy", "labels", "u32[4]"});
+  expect_error([&] { b.cross_entropy(x, l2); }, {"tlaloc.cross_entropy", "labels", "s32[4,1]"});
+  expect_error([&] { b.cross_entropy(w, l); }, {"tlaloc.cross_entropy", "[N, C]", "f32[8]"});
+  expect_error([&] { b.cross_entropy_grad(x, l, d3); },
+               {"tlaloc.cross_entropy_grad", "d_loss", "f32[4]", "f32[3]"});
+  expect_error([&] { b.cross_entropy_grad(x, l, d41); },
+               {"tlaloc.cross_entropy_grad", "d_loss", "f32[4,1]"});
 }
