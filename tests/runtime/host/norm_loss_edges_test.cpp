@@ -194,5 +194,31 @@ TEST(NormLossEdges, CrossEntropyGradOfAnOutOfRangeLabelIsZero) {
   }
 }
 
+// Operands that the host plan keeps as views (transpose, a column slice, a broadcast scalar
+// d_y / d_loss, a leading-row slice read in place): the kernels read them as dense rows.
+TEST(NormLossEdges, ViewOperands) {
+  for (DType dt : {DType::f64, DType::f32}) {
+    SCOPED_TRACE(name(dt));
+    const double tol = dt == DType::f64 ? 1e-12 : 5e-5;
+    std::vector<Array> in = {lcg_array(dt, {6, 5}, 1, -2, 2), lcg_array(dt, {6}, 2, 0.5, 1.5),
+                             lcg_array(dt, {}, 3, 0.5, 1.5),
+                             Array::from(Shape{4}, std::vector<int32_t>{0, 3, 1, 2})};
+    ir::Builder b("views");
+    std::vector<ir::ValueId> p;
+    for (auto& a : in) p.push_back(b.parameter({a.dtype(), a.shape()}));
+    ir::ValueId xt = b.transpose(p[0], {1, 0});              // [5, 6]
+    ir::ValueId xs = b.slice(p[0], {1, 0}, {5, 5}, {1, 1});  // [4, 5], leading rows dropped
+    ir::ValueId xc = b.slice(p[0], {0, 1}, {4, 5}, {1, 1});  // [4, 4], columns
+    ir::ValueId dy = b.broadcast_in_dim(p[2], {5, 6}, {});   // d_y of sum(y)·s
+    ir::ValueId dl = b.broadcast_in_dim(p[2], {4}, {});
+    ir::Function f =
+        b.build({b.layer_norm(xt, p[1], -1, 1e-5), b.layer_norm_grad(xt, p[1], dy, 1e-5),
+                 b.cross_entropy(xs, p[3]), b.cross_entropy_grad(xc, p[3], dl)});
+    std::vector<Array> got = run_all(f, in);
+    std::vector<Array> want = passes::interpret(trace::expand_composites(f), in);
+    for (size_t i = 0; i < got.size(); ++i) expect_near(got[i], want[i].to_doubles(), tol);
+  }
+}
+
 }  // namespace
 }  // namespace tlaloc::host_test
