@@ -52,7 +52,7 @@ void expect_values(const Array& a, const std::vector<double>& want, double tol) 
     double got = a.at(int64_t(i)), w = want[i];
     if (std::isnan(w)) {
       EXPECT_TRUE(std::isnan(got)) << "element " << i << ": got " << got << ", want NaN";
-    } else if (tol == 0) {
+    } else if (tol == 0 || std::isinf(w)) {  // an infinity must match exactly
       EXPECT_EQ(got, w) << "element " << i;
       if (got == 0 && w == 0) {
         EXPECT_EQ(std::signbit(got), std::signbit(w)) << "element " << i << ": sign of zero";

@@ -26,7 +26,8 @@ std::set<ir::Op>& tested_ops();
 std::vector<Array> run_all(const ir::Function& f, const std::vector<Array>& inputs);
 
 // Expects a's elements (any dtype, read as double) to equal `want` within `tol` (relative to
-// max(1, |want|)); NaNs must match NaNs; tol = 0 means exact (and -0 vs +0 distinguished).
+// max(1, |want|)); NaNs must match NaNs, infinities the same infinity; tol = 0 means exact (and
+// -0 vs +0 distinguished).
 void expect_values(const Array& a, const std::vector<double>& want, double tol = 0);
 
 // A one-op function: parameters of the given types, `make` appends the op.
