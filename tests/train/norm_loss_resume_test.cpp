@@ -13,6 +13,7 @@
 #include "tlaloc/nn/transformer.h"
 #include "tlaloc/random/key.h"
 #include "tlaloc/train/checkpointing.h"
+#include "train_test_util.h"
 
 using namespace tlaloc;
 using namespace tlaloc::train;
@@ -53,29 +54,20 @@ TrainRun make_run(uint64_t seed) {
   return r;
 }
 
-std::vector<double> steps(Trainer& t, int n) {
-  std::vector<double> losses;
-  for (int i = 0; i < n; ++i) {
-    t.step({});
-    losses.push_back(t.read_last().loss);
-  }
-  return losses;
-}
-
 TEST(NormLossResume, SaveRestoreContinueIsBitwiseIdentical) {
   constexpr int N = 6, M = 9;
   auto path = std::filesystem::temp_directory_path() /
               ("tlaloc_norm_loss_resume_" + std::to_string(getpid()) + ".safetensors");
   TrainRun first = make_run(1);
-  auto head = steps(*first.trainer, N);
+  auto head = train_test::step_losses(*first.trainer, N);
   io::save_checkpoint(path.string(), to_checkpoint(*first.trainer, 1, N));
 
   TrainRun full = make_run(1);
-  auto all = steps(*full.trainer, N + M);
+  auto all = train_test::step_losses(*full.trainer, N + M);
   TrainRun resumed = make_run(42);
   restore(*resumed.trainer, io::load_checkpoint(path.string()));
   std::filesystem::remove(path);
-  auto tail = steps(*resumed.trainer, M);
+  auto tail = train_test::step_losses(*resumed.trainer, M);
 
   for (int i = 0; i < N; ++i) EXPECT_EQ(head[size_t(i)], all[size_t(i)]) << "step " << i;
   for (int i = 0; i < M; ++i) EXPECT_EQ(tail[size_t(i)], all[size_t(N + i)]) << "step " << N + i;

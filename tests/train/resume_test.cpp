@@ -12,6 +12,7 @@
 
 #include "tlaloc/train/checkpointing.h"
 #include "tlaloc/train/disc.h"
+#include "train_test_util.h"
 
 using namespace tlaloc;
 using namespace tlaloc::train;
@@ -39,15 +40,6 @@ TrainRun make_run(uint64_t init_seed) {
   return r;
 }
 
-std::vector<double> steps(Trainer& t, int n) {
-  std::vector<double> losses;
-  for (int i = 0; i < n; ++i) {
-    t.step({});
-    losses.push_back(t.read_last().loss);
-  }
-  return losses;
-}
-
 }  // namespace
 
 constexpr int N = 12, M = 18;
@@ -57,7 +49,7 @@ TEST(Resume, DISABLED_ChildTrainsAndSaves) {
   const char* dir = std::getenv("TLALOC_RESUME_DIR");
   ASSERT_NE(dir, nullptr);
   TrainRun r = make_run(1);
-  auto l = steps(*r.trainer, N);
+  auto l = train_test::step_losses(*r.trainer, N);
   io::save_checkpoint(std::string(dir) + "/a.safetensors",
                       to_checkpoint(*r.trainer, 1, r.trainer->steps_taken()));
   std::ofstream f(std::string(dir) + "/losses.txt");
@@ -85,13 +77,13 @@ TEST(Resume, SaveRestoreInNewProcessIsBitwiseIdentical) {
 
   // Uninterrupted run.
   TrainRun full = make_run(1);
-  auto full_losses = steps(*full.trainer, N + M);
+  auto full_losses = train_test::step_losses(*full.trainer, N + M);
 
   // Restored into a model initialised differently: every value must come from the file.
   TrainRun resumed = make_run(99);
   restore(*resumed.trainer, io::load_checkpoint(ckpt));
   EXPECT_EQ(resumed.trainer->steps_taken(), N);
-  auto rest = steps(*resumed.trainer, M);
+  auto rest = train_test::step_losses(*resumed.trainer, M);
 
   std::ifstream f(loss_file);
   for (int i = 0; i < N; ++i) {
