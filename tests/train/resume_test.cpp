@@ -10,9 +10,9 @@
 #include <fstream>
 #include <string>
 
+#include "support/train_test_util.h"
 #include "tlaloc/train/checkpointing.h"
 #include "tlaloc/train/disc.h"
-#include "train_test_util.h"
 
 using namespace tlaloc;
 using namespace tlaloc::train;
@@ -93,14 +93,7 @@ TEST(Resume, SaveRestoreInNewProcessIsBitwiseIdentical) {
   }
   for (int i = 0; i < M; ++i)
     EXPECT_EQ(rest[size_t(i)], full_losses[size_t(N + i)]) << "step " << N + i;
-  auto pa = full.trainer->named_parameters(), pb = resumed.trainer->named_parameters();
-  ASSERT_EQ(pa.size(), pb.size());
-  for (size_t i = 0; i < pa.size(); ++i)
-    EXPECT_TRUE(pa[i].second.bitwise_equal(pb[i].second)) << pa[i].first;
-  auto sa = full.trainer->optimizer_state(), sb = resumed.trainer->optimizer_state();
-  ASSERT_EQ(sa.size(), sb.size());
-  for (size_t i = 0; i < sa.size(); ++i)
-    EXPECT_TRUE(sa[i].second.bitwise_equal(sb[i].second)) << sa[i].first;
+  train_test::expect_same_state(*full.trainer, *resumed.trainer);
   EXPECT_EQ(full.trainer->optimizer_step(), N + M);
   std::filesystem::remove_all(dir);
 }

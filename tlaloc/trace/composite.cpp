@@ -124,13 +124,15 @@ Tensor layer_norm_decomposed(const Tensor& x, const Tensor& w, const std::option
 Tensor layer_norm_grad_decomposed(const Tensor& x, const Tensor& w, const Tensor& dy, double eps) {
   const int64_t D = x.dim(-1);
   int64_t R = 1;
-  for (int64_t i = 0; i + 1 < x.rank(); ++i) R *= x.dim(i);
+  std::vector<int64_t> rows;  // the leading dims, summed over for d_weight and d_bias
+  for (int64_t i = 0; i + 1 < x.rank(); ++i) {
+    R *= x.dim(i);
+    rows.push_back(i);
+  }
   Tensor xc = centred(x);
   Tensor rstd = rsqrt(mean(square(xc), {-1}, true) + eps);
   Tensor xhat = xc * rstd, g = dy * w;
   Tensor dx = rstd * (g - mean(g, {-1}, true) - xhat * mean(g * xhat, {-1}, true));
-  std::vector<int64_t> rows;
-  for (int64_t i = 0; i + 1 < x.rank(); ++i) rows.push_back(i);
   Tensor dw = dy * xhat, db = dy;
   if (!rows.empty()) {
     dw = sum(dw, rows);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "fake_client.h"
+#include "support/train_test_util.h"
 #include "tlaloc/random/random.h"
 #include "tlaloc/runtime/pjrt/client.h"
 #include "tlaloc/train/disc.h"
@@ -36,17 +37,6 @@ struct DiscRun {
     trainer->set_resident(1, d.y);
   }
 };
-
-void expect_same_state(const Trainer& a, const Trainer& b) {
-  auto pa = a.named_parameters(), pb = b.named_parameters();
-  ASSERT_EQ(pa.size(), pb.size());
-  for (size_t i = 0; i < pa.size(); ++i)
-    EXPECT_TRUE(pa[i].second.bitwise_equal(pb[i].second)) << pa[i].first;
-  auto sa = a.optimizer_state(), sb = b.optimizer_state();
-  ASSERT_EQ(sa.size(), sb.size());
-  for (size_t i = 0; i < sa.size(); ++i)
-    EXPECT_TRUE(sa[i].second.bitwise_equal(sb[i].second)) << sa[i].first;
-}
 
 }  // namespace
 
@@ -82,7 +72,7 @@ TEST(PjrtTrainerLane, DiscStepsEqualTheHostLaneBitwiseWithResidentState) {
   }
   EXPECT_EQ(client->cache_size(), 1u);
   EXPECT_EQ(dev.trainer->optimizer_step(), 6);
-  expect_same_state(*host.trainer, *dev.trainer);
+  train_test::expect_same_state(*host.trainer, *dev.trainer);
   // Hand check of one number: the loss is an MSE against +-1 labels, so it is positive.
   EXPECT_GT(dev.trainer->read_last().loss, 0.0);
 }
@@ -97,7 +87,7 @@ TEST(PjrtTrainerLane, LoadStateEvalAndSyncMoveDataToAndFromTheDevice) {
   for (auto& [n, a] : host.trainer->optimizer_state()) state.push_back(a);
   dev.trainer->load_state(params, state, 2);
   EXPECT_EQ(dev.trainer->optimizer_step(), 2);
-  expect_same_state(*host.trainer, *dev.trainer);
+  train_test::expect_same_state(*host.trainer, *dev.trainer);
   host.trainer->step({});
   dev.trainer->step({});
   EXPECT_EQ(host.trainer->read_last().loss, dev.trainer->read_last().loss);
