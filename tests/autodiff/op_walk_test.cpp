@@ -263,6 +263,17 @@ std::map<Op, std::vector<Case>> cases() {
          Tensor l = trace::constant(Array::from(Shape{2}, std::vector<int32_t>{1, 3}));
          return std::vector<Tensor>{T(B().cross_entropy_grad(x[0].id(), l.id(), x[1].id()))};
        }});
+  // gelu over both tanh branches; its grad composite (second derivatives, through its
+  // decomposition, y = gelu(x) as the forward gives it).
+  add(Op::gelu, {"values in [-4, 4]", {uniform({2, 5}, 61, -4, 4)}, [](std::span<const Tensor> x) {
+                   return std::vector<Tensor>{T(B().gelu(x[0].id()))};
+                 }});
+  add(Op::gelu_grad, {"from y = gelu(x)",
+                      {uniform({2, 4}, 62, -3, 3), uniform({2, 4}, 63)},
+                      [](std::span<const Tensor> x) {
+                        ir::ValueId y = B().gelu(x[0].id());
+                        return std::vector<Tensor>{T(B().gelu_grad(x[0].id(), y, x[1].id()))};
+                      }});
   return m;
 }
 

@@ -117,6 +117,19 @@ TEST(VerifierErrors, CrossEntropyComposites) {
                {"tlaloc.cross_entropy_grad", "d_loss", "f32[4]", "f64[4]"});
 }
 
+TEST(VerifierErrors, GeluComposites) {
+  Builder b;
+  auto x = b.parameter({DType::f32, {4, 8}});
+  auto xi = b.parameter({DType::s32, {4, 8}});
+  auto xh = b.parameter({DType::bf16, {4, 8}});
+  auto x7 = b.parameter({DType::f32, {4, 7}});
+  auto xd = b.parameter({DType::f64, {4, 8}});
+  expect_error([&] { b.gelu(xi); }, {"tlaloc.gelu", "f32 or f64", "s32"});
+  expect_error([&] { b.gelu(xh); }, {"tlaloc.gelu", "f32 or f64", "bf16"});
+  expect_error([&] { b.gelu_grad(x, x7, x); }, {"tlaloc.gelu_grad", "y", "f32[4,8]", "f32[4,7]"});
+  expect_error([&] { b.gelu_grad(x, x, xd); }, {"tlaloc.gelu_grad", "d_y", "f32[4,8]", "f64[4,8]"});
+}
+
 // More bad operands of the layer_norm / cross_entropy composites: each a tlaloc::Error naming
 // the op and the disagreeing types or values.
 TEST(VerifierErrors, NormLossCompositeEdges) {

@@ -218,6 +218,17 @@ std::multimap<Op, Case> cases() {
        [](Builder& b, auto v) { return b.cross_entropy_grad(v[0], v[1], v[2]); },
        {D({1, 2}, {0, 0}), S({1}, {0}), D({1}, {2})},
        {-1, 1}});
+  // GELU's tanh form at x = 1, -1, 0: 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))) worked in double.
+  add(Op::gelu, {"x = 1, -1, 0",
+                 [](Builder& b, auto v) { return b.gelu(v[0]); },
+                 {D({3}, {1, -1, 0})},
+                 {0.8411919906082768, -0.15880800939172324, 0}});
+  // gelu_grad at q = 1 + t = 2y / x of 2 (t = 1: derivative 1), 0 (t = -1: 0) and, for
+  // |x| < 2^-60, 1 (0.5 + 0.5x·du rounds to 0.5); times d_y = [1, 2, 4].
+  add(Op::gelu_grad, {"t = 1, t = -1, tiny x",
+                      [](Builder& b, auto v) { return b.gelu_grad(v[0], v[1], v[2]); },
+                      {D({3}, {3, -3, 1e-20}), D({3}, {3, 0, 5e-21}), D({3}, {1, 2, 4})},
+                      {1, 0, 2}});
   return m;
 }
 

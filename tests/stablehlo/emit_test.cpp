@@ -302,6 +302,15 @@ static std::map<Op, std::function<Function()>> composites() {
     auto l = b.parameter({DType::s32, {6}});
     return b.build({b.cross_entropy_grad(x, l, b.parameter(f32({6})))});
   };
+  m[Op::gelu] = [] {
+    Builder b;
+    return b.build({b.gelu(b.parameter(f32({2, 5})))});
+  };
+  m[Op::gelu_grad] = [] {
+    Builder b;
+    auto x = b.parameter(f32({2, 5}));
+    return b.build({b.gelu_grad(x, b.parameter(f32({2, 5})), b.parameter(f32({2, 5})))});
+  };
   m[Op::layer_norm_grad] = [] {
     Builder b;
     auto x = b.parameter(f32({2, 3, 8}));
@@ -324,9 +333,11 @@ TEST(StablehloEmit, CompositesPrintTheirDecomposition) {
     EXPECT_EQ(text.find("tlaloc."), std::string::npos);
     const bool attention = op == Op::attention || op == Op::attention_grad;
     const bool ce = op == Op::cross_entropy || op == Op::cross_entropy_grad;
-    EXPECT_NE(text.find(attention ? "stablehlo.dot_general"
-                        : ce      ? "stablehlo.exponential"
-                                  : "stablehlo.rsqrt"),
+    EXPECT_NE(text.find(attention             ? "stablehlo.dot_general"
+                        : ce                  ? "stablehlo.exponential"
+                        : op == Op::gelu      ? "stablehlo.tanh"
+                        : op == Op::gelu_grad ? "stablehlo.divide"
+                                              : "stablehlo.rsqrt"),
               std::string::npos);
     if (attention) {
       EXPECT_NE(text.find("stablehlo.exponential"), std::string::npos);

@@ -189,6 +189,16 @@ std::map<Op, std::vector<Function>> op_cases() {
     auto d = b.parameter({DType::f64, {4}});
     return std::vector<ValueId>{b.cross_entropy_grad(x, l, d)};
   }));
+  c[Op::gelu].push_back(fn("gelu", [](Builder& b) {
+    auto x = b.parameter({DType::f32, {3, 5}});
+    auto y = b.parameter({DType::f64, {7}});
+    return std::vector<ValueId>{b.gelu(x), b.gelu(y)};
+  }));
+  c[Op::gelu_grad].push_back(fn("gelu_grad", [](Builder& b) {
+    auto x = b.parameter({DType::f32, {2, 6}});
+    auto d = b.parameter({DType::f32, {2, 6}});
+    return std::vector<ValueId>{b.gelu_grad(x, b.gelu(x), d)};
+  }));
   c[Op::dot_general].push_back(fn("dot", [](Builder& b) {
     auto x = b.parameter({DType::f32, {2, 3, 4}});
     auto y = b.parameter({DType::f32, {2, 4, 5}});

@@ -68,6 +68,8 @@ constexpr Entry kEntries[] = {
     {Op::layer_norm_grad, vjp_by_decomposition},
     {Op::cross_entropy, vjp_cross_entropy},
     {Op::cross_entropy_grad, vjp_by_decomposition},
+    {Op::gelu, vjp_gelu},
+    {Op::gelu_grad, vjp_by_decomposition},
 };
 
 // Table indexed by ir::Op; built once, checked to list every op exactly once.

@@ -1,8 +1,8 @@
 // VJP rules of the composite ops. attention's cotangent is the fused attention_grad composite
 // (FlashAttention's backward: recompute from the saved log-sum-exp), layer_norm's the fused
-// layer_norm_grad, cross_entropy's the fused cross_entropy_grad; any other composite (the _grad
-// ones, for second derivatives) is differentiated through its decomposition (trace/composite.h),
-// MLX's fallback for fused ops.
+// layer_norm_grad, cross_entropy's the fused cross_entropy_grad, gelu's the fused gelu_grad; any
+// other composite (the _grad ones, for second derivatives) is differentiated through its
+// decomposition (trace/composite.h), MLX's fallback for fused ops.
 #include "tlaloc/autodiff/autodiff.h"
 #include "tlaloc/autodiff/rules.h"
 #include "tlaloc/trace/composite.h"
@@ -45,6 +45,13 @@ Grads vjp_layer_norm(const RuleCtx& c) {
 Grads vjp_cross_entropy(const RuleCtx& c) {
   Grads out(c.n.operands.size(), -1);
   if (c.need[0]) out[0] = c.b.cross_entropy_grad(c.operand(0), c.operand(1), c.ct);
+  return out;
+}
+
+// gelu: x's cotangent is one gelu_grad composite, reading the forward's result.
+Grads vjp_gelu(const RuleCtx& c) {
+  Grads out(1, -1);
+  if (c.need[0]) out[0] = c.b.gelu_grad(c.operand(0), c.out, c.ct);
   return out;
 }
 

@@ -153,6 +153,12 @@ ValueId Builder::cross_entropy_grad(ValueId logits, ValueId labels, ValueId d_lo
   return add(Node{Op::cross_entropy_grad, {}, {logits, labels, d_loss}, {}});
 }
 
+ValueId Builder::gelu(ValueId x) { return add(Node{Op::gelu, {}, {x}, {}}); }
+
+ValueId Builder::gelu_grad(ValueId x, ValueId y, ValueId d_y) {
+  return add(Node{Op::gelu_grad, {}, {x, y, d_y}, {}});
+}
+
 ValueId Builder::dot_general(ValueId lhs, ValueId rhs, DotDims d) {
   Node n{Op::dot_general, {}, {lhs, rhs}, {}};
   n.attrs.lhs_batching_dimensions = std::move(d.lhs_batch);

@@ -74,6 +74,13 @@ class Builder {
   // Its VJP: d_loss [N]; result [N, C] = d_loss · (softmax(logits) - one_hot(labels)), rows
   // whose label is outside [0, C) 0 (their loss is constant).
   ValueId cross_entropy_grad(ValueId logits, ValueId labels, ValueId d_loss);
+  // Composite GELU, tanh approximation (Hendrycks & Gimpel 2016; torch.nn.GELU(approximate=
+  // "tanh")): x f32 / f64, any shape; result x's type, 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³))).
+  ValueId gelu(ValueId x);
+  // Its VJP from the forward's result y = gelu(x), d_y (both x's type): 1 + t = q = 2y / x
+  // (1 where |x| < 2^-60), result x's type d_y·(0.5q + 0.5x·q(2 - q)·√(2/π)(1 + 3·0.044715x²)),
+  // the derivative 0.5(1 + t) + 0.5x(1 - t²)·du/dx with no tanh to recompute.
+  ValueId gelu_grad(ValueId x, ValueId y, ValueId d_y);
   // Result dims: batch dims, lhs free dims, rhs free dims (StableHLO order). Float dtypes.
   ValueId dot_general(ValueId lhs, ValueId rhs, DotDims dims);
   // Removes `dimensions`; sum starts at 0, max at -inf, min at +inf (integer: type limits).

@@ -40,7 +40,8 @@ bool is_elementwise(Op op) {
 
 bool is_composite(Op op) {
   return op == Op::attention || op == Op::attention_grad || op == Op::layer_norm ||
-         op == Op::layer_norm_grad || op == Op::cross_entropy || op == Op::cross_entropy_grad;
+         op == Op::layer_norm_grad || op == Op::cross_entropy || op == Op::cross_entropy_grad ||
+         op == Op::gelu || op == Op::gelu_grad;
 }
 
 std::string to_string(const TensorType& t) {

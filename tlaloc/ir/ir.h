@@ -32,7 +32,7 @@ std::string_view op_name(Op op);  // StableHLO spelling: "add", "and", "dot_gene
 OpKind op_kind(Op op);
 Op op_from_name(std::string_view s);  // throws tlaloc::Error for an unknown name
 bool is_elementwise(Op op);           // Unary, Binary, Ternary kinds
-bool is_composite(Op op);             // attention, layer_norm, cross_entropy, their _grad ops
+bool is_composite(Op op);             // attention, layer_norm, cross_entropy, gelu, their _grad ops
 
 using ValueId = int32_t;
 

@@ -147,6 +147,18 @@ void check_cross_entropy(const Ctx& c) {
   if (grad && in[2] != d) c.error("d_loss must be {}, got {}", to_string(d), to_string(in[2]));
 }
 
+// gelu: x f32 / f64; gelu_grad also y and d_y of x's type.
+void check_gelu(const Ctx& c) {
+  auto& in = c.in;
+  const bool grad = c.op == Op::gelu_grad;
+  c.arity(grad ? 3 : 1);
+  if (in[0].dtype != DType::f32 && in[0].dtype != DType::f64)
+    c.error("needs f32 or f64 x, got {}", name(in[0].dtype));
+  for (size_t i = 1; i < in.size(); ++i)
+    if (in[i] != in[0])
+      c.error("{} must be {}, got {}", i == 1 ? "y" : "d_y", to_string(in[0]), to_string(in[i]));
+}
+
 TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& declared) {
   auto& in = c.in;
   switch (c.op) {
@@ -337,6 +349,10 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
       return {in[0].dtype, Shape{in[0].shape[0]}};
     case Op::cross_entropy_grad:
       check_cross_entropy(c);
+      return in[0];
+    case Op::gelu:
+    case Op::gelu_grad:
+      check_gelu(c);
       return in[0];
     default:
       c.error("is not a structural op");

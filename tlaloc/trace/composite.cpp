@@ -8,6 +8,7 @@
 #include "tlaloc/trace/composite.h"
 
 #include <cmath>
+#include <numbers>
 
 namespace tlaloc::trace {
 namespace {
@@ -167,7 +168,23 @@ Tensor cross_entropy_grad_decomposed(const Tensor& x, const Tensor& labels, cons
   return where(in, broadcast_to(expand_dims(dl, 1), x.shape()) * (p - hot), zeros_like(p));
 }
 
+// gelu_grad: with q = 1 + t = 2y / x (y = gelu(x); 1 for |x| < 2^-60, where 1 + t rounds to 1),
+// d_y·(0.5q + 0.5x·q(2 - q)·√(2/π)(1 + 3·0.044715x²)). x is replaced by 1 where q is 1, so the
+// unselected 2y / 0 leaks no NaN into second derivatives.
+Tensor gelu_grad_decomposed(const Tensor& x, const Tensor& y, const Tensor& dy) {
+  const double c = std::sqrt(2.0 / std::numbers::pi);
+  Tensor small = abs(x) < std::ldexp(1.0, -60), one = ones_like(x);
+  Tensor q = where(small, one, (y + y) / where(small, one, x));
+  Tensor du = c * (1.0 + (3 * 0.044715) * (x * x));
+  return dy * (0.5 * q + ((0.5 * x) * (q * (2.0 - q))) * du);
+}
+
 }  // namespace
+
+Tensor gelu_decomposed(const Tensor& x) {
+  const double c = std::sqrt(2.0 / std::numbers::pi);
+  return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));
+}
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
   ir::Builder& b = logits.builder();
@@ -206,6 +223,10 @@ ValueId decompose(ir::Builder& b, const ir::Node& n, std::span<const ValueId> op
       return cross_entropy_decomposed(t(0), t(1)).id();
     case ir::Op::cross_entropy_grad:
       return cross_entropy_grad_decomposed(t(0), t(1), t(2)).id();
+    case ir::Op::gelu:
+      return gelu_decomposed(t(0)).id();
+    case ir::Op::gelu_grad:
+      return gelu_grad_decomposed(t(0), t(1), t(2)).id();
     default:
       fail("decompose: {} is not a composite op", ir::op_name(n.op));
   }

@@ -1,4 +1,4 @@
-// Composite ops (ir/ops.def: attention, layer_norm, cross_entropy and their _grad ops):
+// Composite ops (ir/ops.def: attention, layer_norm, cross_entropy, gelu and their _grad ops):
 // symbolic helpers that emit them, and their decompositions into plain ops. The decomposition is
 // the composite's meaning: StableHLO emission expands composites with it, autodiff differentiates
 // it where no dedicated rule exists, and tests use it as the oracle for the host lane's fused
@@ -40,6 +40,10 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const std::optional<Ten
 // row's max of -inf shifts by 0), the label's entry picked by select (never 0·inf; a label
 // outside [0, C) gives -0). Its gradient is the fused cross_entropy_grad composite.
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
+
+// GELU's tanh approximation in plain ops, the gelu composite's decomposition (trace::gelu in
+// tensor.h emits the composite for f32 / f64 and this for other float dtypes).
+Tensor gelu_decomposed(const Tensor& x);
 
 // Appends the decomposition of composite node `n` into plain ops to `b`, reading `operands`
 // (ids in b, one per operand of n), and returns the value equal to n's result.

@@ -1,5 +1,7 @@
 #include "tlaloc/trace/tensor.h"
 
+#include "tlaloc/trace/composite.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -191,8 +193,9 @@ Tensor relu(const Tensor& x) {
   return where(x > zero, x, zero);
 }
 Tensor gelu(const Tensor& x) {
-  const double c = std::sqrt(2.0 / std::numbers::pi);
-  return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));
+  if (x.dtype() != DType::f32 && x.dtype() != DType::f64) return gelu_decomposed(x);
+  ir::Builder& b = x.builder();
+  return {&b, b.gelu(x.id())};  // the fused composite
 }
 Tensor where(const Tensor& pred, const Tensor& a, const Tensor& b) {
   ir::Builder& bl = same_builder(a, b);

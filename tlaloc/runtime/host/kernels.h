@@ -50,5 +50,7 @@ std::unique_ptr<Kernel> make_attention(const ir::Function& f, int32_t id, int nu
 std::unique_ptr<Kernel> make_layer_norm(const ir::Function& f, int32_t id, int num_threads);
 // cross_entropy / cross_entropy_grad composites (cross_entropy.cpp): fused, f32 / f64.
 std::unique_ptr<Kernel> make_cross_entropy(const ir::Function& f, int32_t id, int num_threads);
+// gelu / gelu_grad composites (gelu.cpp): fused, f32 / f64.
+std::unique_ptr<Kernel> make_gelu(const ir::Function& f, int32_t id, int num_threads);
 
 }  // namespace tlaloc::runtime::host

@@ -8,8 +8,8 @@
 // Rematerialization: a member needed only by later elementwise nodes, cheap (add, multiply, ...)
 // and computable from a few members from what is stored anyway, is not stored; the later
 // group recomputes it (the same ops on the same values: the same bits). A gradient's backward
-// then reads the forward's few stored inputs instead of every intermediate (GELU's forward
-// group stored 7 of its 10 values for its backward, now 2).
+// then reads the forward's few stored inputs instead of every intermediate (GELU's plain-op
+// forward group stored 7 of its 10 values for its backward, now 2).
 #include "tlaloc/runtime/host/plan.h"
 
 #include <algorithm>
@@ -177,6 +177,8 @@ class Planner {
       emit(make_layer_norm(f_, id, p_.num_threads), id);
     else if (n.op == Op::cross_entropy || n.op == Op::cross_entropy_grad)
       emit(make_cross_entropy(f_, id, p_.num_threads), id);
+    else if (n.op == Op::gelu || n.op == Op::gelu_grad)
+      emit(make_gelu(f_, id, p_.num_threads), id);
     else if (ir::is_composite(n.op))
       emit(make_attention(f_, id, p_.num_threads), id);
     else
