@@ -263,8 +263,8 @@ std::map<Op, std::vector<Case>> cases() {
          Tensor l = trace::constant(Array::from(Shape{2}, std::vector<int32_t>{1, 3}));
          return std::vector<Tensor>{T(B().cross_entropy_grad(x[0].id(), l.id(), x[1].id()))};
        }});
-  // gelu over both tanh branches; its grad composite (second derivatives, through its
-  // decomposition, y = gelu(x) as the forward gives it).
+  // gelu over both tanh branches; its grad composite (second derivatives: its rule's gelu'' in
+  // plain ops, which takes y = gelu(x) as the forward gives it).
   add(Op::gelu, {"values in [-4, 4]", {uniform({2, 5}, 61, -4, 4)}, [](std::span<const Tensor> x) {
                    return std::vector<Tensor>{T(B().gelu(x[0].id()))};
                  }});

@@ -69,7 +69,7 @@ constexpr Entry kEntries[] = {
     {Op::cross_entropy, vjp_cross_entropy},
     {Op::cross_entropy_grad, vjp_by_decomposition},
     {Op::gelu, vjp_gelu},
-    {Op::gelu_grad, vjp_by_decomposition},
+    {Op::gelu_grad, vjp_gelu_grad},
 };
 
 // Table indexed by ir::Op; built once, checked to list every op exactly once.

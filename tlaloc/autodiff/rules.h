@@ -71,6 +71,7 @@ Grads vjp_attention(const RuleCtx& c);         // the attention_grad composite
 Grads vjp_layer_norm(const RuleCtx& c);        // the layer_norm_grad composite
 Grads vjp_cross_entropy(const RuleCtx& c);     // the cross_entropy_grad composite
 Grads vjp_gelu(const RuleCtx& c);              // the gelu_grad composite
+Grads vjp_gelu_grad(const RuleCtx& c);         // gelu'' in plain ops, y = gelu(x) assumed
 Grads vjp_by_decomposition(const RuleCtx& c);  // VJP of the op's decomposition, inlined
 
 }  // namespace tlaloc::autodiff::detail

@@ -1,8 +1,11 @@
 // VJP rules of the composite ops. attention's cotangent is the fused attention_grad composite
 // (FlashAttention's backward: recompute from the saved log-sum-exp), layer_norm's the fused
-// layer_norm_grad, cross_entropy's the fused cross_entropy_grad, gelu's the fused gelu_grad; any
-// other composite (the _grad ones, for second derivatives) is differentiated through its
-// decomposition (trace/composite.h), MLX's fallback for fused ops.
+// layer_norm_grad, cross_entropy's the fused cross_entropy_grad, gelu's the fused gelu_grad (and
+// gelu_grad's a rule of its own, see there); the other _grad composites (second derivatives) are
+// differentiated through their decomposition (trace/composite.h), MLX's fallback for fused ops.
+#include <cmath>
+#include <numbers>
+
 #include "tlaloc/autodiff/autodiff.h"
 #include "tlaloc/autodiff/rules.h"
 #include "tlaloc/trace/composite.h"
@@ -52,6 +55,26 @@ Grads vjp_cross_entropy(const RuleCtx& c) {
 Grads vjp_gelu(const RuleCtx& c) {
   Grads out(1, -1);
   if (c.need[0]) out[0] = c.b.gelu_grad(c.operand(0), c.out, c.ct);
+  return out;
+}
+
+// gelu_grad(x, y, d_y), y = gelu(x) as vjp_gelu emits it. d_y's cotangent is gelu_grad(x, y, ct);
+// x's is ct·d_y·gelu''(x) with t = tanh(u) recomputed from x, gelu''(x) = (1 - t²)(u' - x·t·u'²
+// + 3·0.044715·√(2/π)·x²), u = √(2/π)(x + 0.044715x³), u' = √(2/π)(1 + 3·0.044715x²) (the
+// derivative of 0.5(1 + t) + 0.5x(1 - t²)u'); y's is 0. Through the decomposition instead, x's
+// total second derivative was the sum of 2/x-sized terms through q = 2y / x that cancel: off by
+// ~eps / |x| (f32: all bits lost below |x| ~ 1e-6), and half of gelu''(0) where q is the constant
+// 1 (|x| < 2^-60, x = 0 included).
+Grads vjp_gelu_grad(const RuleCtx& c) {
+  Grads out(3, -1);
+  if (c.need[2]) out[2] = c.b.gelu_grad(c.operand(0), c.operand(1), c.ct);
+  if (c.need[0]) {
+    const double k = std::sqrt(2.0 / std::numbers::pi), a = 0.044715;
+    const Tensor x = c.x(0), x2 = x * x;
+    const Tensor t = tanh(k * (x + a * x2 * x)), du = k * (1.0 + (3 * a) * x2);
+    const Tensor h = (1.0 - t * t) * (du - x * t * (du * du) + (3 * a * k) * x2);
+    out[0] = (c.ct_t() * c.x(2) * h).id();
+  }
   return out;
 }
 

@@ -79,7 +79,8 @@ class Builder {
   ValueId gelu(ValueId x);
   // Its VJP from the forward's result y = gelu(x), d_y (both x's type): 1 + t = q = 2y / x
   // (1 where |x| < 2^-60), result x's type d_y·(0.5q + 0.5x·q(2 - q)·√(2/π)(1 + 3·0.044715x²)),
-  // the derivative 0.5(1 + t) + 0.5x(1 - t²)·du/dx with no tanh to recompute.
+  // the derivative 0.5(1 + t) + 0.5x(1 - t²)·du/dx with no tanh to recompute. Its own VJP
+  // (second derivatives) takes y to be gelu(x): y gets none, x all of d_y·gelu''(x).
   ValueId gelu_grad(ValueId x, ValueId y, ValueId d_y);
   // Result dims: batch dims, lhs free dims, rhs free dims (StableHLO order). Float dtypes.
   ValueId dot_general(ValueId lhs, ValueId rhs, DotDims dims);
