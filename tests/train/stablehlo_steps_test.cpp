@@ -64,3 +64,27 @@ TEST(StableHloSteps, LmTrainStepWithDropoutRmsNormErfGelu) {
   tlaloc::testing::expect_stablehlo_roundtrip(
       s.fn, step_inputs(s, {tokens, starts, train::lm::dropout_key(1, 0)}));
 }
+
+// The LM step with LayerNorm and the tanh GELU (the lm recipe's choices, `tlaloc export lm`):
+// the gelu / gelu_grad composites expanded by their decompositions.
+TEST(StableHloSteps, LmTrainStepWithLayerNormTanhGelu) {
+  nn::CausalLM m({.vocab = 256,
+                  .context = 4,
+                  .d_model = 8,
+                  .layers = 1,
+                  .heads = 2,
+                  .kv_heads = 1,
+                  .d_ff = 16,
+                  .norm = "layernorm",
+                  .gelu = "tanh"});
+  m.init(random::key(7));
+  auto s = train::build_train_step(m, train::lm::loss_fn(4), train::lm::data_inputs(64, 2, false),
+                                   train::lm::bench_optimizer());
+  Array tokens = random::randint(random::key(8), Shape{64}, 0, 256);
+  Array starts = Array::from<int32_t>({2}, {5, 31});
+  std::string text =
+      tlaloc::testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {tokens, starts}));
+  EXPECT_EQ(text.find("tlaloc.gelu"), std::string::npos);
+  EXPECT_EQ(text.find("tlaloc.layer_norm"), std::string::npos);
+  EXPECT_NE(text.find("stablehlo.tanh"), std::string::npos);
+}
