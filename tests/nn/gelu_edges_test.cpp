@@ -2,10 +2,12 @@
 // pipeline: second derivatives at and near x = 0 against finite differences of the derivative's
 // tanh form in long double, f64 finite differences of a Linear -> GELU -> Linear gradient with a
 // pre-activation of exactly 0, nn::GELU on bf16 (plain ops, no composite) against the formula in
-// double, and the StableHLO round trip of a second derivative (composites expanded).
+// double, the StableHLO round trip of a second derivative (composites expanded), constant
+// folding of the composites and integer x.
 #include "autodiff/harness.h"
 #include "support/stablehlo_roundtrip.h"
 #include "tlaloc/nn/layers.h"
+#include "tlaloc/passes/passes.h"
 
 using namespace tlaloc;
 using namespace tlaloc::testing;
@@ -168,6 +170,53 @@ TEST(GeluEdges, StablehloRoundTripOfASecondDerivative) {
   std::string text = expect_stablehlo_roundtrip(h, in);
   EXPECT_EQ(text.find("tlaloc.gelu"), std::string::npos);
   EXPECT_NE(text.find("stablehlo.tanh"), std::string::npos);
+}
+
+// Constant operands fold (passes::simplify evaluates the composites): gelu of x = [1, -1, 0]
+// and gelu_grad(x, gelu(x), [1, 2, 4]), by hand in double: gelu(±1) = 0.5(1 ± tanh(1.044715·
+// √(2/π))) · ±1, gelu(0) = 0; gelu'(x) as gelu_prime (gelu'(0) = 0.5).
+TEST(GeluEdges, ConstantOperandsFold) {
+  ir::Function f = trace::capture(
+      [](std::span<const Tensor> t) {
+        Tensor x = trace::constant(Array::from_doubles(DType::f64, {3}, {1, -1, 0}));
+        Tensor dy = trace::constant(Array::from_doubles(DType::f64, {3}, {1, 2, 4}));
+        ir::Builder& b = x.builder();
+        Tensor y = trace::gelu(x);
+        Tensor g{&b, b.gelu_grad(x.id(), y.id(), dy.id())};
+        return std::vector<Tensor>{y + t[0], g + t[0]};
+      },
+      {{DType::f64, {}}});
+  ir::Function s = passes::simplify(f);
+  for (const auto& n : s.nodes) EXPECT_FALSE(ir::is_composite(n.op)) << ir::op_name(n.op);
+  const double c = std::sqrt(2 / M_PI), th = std::tanh(1.044715 * c);
+  std::vector<Array> out = execute(s, {f64({}, {0})});
+  const double y[] = {0.5 * (1 + th), -0.5 * (1 - th), 0};
+  const double g[] = {double(gelu_prime(1)), 2 * double(gelu_prime(-1)), 4 * 0.5};
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(out[0].at(i), y[i], 1e-15);
+    EXPECT_NEAR(out[1].at(i), g[i], 1e-15);
+  }
+}
+
+// Non-float x: trace::gelu (and nn::GELU) raise a tlaloc::Error naming gelu and x's type
+// (was tanh's or multiply's error from inside the plain-op form).
+TEST(GeluEdges, IntegerInputIsAnError) {
+  for (DType dt : {DType::s32, DType::u32, DType::i1}) {
+    SCOPED_TRACE(name(dt));
+    std::string msg;
+    try {
+      trace::capture(
+          [](std::span<const Tensor> t) {
+            nn::GELU g("tanh");
+            return std::vector<Tensor>{g(t[0])};
+          },
+          {{dt, {2, 3}}});
+    } catch (const Error& e) {
+      msg = e.what();
+    }
+    EXPECT_NE(msg.find("gelu"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::string(name(dt)) + "[2,3]"), std::string::npos) << msg;
+  }
 }
 
 }  // namespace

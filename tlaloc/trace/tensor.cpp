@@ -193,6 +193,7 @@ Tensor relu(const Tensor& x) {
   return where(x > zero, x, zero);
 }
 Tensor gelu(const Tensor& x) {
+  if (!is_floating(x.dtype())) fail("gelu: needs a floating x, got {}", to_string(x.type()));
   if (x.dtype() != DType::f32 && x.dtype() != DType::f64) return gelu_decomposed(x);
   ir::Builder& b = x.builder();
   return {&b, b.gelu(x.id())};  // the fused composite
