@@ -100,6 +100,22 @@ TEST(GeluEdges, SecondDerivativesThroughALinearGeluLinearWithZeroPreActivations)
   expect_vjp_matches_fd(autodiff::grad(f, wrt), in, wrt, 1e-5, 1e-7);
 }
 
+// Third derivatives: the vjp of grad(sum(gelu(x)·w)) (gelu'' from gelu_grad's rule, gelu_grad
+// again as d_y's cotangent) is itself differentiated and checked against f64 finite
+// differences, x over both tails and near 0.
+TEST(GeluEdges, ThirdDerivativesFd) {
+  ir::Function f = trace::capture(
+      [](std::span<const Tensor> t) {
+        return std::vector<Tensor>{trace::sum(trace::gelu(t[0]) * t[1])};
+      },
+      {{DType::f64, {2, 4}}, {DType::f64, {2, 4}}});
+  ir::Function h = autodiff::vjp(autodiff::grad(f, {0, 1}), {0, 1});
+  std::vector<Array> in = {f64({2, 4}, {0, 1e-9, -0.2, 0.7, -1.5, 2.5, -4, 5}),
+                           uniform({2, 4}, 41, 0.5, 1.5), uniform({2, 4}, 42, -1, 1),
+                           uniform({2, 4}, 43, -1, 1)};
+  expect_vjp_matches_fd(h, in, {0, 1, 2, 3}, 1e-5, 1e-7);
+}
+
 // bf16 x: trace::gelu emits the tanh form in plain ops (the composites take f32 / f64 only);
 // nn::GELU in a bf16 Linear -> GELU model, its value and gradient against the formula in
 // double on the same bf16 values (bf16 rounding: 8 bits).
