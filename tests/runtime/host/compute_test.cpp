@@ -161,6 +161,34 @@ TEST(HostReduce, RowReductionsReadingChunksAtOnceKeepTheOrder) {
   }
 }
 
+// Column sums and maxima over the leading rows of [64, 520] and [4, 16, 520] (a bias gradient's
+// shape; 2 threads split the 520 columns in runs of 16, the last run 8 wide): each column folded
+// over its rows in order in f32, computed here in float, so every bit must match.
+KERNEL_TEST(reduce, column_folds_split_over_threads) {
+  const int64_t R = 64, C = 520;
+  const std::vector<double> x = pseudo(R * C, 5);
+  std::vector<double> sums, maxs;
+  for (int64_t c = 0; c < C; ++c) {
+    float s = 0, m = -INFINITY;
+    for (int64_t r = 0; r < R; ++r) {
+      s += float(x[size_t(r * C + c)]);
+      m = std::max(m, float(x[size_t(r * C + c)]));
+    }
+    sums.push_back(s);
+    maxs.push_back(m);
+  }
+  for (const Shape& s : {Shape{R, C}, Shape{4, 16, C}}) {
+    const std::vector<int64_t> dims =
+        s.rank() == 2 ? std::vector<int64_t>{0} : std::vector<int64_t>{0, 1};
+    Array a = Array::from_doubles(DType::f32, s, x);
+    for (auto [k, want] : {std::pair{ir::ReduceKind::sum, sums}, {ir::ReduceKind::max, maxs}}) {
+      auto f = one_op({{DType::f32, s}},
+                      [&](ir::Builder& b, auto& p) { return b.reduce(p[0], k, dims); });
+      expect_values(run_all(f, {a})[0], want);
+    }
+  }
+}
+
 // Naive dot_general: result dims = batch, lhs free (ascending), rhs free (ascending).
 std::vector<double> naive_dot(const Array& l, const Array& r, const ir::DotDims& d,
                               const Shape& os) {

@@ -195,29 +195,38 @@ struct ReduceKernel : Kernel {
       }
       return;
     }
-    // Column reductions: out[a, c] folds in[a, r, c] over r in order; vectorizes over c.
+    // Column reductions: out[a, c] folds in[a, r, c] over r in order; vectorizes over c. Parts
+    // split the kept rows a, or, with one such row (a bias gradient: [rows, C] -> [C]), the
+    // columns in runs of 16; either way each output folds the same values in the same order.
     auto* acc = reinterpret_cast<Cm*>(f.scratch + partial_offset);
-    auto rows = [&](int64_t a0, int64_t a1) {
+    auto rows = [&](int64_t a0, int64_t a1, int64_t c0, int64_t c1) {
       for (int64_t a = a0; a < a1; ++a) {
         Cm* o = acc + a * C;
-        for (int64_t c = 0; c < C; ++c) o[c] = Ac::init();
+        for (int64_t c = c0; c < c1; ++c) o[c] = Ac::init();
         for (int64_t r = 0; r < R; ++r) {
           int64_t base = (a * R + r) * C;
           if constexpr (T == DType::bf16 || T == DType::f16) {
-            for (int64_t c = 0; c < C; ++c) o[c] = Ac::f(o[c], load_elem<T>(src, base + c));
+            for (int64_t c = c0; c < c1; ++c) o[c] = Ac::f(o[c], load_elem<T>(src, base + c));
           } else {
             const Cm* x = static_cast<const Cm*>(src) + base;
-            for (int64_t c = 0; c < C; ++c) o[c] = Ac::f(o[c], x[c]);
+            for (int64_t c = c0; c < c1; ++c) o[c] = Ac::f(o[c], x[c]);
           }
         }
-        for (int64_t c = 0; c < C; ++c) store_elem<T>(dst, a * C + c, o[c]);
+        for (int64_t c = c0; c < c1; ++c) store_elem<T>(dst, a * C + c, o[c]);
       }
     };
-    if (A > 1 && A * R * C >= kParallelElements && f.num_threads > 1) {
+    const bool par = A * R * C >= kParallelElements && f.num_threads > 1;
+    const int64_t runs = (C + 15) / 16;
+    if (par && A > 1) {
       int nt = int(std::min<int64_t>(int64_t(f.num_threads) * kPartsPerThread, A));
-      parallel(nt, [&](int t, int P) { rows(A * t / P, A * (t + 1) / P); });
+      parallel(nt, [&](int t, int P) { rows(A * t / P, A * (t + 1) / P, 0, C); });
+    } else if (par && runs > 1) {
+      int nt = int(std::min<int64_t>(f.num_threads, runs));
+      parallel(nt, [&](int t, int P) {
+        rows(0, A, std::min(C, runs * t / P * 16), std::min(C, runs * (t + 1) / P * 16));
+      });
     } else {
-      rows(0, A);
+      rows(0, A, 0, C);
     }
   }
 
