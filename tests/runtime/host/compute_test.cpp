@@ -189,6 +189,40 @@ KERNEL_TEST(reduce, column_folds_split_over_threads) {
   }
 }
 
+std::vector<double> naive_dot(const Array& l, const Array& r, const ir::DotDims& d,
+                              const Shape& os);
+
+// A Linear's -(x·Wᵀ + b) (the bias an input broadcast along the rows): the GEMM adds the bias to
+// each tile (dot_add_bias), bitwise what the unfused dot then add give (run_all: fuse on / off,
+// 1 / 2 threads), and near the f64 sum; f32 with tlaloc's GEMM ([64, 128] x [512, 128]ᵀ split
+// over threads; 45 columns, a masked edge panel, and K 300, two K blocks), OpenBLAS's (K > 512),
+// K = 0, f64, and b + x·Wᵀ with the operands swapped.
+KERNEL_TEST(dot_general, bias_epilogue) {
+  struct Case {
+    DType dt;
+    int64_t M, N, K;
+    bool bias_first;
+  };
+  for (const Case& c : {Case{DType::f32, 64, 512, 128, false}, Case{DType::f32, 37, 45, 300, true},
+                        Case{DType::f32, 7, 20, 600, true}, Case{DType::f32, 6, 33, 0, false},
+                        Case{DType::f64, 5, 9, 13, false}}) {
+    SCOPED_TRACE(fmt::format("{} [{}, {}] x [{}, {}]ᵀ", name(c.dt), c.M, c.K, c.N, c.K));
+    Array x = Array::from_doubles(c.dt, {c.M, c.K}, pseudo(c.M * c.K, 21));
+    Array w = Array::from_doubles(c.dt, {c.N, c.K}, pseudo(c.N * c.K, 22));
+    Array b = Array::from_doubles(c.dt, {c.N}, pseudo(c.N, 23));
+    auto f = one_op({{c.dt, {c.M, c.K}}, {c.dt, {c.N, c.K}}, {c.dt, {c.N}}},
+                    [&](ir::Builder& bl, auto& p) {
+                      auto y = bl.dot_general(p[0], p[1], {{}, {}, {1}, {1}});
+                      auto bb = bl.broadcast_in_dim(p[2], {c.M, c.N}, {1});
+                      auto s = c.bias_first ? bl.binary(Op::add, bb, y) : bl.binary(Op::add, y, bb);
+                      return bl.unary(Op::negate, s);  // the add not a result: fusable
+                    });
+    std::vector<double> want = naive_dot(x, w, {{}, {}, {1}, {1}}, Shape{c.M, c.N});
+    for (int64_t i = 0; i < c.M * c.N; ++i) want[size_t(i)] = -(want[size_t(i)] + b.at(i % c.N));
+    expect_values(run_all(f, {x, w, b})[0], want, c.dt == DType::f64 ? 1e-12 : 1e-4);
+  }
+}
+
 // Naive dot_general: result dims = batch, lhs free (ascending), rhs free (ascending).
 std::vector<double> naive_dot(const Array& l, const Array& r, const ir::DotDims& d,
                               const Shape& os) {

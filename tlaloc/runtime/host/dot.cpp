@@ -48,18 +48,33 @@ struct DotKernel : Kernel {
     if (own) {
       auto* pack = reinterpret_cast<float*>(f.scratch + pack_off + thread * pack_bytes);
       sgemm_rows(l.trans, r.trans, 0, m, n, K, static_cast<const float*>(L) + a_off, lda,
-                 static_cast<const float*>(R) + b_off, ldb, static_cast<float*>(O) + c_off, N,
-                 pack);
+                 static_cast<const float*>(R) + b_off, ldb, static_cast<float*>(O) + c_off, N, pack,
+                 bias < 0 ? nullptr : static_cast<const float*>(f.ptr[bias]) + t.n0);
       return;
-    }
-    if (dtype == DType::f64)
+    } else if (dtype == DType::f64) {
       cblas_dgemm(CblasRowMajor, ta, tb, m, n, int(K), 1.0, static_cast<const double*>(L) + a_off,
                   lda, static_cast<const double*>(R) + b_off, ldb, 0.0,
                   static_cast<double*>(O) + c_off, int(N));
-    else
+    } else {
       cblas_sgemm(CblasRowMajor, ta, tb, m, n, int(K), 1.0f, static_cast<const float*>(L) + a_off,
                   lda, static_cast<const float*>(R) + b_off, ldb, 0.0f,
                   static_cast<float*>(O) + c_off, int(N));
+    }
+    add_bias(t, O, f);
+  }
+  // The bias epilogue (dot_add_bias) on tile t of result O, after an OpenBLAS GEMM or none (K 0;
+  // tlaloc's GEMM adds it as it stores each tile).
+  void add_bias(const Tile& t, void* O, const Frame& f) const {
+    if (bias < 0) return;
+    const int64_t c_off = t.b * M * N + t.m0 * N + t.n0;
+    auto go = [&](auto* c, const auto* b) {
+      for (int64_t i = 0; i < t.m1 - t.m0; ++i)
+        for (int64_t j = 0; j < t.n1 - t.n0; ++j) c[i * N + j] += b[t.n0 + j];
+    };
+    if (dtype == DType::f64)
+      go(static_cast<double*>(O) + c_off, static_cast<const double*>(f.ptr[bias]));
+    else
+      go(static_cast<float*>(O) + c_off, static_cast<const float*>(f.ptr[bias]));
   }
 
   DType dtype;
@@ -69,6 +84,7 @@ struct DotKernel : Kernel {
   bool own = false;
   int64_t pack_off = -1, pack_bytes = 0;  // sgemm_rows' pack buffer per thread, in scratch
   int32_t out = -1;
+  int32_t bias = -1;  // dot_add_bias: [N] added to every result row, or -1
   int64_t B = 1, M = 1, N = 1, K = 1;
   Operand l, r;
   int64_t out_off = -1;  // f32 result in scratch for half types
@@ -102,6 +118,7 @@ struct DotKernel : Kernel {
     if (on == 0) return;
     if (d.K == 0) {
       std::memset(O, 0, size_t(on) * (d.dtype == DType::f64 ? 8 : 4));
+      for (const Tile& t : d.tiles) d.add_bias(t, O, f);
     } else if (d.tiles.size() > 1 && f.num_threads > 1 && d.B * d.M * d.N * d.K >= kParallelMacs) {
       // A part per tile. Team threads are OpenMP threads: the OpenMP build of OpenBLAS keeps
       // per-thread buffers by omp_get_thread_num() and is unsafe from several non-OpenMP
@@ -175,6 +192,16 @@ int64_t prod(const Shape& s, const std::vector<int64_t>& dims) {
 }
 
 }  // namespace
+
+bool dot_add_bias(Kernel& k, int32_t bias) {
+  if (k.run != &DotKernel::exec) return false;
+  auto& d = static_cast<DotKernel&>(k);
+  if (d.dtype != DType::f32 && d.dtype != DType::f64) return false;
+  d.bias = bias;
+  d.reads.push_back(bias);
+  d.label += " + bias";
+  return true;
+}
 
 std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_threads) {
   const ir::Node& n = f.nodes[size_t(id)];

@@ -28,11 +28,12 @@ constexpr int64_t kNc = 256;          // N block: the packed B block (256 KiB) s
 constexpr int64_t kMc = 72;           // A block rows, when A is packed (72 KiB)
 
 // C[R rows, 16 columns] (+)= sum over k of A(r, k) * Bp[k, 0:16], one fused multiply-add per k
-// per element in k order, from zero or (ACC) from C. A(r, k) is A[r * lda + k], or
-// A[k * lda + r] when TA. MASK: only the columns whose mask lanes are set are read / written.
+// per element in k order, from zero or (ACC) from C, then + bias[0:16] (one add) when bias is
+// not null. A(r, k) is A[r * lda + k], or A[k * lda + r] when TA. MASK: only the columns whose
+// mask lanes are set are read / written.
 template <int R, bool TA, bool ACC, bool MASK>
 TLALOC_AVX2_FMA inline void micro(int64_t K, const float* A, int64_t lda, const float* Bp, float* C,
-                                  int64_t ldc, __m256i m0, __m256i m1) {
+                                  int64_t ldc, __m256i m0, __m256i m1, const float* bias) {
   __m256 c0[R], c1[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -55,6 +56,15 @@ TLALOC_AVX2_FMA inline void micro(int64_t K, const float* A, int64_t lda, const 
       c1[r] = _mm256_fmadd_ps(a, b1, c1[r]);
     }
   }
+  if (bias) {
+    const __m256 b0 = MASK ? _mm256_maskload_ps(bias, m0) : _mm256_loadu_ps(bias),
+                 b1 = MASK ? _mm256_maskload_ps(bias + 8, m1) : _mm256_loadu_ps(bias + 8);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      c0[r] = _mm256_add_ps(c0[r], b0);
+      c1[r] = _mm256_add_ps(c1[r], b1);
+    }
+  }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     if constexpr (MASK) {
@@ -69,30 +79,31 @@ TLALOC_AVX2_FMA inline void micro(int64_t K, const float* A, int64_t lda, const 
 
 template <bool TA, bool ACC, bool MASK>
 TLALOC_AVX2_FMA void tile(int R, int64_t K, const float* A, int64_t lda, const float* Bp, float* C,
-                          int64_t ldc, __m256i m0, __m256i m1) {
+                          int64_t ldc, __m256i m0, __m256i m1, const float* bias) {
   switch (R) {
     case 6:
-      return micro<6, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1);
+      return micro<6, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias);
     case 5:
-      return micro<5, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1);
+      return micro<5, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias);
     case 4:
-      return micro<4, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1);
+      return micro<4, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias);
     case 3:
-      return micro<3, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1);
+      return micro<3, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias);
     case 2:
-      return micro<2, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1);
+      return micro<2, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias);
     default:
-      return micro<1, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1);
+      return micro<1, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias);
   }
 }
 
 template <bool TA, bool ACC>
 TLALOC_AVX2_FMA void tile_any(bool mask, int R, int64_t K, const float* A, int64_t lda,
-                              const float* Bp, float* C, int64_t ldc, __m256i m0, __m256i m1) {
+                              const float* Bp, float* C, int64_t ldc, __m256i m0, __m256i m1,
+                              const float* bias) {
   if (mask)
-    tile<TA, ACC, true>(R, K, A, lda, Bp, C, ldc, m0, m1);
+    tile<TA, ACC, true>(R, K, A, lda, Bp, C, ldc, m0, m1, bias);
   else
-    tile<TA, ACC, false>(R, K, A, lda, Bp, C, ldc, m0, m1);
+    tile<TA, ACC, false>(R, K, A, lda, Bp, C, ldc, m0, m1, bias);
 }
 
 // 8 x 8 transpose: d[c * 16 + r] = s[r * lds + c] for r, c < 8.
@@ -169,7 +180,7 @@ void pack_a_trans(float* Ap, const float* A, int64_t lda, int64_t k0, int64_t kc
 template <bool TA>
 TLALOC_AVX2_FMA void gemm(bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, const float* A,
                           int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
-                          float* pack) {
+                          float* pack, const float* bias) {
   float* Bp = pack;
   float* Ap = pack + std::min(kKc, K) * ((std::min(kNc, N) + kNr - 1) / kNr * kNr);
   for (int64_t pc = 0; pc < K; pc += kKc) {
@@ -187,15 +198,17 @@ TLALOC_AVX2_FMA void gemm(bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K,
           const __m256i k0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(mask)),
                         k1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(mask + 8));
           const float* bp = Bp + jr * kc;
+          // The bias once every k is in: on the last K block.
+          const float* bj = bias && pc + kc == K ? bias + jc + jr : nullptr;
           for (int64_t ir = 0; ir < mc; ir += kMr) {
             const int R = int(std::min(kMr, mc - ir));
             const float* a = TA ? Ap + ir * kc : A + (ic + ir) * lda + pc;
             const int64_t la = TA ? kMr : lda;
             float* c = C + (ic + ir) * ldc + jc + jr;
             if (pc == 0)
-              tile_any<TA, false>(w < kNr, R, kc, a, la, bp, c, ldc, k0, k1);
+              tile_any<TA, false>(w < kNr, R, kc, a, la, bp, c, ldc, k0, k1, bj);
             else
-              tile_any<TA, true>(w < kNr, R, kc, a, la, bp, c, ldc, k0, k1);
+              tile_any<TA, true>(w < kNr, R, kc, a, la, bp, c, ldc, k0, k1, bj);
           }
         }
       }
@@ -216,17 +229,19 @@ int64_t sgemm_rows_pack_floats(bool ta, int64_t N, int64_t K) {
 }
 
 void sgemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, const float* A,
-                int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, float* pack) {
+                int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, float* pack,
+                const float* bias) {
   if (m1 <= m0 || N <= 0) return;
   if (K <= 0) {
-    for (int64_t i = m0; i < m1; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
+    for (int64_t i = m0; i < m1; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = bias ? 0.0f + bias[j] : 0.0f;  // as a sum
     return;
   }
   auto* p = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(pack) + 31) & ~uintptr_t(31));
   if (ta)
-    gemm<true>(tb, m0, m1, N, K, A, lda, B, ldb, C, ldc, p);
+    gemm<true>(tb, m0, m1, N, K, A, lda, B, ldb, C, ldc, p, bias);
   else
-    gemm<false>(tb, m0, m1, N, K, A, lda, B, ldb, C, ldc, p);
+    gemm<false>(tb, m0, m1, N, K, A, lda, B, ldb, C, ldc, p, bias);
 }
 
 }  // namespace tlaloc::runtime::host

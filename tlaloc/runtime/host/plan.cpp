@@ -201,7 +201,42 @@ class Planner {
     if (state_[size_t(v)] == State::member) need(v);
   }
 
+  // A bias add right after a GEMM, add(dot, broadcast of an input [N] along the rows), where
+  // the GEMM's result has no other reader: the GEMM adds the bias to each tile it computes
+  // (dot_add_bias) and the add is its result, read in place. Saves the add's pass over the
+  // result (the benchmark LM's Q / K / V and MLP projections: 0.97-0.99x the step time on 2
+  // threads, 0.98x on 1, in-process A/B).
+  bool bias_epilogue(int32_t id) {
+    const ir::Node& n = f_.nodes[size_t(id)];
+    if (!fuse_ || n.op != Op::add || is_result_[size_t(id)]) return false;
+    for (int side = 0; side < 2; ++side) {
+      const int32_t d = n.operands[size_t(side)], v = n.operands[size_t(1 - side)];
+      if (f_.nodes[size_t(d)].op != Op::dot_general || state_[size_t(d)] != State::stored ||
+          is_result_[size_t(d)] || users_[size_t(d)].size() != 1 || f_.type(d) != n.type ||
+          state_[size_t(v)] != State::view)
+        continue;
+      const View& w = view_[size_t(v)];
+      const int64_t r = n.type.shape.rank();
+      const ir::Op src = f_.nodes[size_t(w.src)].op;
+      bool row = r >= 1 && w.offset == 0 && w.strides[size_t(r - 1)] == 1 &&
+                 f_.type(w.src).shape == Shape{n.type.shape[r - 1]} &&
+                 (src == Op::parameter || src == Op::constant);
+      for (int64_t k = 0; row && k + 1 < r; ++k) row = w.strides[size_t(k)] == 0;
+      if (!row) continue;
+      for (size_t s = p_.steps.size(); s-- > 0;) {
+        const auto& wr = p_.steps[s]->writes;
+        if (std::find(wr.begin(), wr.end(), d) == wr.end()) continue;
+        if (!dot_add_bias(*p_.steps[s], w.src)) return false;
+        p_.alias_of[size_t(id)] = {d, 0};
+        state_[size_t(id)] = State::stored;
+        return true;
+      }
+    }
+    return false;
+  }
+
   void elementwise(int32_t id) {
+    if (bias_epilogue(id)) return;
     const ir::Node& n = f_.nodes[size_t(id)];
     int64_t size = n.type.shape.numel();
     std::vector<int> gs;
