@@ -63,16 +63,6 @@ __attribute__((always_inline)) inline F dotp(const F* a, const F* b, int64_t n) 
   return q[0] + q[2];
 }
 
-// exp in a loop that vectorizes: the fused loops' f32 exp (instr_ops.h; exp(-inf) = 0), libm's
-// for f64.
-template <class F>
-__attribute__((always_inline)) inline F fexp(F x) {
-  if constexpr (std::is_same_v<F, float>)
-    return instr_ops::exp_f32(x);
-  else
-    return std::exp(x);
-}
-
 template <class F>
 __attribute__((always_inline)) inline void forward_task(const AttentionKernel& a, const Frame& fr,
                                                         int64_t bh, F* acc) {
@@ -155,7 +145,7 @@ __attribute__((always_inline)) inline void backward_task(const AttentionKernel& 
       F* dqi = dQ + i * a.D;
       const int64_t jend = a.end(i);
       for (int64_t j = 0; j < jend; ++j) p[j] = scale * dotp(qi, K + j * a.D, a.D) - lse;
-      for (int64_t j = 0; j < jend; ++j) p[j] = fexp(p[j]);  // a vector loop
+      for (int64_t j = 0; j < jend; ++j) p[j] = instr_ops::fexp(p[j]);  // a vector loop
       for (int64_t j = 0; j < jend; ++j) {
         if (M && !M[j]) continue;
         const F* kj = K + j * a.D;

@@ -23,14 +23,6 @@ struct CrossEntropyKernel : Kernel {
   bool parallel = false;
 };
 
-template <class F>
-__attribute__((always_inline)) inline F fexp(F v) {
-  if constexpr (std::is_same_v<F, float>)
-    return instr_ops::exp_f32(v);
-  else
-    return std::exp(v);
-}
-
 // NaN-propagating max: a NaN operand wins.
 template <class F>
 __attribute__((always_inline)) inline F max_nan(F a, F b) {
@@ -50,7 +42,7 @@ __attribute__((always_inline)) inline F row_exp(const F* x, int64_t C, F& shift,
   F mx = m[0];
   for (int k = 1; k < 8; ++k) mx = max_nan(mx, m[k]);
   shift = mx == -std::numeric_limits<F>::infinity() ? F(0) : mx;
-  for (i = 0; i < C; ++i) e[i] = fexp(x[i] - shift);
+  for (i = 0; i < C; ++i) e[i] = instr_ops::fexp(x[i] - shift);
   F s[8] = {};
   for (i = 0; i + 8 <= C; i += 8)
     for (int k = 0; k < 8; ++k) s[k] += e[i + k];

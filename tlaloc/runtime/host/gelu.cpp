@@ -25,14 +25,6 @@ struct GeluKernel : Kernel {
 };
 
 template <class F>
-__attribute__((always_inline)) inline F ftanh(F v) {
-  if constexpr (std::is_same_v<F, float>)
-    return instr_ops::tanh_f32(v);
-  else
-    return std::tanh(v);
-}
-
-template <class F>
 TLALOC_CLONES void span(const GeluKernel& k, const Frame& fr, int64_t i0, int64_t i1) {
   const F c = F(std::sqrt(2.0 / std::numbers::pi)), a = F(0.044715), a3 = F(3 * 0.044715);
   const F half = F(0.5), one = F(1);
@@ -41,7 +33,7 @@ TLALOC_CLONES void span(const GeluKernel& k, const Frame& fr, int64_t i0, int64_
   if (k.dy < 0) {
     for (int64_t i = i0; i < i1; ++i) {
       const F v = x[i];
-      const F t = ftanh(c * (v + a * v * v * v));
+      const F t = instr_ops::ftanh(c * (v + a * v * v * v));
       r[i] = (half * v) * (one + t);
     }
     return;
