@@ -51,15 +51,15 @@ struct DotKernel : Kernel {
                  static_cast<const float*>(R) + b_off, ldb, static_cast<float*>(O) + c_off, N, pack,
                  bias < 0 ? nullptr : static_cast<const float*>(f.ptr[bias]) + t.n0);
       return;
-    } else if (dtype == DType::f64) {
+    }
+    if (dtype == DType::f64)
       cblas_dgemm(CblasRowMajor, ta, tb, m, n, int(K), 1.0, static_cast<const double*>(L) + a_off,
                   lda, static_cast<const double*>(R) + b_off, ldb, 0.0,
                   static_cast<double*>(O) + c_off, int(N));
-    } else {
+    else
       cblas_sgemm(CblasRowMajor, ta, tb, m, n, int(K), 1.0f, static_cast<const float*>(L) + a_off,
                   lda, static_cast<const float*>(R) + b_off, ldb, 0.0f,
                   static_cast<float*>(O) + c_off, int(N));
-    }
     add_bias(t, O, f);
   }
   // The bias epilogue (dot_add_bias) on tile t of result O, after an OpenBLAS GEMM or none (K 0;
