@@ -223,6 +223,45 @@ KERNEL_TEST(dot_general, bias_epilogue) {
   }
 }
 
+// Matrix addends folded into GEMMs (dot_add_epilogue): -(((x·Wᵀ + b) + r)) with r an input,
+// -((x·Wᵀ + r) + b) (the bias after the matrix: only the first add folds), and a gradient-sum
+// shape, -(x·Wᵀ + y·Vᵀ + r): bitwise the unfused adds (run_all) and near the f64 sums, f32 on
+// tlaloc's GEMM (split over threads, masked edge panel) and f64.
+KERNEL_TEST(dot_general, addend_epilogue) {
+  for (auto [dt, M, N, K] : {std::tuple{DType::f32, int64_t(64), int64_t(128), int64_t(128)},
+                             std::tuple{DType::f32, int64_t(37), int64_t(45), int64_t(300)},
+                             std::tuple{DType::f64, int64_t(5), int64_t(9), int64_t(13)}}) {
+    SCOPED_TRACE(fmt::format("{} [{}, {}] x [{}, {}]ᵀ", name(dt), M, K, N, K));
+    Array x = Array::from_doubles(dt, {M, K}, pseudo(M * K, 31));
+    Array w = Array::from_doubles(dt, {N, K}, pseudo(N * K, 32));
+    Array y = Array::from_doubles(dt, {M, K}, pseudo(M * K, 33));
+    Array v = Array::from_doubles(dt, {N, K}, pseudo(N * K, 34));
+    Array b = Array::from_doubles(dt, {N}, pseudo(N, 35));
+    Array r = Array::from_doubles(dt, {M, N}, pseudo(M * N, 36));
+    const ir::DotDims nt{{}, {}, {1}, {1}};
+    const std::vector<double> xw = naive_dot(x, w, nt, Shape{M, N}),
+                              yv = naive_dot(y, v, nt, Shape{M, N});
+    std::vector<ir::TensorType> types{{dt, {M, K}}, {dt, {N, K}}, {dt, {M, K}},
+                                      {dt, {N, K}}, {dt, {N}},    {dt, {M, N}}};
+    for (int form = 0; form < 3; ++form) {
+      SCOPED_TRACE(form);
+      auto f = one_op(types, [&](ir::Builder& bl, auto& p) {
+        auto add = [&](ir::ValueId a, ir::ValueId c) { return bl.binary(Op::add, a, c); };
+        auto bb = bl.broadcast_in_dim(p[4], {M, N}, {1});
+        auto d = bl.dot_general(p[0], p[1], nt);
+        ir::ValueId s = form == 0   ? add(add(d, bb), p[5])
+                        : form == 1 ? add(add(d, p[5]), bb)
+                                    : add(add(d, bl.dot_general(p[2], p[3], nt)), p[5]);
+        return bl.unary(Op::negate, s);
+      });
+      std::vector<double> want;
+      for (int64_t i = 0; i < M * N; ++i)
+        want.push_back(-(xw[size_t(i)] + (form == 2 ? yv[size_t(i)] : b.at(i % N)) + r.at(i)));
+      expect_values(run_all(f, {x, w, y, v, b, r})[0], want, dt == DType::f64 ? 1e-12 : 1e-4);
+    }
+  }
+}
+
 // Naive dot_general: result dims = batch, lhs free (ascending), rhs free (ascending).
 std::vector<double> naive_dot(const Array& l, const Array& r, const ir::DotDims& d,
                               const Shape& os) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "tlaloc/runtime/host/copy.h"
 #include "tlaloc/runtime/host/kernels.h"
@@ -49,7 +50,8 @@ struct DotKernel : Kernel {
       auto* pack = reinterpret_cast<float*>(f.scratch + pack_off + thread * pack_bytes);
       sgemm_rows(l.trans, r.trans, 0, m, n, K, static_cast<const float*>(L) + a_off, lda,
                  static_cast<const float*>(R) + b_off, ldb, static_cast<float*>(O) + c_off, N, pack,
-                 bias < 0 ? nullptr : static_cast<const float*>(f.ptr[bias]) + t.n0);
+                 bias < 0 ? nullptr : static_cast<const float*>(f.ptr[bias]) + t.n0,
+                 addend < 0 ? nullptr : static_cast<const float*>(f.ptr[addend]) + c_off);
       return;
     }
     if (dtype == DType::f64)
@@ -60,21 +62,27 @@ struct DotKernel : Kernel {
       cblas_sgemm(CblasRowMajor, ta, tb, m, n, int(K), 1.0f, static_cast<const float*>(L) + a_off,
                   lda, static_cast<const float*>(R) + b_off, ldb, 0.0f,
                   static_cast<float*>(O) + c_off, int(N));
-    add_bias(t, O, f);
+    epilogue(t, O, f);
   }
-  // The bias epilogue (dot_add_bias) on tile t of result O, after an OpenBLAS GEMM or none (K 0;
-  // tlaloc's GEMM adds it as it stores each tile).
-  void add_bias(const Tile& t, void* O, const Frame& f) const {
-    if (bias < 0) return;
+  // The epilogue (dot_add_epilogue) on tile t of result O after an OpenBLAS GEMM or none (K 0;
+  // tlaloc's GEMM adds it as it stores each tile): the bias, then the matrix addend.
+  void epilogue(const Tile& t, void* O, const Frame& f) const {
     const int64_t c_off = t.b * M * N + t.m0 * N + t.n0;
-    auto go = [&](auto* c, const auto* b) {
+    auto go = [&](auto* c) {
+      using T = std::remove_pointer_t<decltype(c)>;
+      const T* b = bias < 0 ? nullptr : static_cast<const T*>(f.ptr[bias]) + t.n0;
+      const T* a = addend < 0 ? nullptr : static_cast<const T*>(f.ptr[addend]) + c_off;
       for (int64_t i = 0; i < t.m1 - t.m0; ++i)
-        for (int64_t j = 0; j < t.n1 - t.n0; ++j) c[i * N + j] += b[t.n0 + j];
+        for (int64_t j = 0; j < t.n1 - t.n0; ++j) {
+          if (b) c[i * N + j] += b[j];
+          if (a) c[i * N + j] += a[i * N + j];
+        }
     };
+    if (bias < 0 && addend < 0) return;
     if (dtype == DType::f64)
-      go(static_cast<double*>(O) + c_off, static_cast<const double*>(f.ptr[bias]));
+      go(static_cast<double*>(O) + c_off);
     else
-      go(static_cast<float*>(O) + c_off, static_cast<const float*>(f.ptr[bias]));
+      go(static_cast<float*>(O) + c_off);
   }
 
   DType dtype;
@@ -84,7 +92,8 @@ struct DotKernel : Kernel {
   bool own = false;
   int64_t pack_off = -1, pack_bytes = 0;  // sgemm_rows' pack buffer per thread, in scratch
   int32_t out = -1;
-  int32_t bias = -1;  // dot_add_bias: [N] added to every result row, or -1
+  int32_t bias = -1;    // dot_add_epilogue: [N] added to every result row, or -1
+  int32_t addend = -1;  // dot_add_epilogue: the result's type, added after the bias, or -1
   int64_t B = 1, M = 1, N = 1, K = 1;
   Operand l, r;
   int64_t out_off = -1;  // f32 result in scratch for half types
@@ -118,7 +127,7 @@ struct DotKernel : Kernel {
     if (on == 0) return;
     if (d.K == 0) {
       std::memset(O, 0, size_t(on) * (d.dtype == DType::f64 ? 8 : 4));
-      for (const Tile& t : d.tiles) d.add_bias(t, O, f);
+      for (const Tile& t : d.tiles) d.epilogue(t, O, f);
     } else if (d.tiles.size() > 1 && f.num_threads > 1 && d.B * d.M * d.N * d.K >= kParallelMacs) {
       // A part per tile. Team threads are OpenMP threads: the OpenMP build of OpenBLAS keeps
       // per-thread buffers by omp_get_thread_num() and is unsafe from several non-OpenMP
@@ -193,13 +202,14 @@ int64_t prod(const Shape& s, const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-bool dot_add_bias(Kernel& k, int32_t bias) {
+bool dot_add_epilogue(Kernel& k, int32_t v, bool row) {
   if (k.run != &DotKernel::exec) return false;
   auto& d = static_cast<DotKernel&>(k);
-  if (d.dtype != DType::f32 && d.dtype != DType::f64) return false;
-  d.bias = bias;
-  d.reads.push_back(bias);
-  d.label += " + bias";
+  if ((d.dtype != DType::f32 && d.dtype != DType::f64) || d.addend >= 0 || (row && d.bias >= 0))
+    return false;
+  (row ? d.bias : d.addend) = v;
+  d.reads.push_back(v);
+  d.label += row ? " + bias" : " + addend";
   return true;
 }
 

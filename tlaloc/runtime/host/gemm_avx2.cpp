@@ -28,12 +28,13 @@ constexpr int64_t kNc = 256;          // N block: the packed B block (256 KiB) s
 constexpr int64_t kMc = 72;           // A block rows, when A is packed (72 KiB)
 
 // C[R rows, 16 columns] (+)= sum over k of A(r, k) * Bp[k, 0:16], one fused multiply-add per k
-// per element in k order, from zero or (ACC) from C, then + bias[0:16] (one add) when bias is
-// not null. A(r, k) is A[r * lda + k], or A[k * lda + r] when TA. MASK: only the columns whose
-// mask lanes are set are read / written.
+// per element in k order, from zero or (ACC) from C, then + bias[0:16] when bias is not null,
+// then + add[r * ldc + 0:16] when add is not null (one add each). A(r, k) is A[r * lda + k], or
+// A[k * lda + r] when TA. MASK: only the columns whose mask lanes are set are read / written.
 template <int R, bool TA, bool ACC, bool MASK>
 TLALOC_AVX2_FMA inline void micro(int64_t K, const float* A, int64_t lda, const float* Bp, float* C,
-                                  int64_t ldc, __m256i m0, __m256i m1, const float* bias) {
+                                  int64_t ldc, __m256i m0, __m256i m1, const float* bias,
+                                  const float* add) {
   __m256 c0[R], c1[R];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -65,6 +66,14 @@ TLALOC_AVX2_FMA inline void micro(int64_t K, const float* A, int64_t lda, const 
       c1[r] = _mm256_add_ps(c1[r], b1);
     }
   }
+  if (add) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const float* x = add + r * ldc;
+      c0[r] = _mm256_add_ps(c0[r], MASK ? _mm256_maskload_ps(x, m0) : _mm256_loadu_ps(x));
+      c1[r] = _mm256_add_ps(c1[r], MASK ? _mm256_maskload_ps(x + 8, m1) : _mm256_loadu_ps(x + 8));
+    }
+  }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     if constexpr (MASK) {
@@ -79,31 +88,32 @@ TLALOC_AVX2_FMA inline void micro(int64_t K, const float* A, int64_t lda, const 
 
 template <bool TA, bool ACC, bool MASK>
 TLALOC_AVX2_FMA void tile(int R, int64_t K, const float* A, int64_t lda, const float* Bp, float* C,
-                          int64_t ldc, __m256i m0, __m256i m1, const float* bias) {
+                          int64_t ldc, __m256i m0, __m256i m1, const float* bias,
+                          const float* add) {
   switch (R) {
     case 6:
-      return micro<6, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias);
+      return micro<6, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias, add);
     case 5:
-      return micro<5, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias);
+      return micro<5, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias, add);
     case 4:
-      return micro<4, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias);
+      return micro<4, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias, add);
     case 3:
-      return micro<3, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias);
+      return micro<3, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias, add);
     case 2:
-      return micro<2, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias);
+      return micro<2, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias, add);
     default:
-      return micro<1, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias);
+      return micro<1, TA, ACC, MASK>(K, A, lda, Bp, C, ldc, m0, m1, bias, add);
   }
 }
 
 template <bool TA, bool ACC>
 TLALOC_AVX2_FMA void tile_any(bool mask, int R, int64_t K, const float* A, int64_t lda,
                               const float* Bp, float* C, int64_t ldc, __m256i m0, __m256i m1,
-                              const float* bias) {
+                              const float* bias, const float* add) {
   if (mask)
-    tile<TA, ACC, true>(R, K, A, lda, Bp, C, ldc, m0, m1, bias);
+    tile<TA, ACC, true>(R, K, A, lda, Bp, C, ldc, m0, m1, bias, add);
   else
-    tile<TA, ACC, false>(R, K, A, lda, Bp, C, ldc, m0, m1, bias);
+    tile<TA, ACC, false>(R, K, A, lda, Bp, C, ldc, m0, m1, bias, add);
 }
 
 // 8 x 8 transpose: d[c * 16 + r] = s[r * lds + c] for r, c < 8.
@@ -180,7 +190,7 @@ void pack_a_trans(float* Ap, const float* A, int64_t lda, int64_t k0, int64_t kc
 template <bool TA>
 TLALOC_AVX2_FMA void gemm(bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, const float* A,
                           int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
-                          float* pack, const float* bias) {
+                          float* pack, const float* bias, const float* add) {
   float* Bp = pack;
   float* Ap = pack + std::min(kKc, K) * ((std::min(kNc, N) + kNr - 1) / kNr * kNr);
   for (int64_t pc = 0; pc < K; pc += kKc) {
@@ -198,17 +208,19 @@ TLALOC_AVX2_FMA void gemm(bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K,
           const __m256i k0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(mask)),
                         k1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(mask + 8));
           const float* bp = Bp + jr * kc;
-          // The bias once every k is in: on the last K block.
-          const float* bj = bias && pc + kc == K ? bias + jc + jr : nullptr;
+          // The epilogue once every k is in: on the last K block.
+          const bool last = pc + kc == K;
+          const float* bj = bias && last ? bias + jc + jr : nullptr;
           for (int64_t ir = 0; ir < mc; ir += kMr) {
             const int R = int(std::min(kMr, mc - ir));
             const float* a = TA ? Ap + ir * kc : A + (ic + ir) * lda + pc;
             const int64_t la = TA ? kMr : lda;
             float* c = C + (ic + ir) * ldc + jc + jr;
+            const float* aj = add && last ? add + (ic + ir) * ldc + jc + jr : nullptr;
             if (pc == 0)
-              tile_any<TA, false>(w < kNr, R, kc, a, la, bp, c, ldc, k0, k1, bj);
+              tile_any<TA, false>(w < kNr, R, kc, a, la, bp, c, ldc, k0, k1, bj, aj);
             else
-              tile_any<TA, true>(w < kNr, R, kc, a, la, bp, c, ldc, k0, k1, bj);
+              tile_any<TA, true>(w < kNr, R, kc, a, la, bp, c, ldc, k0, k1, bj, aj);
           }
         }
       }
@@ -230,18 +242,23 @@ int64_t sgemm_rows_pack_floats(bool ta, int64_t N, int64_t K) {
 
 void sgemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, const float* A,
                 int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, float* pack,
-                const float* bias) {
+                const float* bias, const float* add) {
   if (m1 <= m0 || N <= 0) return;
-  if (K <= 0) {
+  if (K <= 0) {  // the empty sum 0, then the epilogue's adds
     for (int64_t i = m0; i < m1; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = bias ? 0.0f + bias[j] : 0.0f;  // as a sum
+      for (int64_t j = 0; j < N; ++j) {
+        float c = 0.0f;
+        if (bias) c = c + bias[j];
+        if (add) c = c + add[i * ldc + j];
+        C[i * ldc + j] = c;
+      }
     return;
   }
   auto* p = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(pack) + 31) & ~uintptr_t(31));
   if (ta)
-    gemm<true>(tb, m0, m1, N, K, A, lda, B, ldb, C, ldc, p, bias);
+    gemm<true>(tb, m0, m1, N, K, A, lda, B, ldb, C, ldc, p, bias, add);
   else
-    gemm<false>(tb, m0, m1, N, K, A, lda, B, ldb, C, ldc, p, bias);
+    gemm<false>(tb, m0, m1, N, K, A, lda, B, ldb, C, ldc, p, bias, add);
 }
 
 }  // namespace tlaloc::runtime::host

@@ -35,22 +35,25 @@ FusedReduce fused_reduce(ir::ReduceKind kind, DType dtype);
 // dot_general: small f32 GEMMs through sgemm_rows, others OpenBLAS sgemm / dgemm; bf16 / f16
 // convert to f32, an f32 GEMM, round back.
 std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_threads);
-// f32 C[m0:m1, 0:N] = op(A) op(B) (+ bias[0:N] on every row when bias is not null): A [M, K]
-// (lda), or [K, M] when ta; B [K, N] (ldb), or [N, K] when tb; C row-major (ldc). Every element
-// is one fused multiply-add per k in k order from zero, then one add of its bias, so its bits do
-// not depend on how rows are split over calls. `pack`: scratch of
+// f32 C[m0:m1, 0:N] = op(A) op(B), + bias[0:N] on every row when bias is not null, then +
+// add[i * ldc + j] when add is not null: A [M, K] (lda), or [K, M] when ta; B [K, N] (ldb), or
+// [N, K] when tb; C (and add) row-major (ldc). Every element is one fused multiply-add per k in
+// k order from zero, then one add per addend, so its bits do not depend on how rows are split
+// over calls. `pack`: scratch of
 // sgemm_rows_pack_floats(ta, N, K) floats (any alignment). AVX2 + FMA only: callers check
 // sgemm_rows_available().
 bool sgemm_rows_available();
 int64_t sgemm_rows_pack_floats(bool ta, int64_t N, int64_t K);
 void sgemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, const float* A,
                 int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, float* pack,
-                const float* bias = nullptr);
-// Makes dot kernel k (make_dot) add bias[j] to column j of every row of its f32 / f64 result,
-// the bias value [N] read as stored: one IEEE add per element after the GEMM, as a separate
-// broadcast add would (the same bits), but on each tile while it is in cache. Returns false, k
-// unchanged, for another kernel or a bf16 / f16 dot.
-bool dot_add_bias(Kernel& k, int32_t bias);
+                const float* bias = nullptr, const float* add = nullptr);
+// Makes dot kernel k (make_dot) add value v to its f32 / f64 result as it computes each tile:
+// `row`: v is [N], added to every row (a bias); else v has the result's type (a residual or
+// another product), added elementwise after any bias. One IEEE add per element each, as a
+// separate add would (the same bits), but while the tile is in cache. Returns false, k
+// unchanged, for another kernel, a bf16 / f16 dot, or an addend of that kind already there (or
+// a bias after a matrix addend: the adds' order would change).
+bool dot_add_epilogue(Kernel& k, int32_t v, bool row);
 // attention / attention_grad composites (attention.cpp): fused, f32 / f64.
 std::unique_ptr<Kernel> make_attention(const ir::Function& f, int32_t id, int num_threads);
 // layer_norm / layer_norm_grad composites (layer_norm.cpp): fused, f32 / f64.
