@@ -3,11 +3,29 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "tlaloc/nn/transformer.h"
 #include "tlaloc/train/trainer.h"
 
 namespace tlaloc::train_test {
+
+// A one-layer causal LM of width 8 (vocab 256, context 4, 2 heads sharing 1 kv head, MLP 16)
+// with the given block choices.
+inline nn::CausalLMConfig tiny_lm(std::string norm, std::string gelu, double dropout) {
+  return {.vocab = 256,
+          .context = 4,
+          .d_model = 8,
+          .layers = 1,
+          .heads = 2,
+          .kv_heads = 1,
+          .d_ff = 16,
+          .norm = std::move(norm),
+          .gelu = std::move(gelu),
+          .dropout = dropout};
+}
 
 // Runs n steps with no per-step data and returns each step's loss (read back every step).
 inline std::vector<double> step_losses(train::Trainer& t, int n) {

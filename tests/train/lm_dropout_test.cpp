@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "support/train_test_util.h"
 #include "tlaloc/train/lm.h"
 
 using namespace tlaloc;
@@ -13,18 +14,7 @@ using namespace tlaloc::train;
 
 namespace {
 
-nn::CausalLMConfig tiny() {
-  return {.vocab = 256,
-          .context = 4,
-          .d_model = 8,
-          .layers = 1,
-          .heads = 2,
-          .kv_heads = 1,
-          .d_ff = 16,
-          .norm = "rmsnorm",
-          .gelu = "none",
-          .dropout = 0.2};
-}
+nn::CausalLMConfig tiny() { return train_test::tiny_lm("rmsnorm", "none", 0.2); }
 
 Array corpus() {
   std::vector<int32_t> t;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "support/stablehlo_roundtrip.h"
+#include "support/train_test_util.h"
 #include "tlaloc/optim/optimizer.h"
 #include "tlaloc/train/disc.h"
 #include "tlaloc/train/fmnist.h"
@@ -43,24 +44,10 @@ TEST(StableHloSteps, FmnistTrainStep) {
   tlaloc::testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {images, labels, idx, w}));
 }
 
-// A one-layer LM of width 8 with the given block choices.
-nn::CausalLMConfig tiny_lm(std::string norm, std::string gelu, double dropout) {
-  return {.vocab = 256,
-          .context = 4,
-          .d_model = 8,
-          .layers = 1,
-          .heads = 2,
-          .kv_heads = 1,
-          .d_ff = 16,
-          .norm = std::move(norm),
-          .gelu = std::move(gelu),
-          .dropout = dropout};
-}
-
 // The LM step with the layer choices of issue 7: RMSNorm, erf GELU (select / exp / divide
 // compositions) and dropout (in-program threefry on the dropout_key input).
 TEST(StableHloSteps, LmTrainStepWithDropoutRmsNormErfGelu) {
-  nn::CausalLM m(tiny_lm("rmsnorm", "none", 0.2));
+  nn::CausalLM m(train_test::tiny_lm("rmsnorm", "none", 0.2));
   m.init(random::key(5));
   auto s = train::build_train_step(m, train::lm::loss_fn(4), train::lm::data_inputs(64, 2, true),
                                    train::lm::bench_optimizer());
@@ -73,7 +60,7 @@ TEST(StableHloSteps, LmTrainStepWithDropoutRmsNormErfGelu) {
 // The LM step with LayerNorm and the tanh GELU (the lm recipe's choices, `tlaloc export lm`):
 // the gelu / gelu_grad composites expanded by their decompositions.
 TEST(StableHloSteps, LmTrainStepWithLayerNormTanhGelu) {
-  nn::CausalLM m(tiny_lm("layernorm", "tanh", 0));
+  nn::CausalLM m(train_test::tiny_lm("layernorm", "tanh", 0));
   m.init(random::key(7));
   auto s = train::build_train_step(m, train::lm::loss_fn(4), train::lm::data_inputs(64, 2, false),
                                    train::lm::bench_optimizer());
