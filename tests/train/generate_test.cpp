@@ -2,9 +2,11 @@
 // (tests/support/lm_oracle.h) for greedy and sampled text past the context (sliding window);
 // determinism per seed; the sampler against hand-computed probabilities; checkpoint metadata.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
+#include <string>
 
 #include "support/lm_oracle.h"
 #include "tlaloc/random/random.h"
@@ -188,7 +190,9 @@ TEST(Generate, ModelSizesComeFromCheckpointMetadata) {
     nn::CausalLM m(cfg);
     m.init(random::key(8));
     io::Checkpoint c = lm_checkpoint(m);
-    auto path = std::filesystem::temp_directory_path() / "tlaloc_generate_test.safetensors";
+    // The process id in the name: test runs of two checkouts at once must not share the file.
+    auto path = std::filesystem::temp_directory_path() /
+                ("tlaloc_generate_test_" + std::to_string(getpid()) + ".safetensors");
     io::save_checkpoint(path.string(), c);
     io::Checkpoint back = io::load_checkpoint(path.string());
     std::filesystem::remove(path);
