@@ -40,6 +40,15 @@ ir::Function sum_gelu(DType dt, const Shape& s) {
       {{dt, s}});
 }
 
+// sum(gelu(x)·w) for x and w of type (dt, s).
+ir::Function sum_gelu_times(DType dt, const Shape& s) {
+  return trace::capture(
+      [](std::span<const Tensor> t) {
+        return std::vector<Tensor>{trace::sum(trace::gelu(t[0]) * t[1])};
+      },
+      {{dt, s}, {dt, s}});
+}
+
 // gelu''(x) as the vjp of grad(sum(gelu(x))) with cotangent 1, on the host lane and in the
 // interpreter. Through gelu_grad's decomposition (q = 2y / x) it was half of gelu''(0) at
 // x = 0 and |x| < 2^-60, and in f32 it lost every bit below |x| ~ 1e-6 (0, 1, 0.84 for 0.798).
@@ -104,11 +113,7 @@ TEST(GeluEdges, SecondDerivativesThroughALinearGeluLinearWithZeroPreActivations)
 // again as d_y's cotangent) is itself differentiated and checked against f64 finite
 // differences, x over both tails and near 0.
 TEST(GeluEdges, ThirdDerivativesFd) {
-  ir::Function f = trace::capture(
-      [](std::span<const Tensor> t) {
-        return std::vector<Tensor>{trace::sum(trace::gelu(t[0]) * t[1])};
-      },
-      {{DType::f64, {2, 4}}, {DType::f64, {2, 4}}});
+  ir::Function f = sum_gelu_times(DType::f64, {2, 4});
   ir::Function h = autodiff::vjp(autodiff::grad(f, {0, 1}), {0, 1});
   std::vector<Array> in = {f64({2, 4}, {0, 1e-9, -0.2, 0.7, -1.5, 2.5, -4, 5}),
                            uniform({2, 4}, 41, 0.5, 1.5), uniform({2, 4}, 42, -1, 1),
@@ -173,11 +178,7 @@ TEST(GeluEdges, Bf16ModelUsesPlainOps) {
 // plain ops) emitted as StableHLO: no tlaloc op left, parse -> run bitwise equal to the
 // expanded function on the host lane.
 TEST(GeluEdges, StablehloRoundTripOfASecondDerivative) {
-  ir::Function f = trace::capture(
-      [](std::span<const Tensor> t) {
-        return std::vector<Tensor>{trace::sum(trace::gelu(t[0]) * t[1])};
-      },
-      {{DType::f32, {3, 5}}, {DType::f32, {3, 5}}});
+  ir::Function f = sum_gelu_times(DType::f32, {3, 5});
   ir::Function h = autodiff::vjp(autodiff::grad(f, {0, 1}), {0, 1});
   EXPECT_GT(count_ops(h, ir::Op::gelu_grad), 0);
   std::vector<Array> in = sample_inputs(h, 4);
