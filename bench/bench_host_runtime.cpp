@@ -13,6 +13,7 @@
 #include <chrono>
 
 #include "tlaloc/autodiff/autodiff.h"
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/optim/update.h"
 #include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/trace/tensor.h"
@@ -288,7 +289,7 @@ void BM_TransformerStep(benchmark::State& st) {
       Tensor o = trace::reshape(trace::transpose(trace::matmul(att, v), {0, 2, 1, 3}), {B, T, D});
       x = x + trace::matmul(o, trace::transpose(p[5]));
       h = layer_norm(x, p[6], p[7]);
-      h = trace::gelu(trace::matmul(h, trace::transpose(p[8])) + p[9]);
+      h = composites::gelu(trace::matmul(h, trace::transpose(p[8])) + p[9]);
       x = x + trace::matmul(h, trace::transpose(p[10])) + p[11];
     }
     const Tensor* f = &a[size_t(4 + L * kPerLayer)];

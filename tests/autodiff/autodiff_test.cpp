@@ -1,5 +1,6 @@
 // The transform's contract: errors, names, conventions at ties, leanness, second derivatives.
 #include "harness.h"
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/passes/passes.h"
 
 using namespace tlaloc;
@@ -236,7 +237,7 @@ TEST(Autodiff, F32GradientAgreesWithF64) {
     return capture1(
         [](std::span<const Tensor> a) {
           return std::vector<Tensor>{
-              trace::mean(trace::square(trace::gelu(trace::matmul(a[0], a[1]))))};
+              trace::mean(trace::square(composites::gelu(trace::matmul(a[0], a[1]))))};
         },
         {{t, {3, 2}}, {t, {2, 2}}});
   };

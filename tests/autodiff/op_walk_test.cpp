@@ -6,7 +6,9 @@
 #include <set>
 
 #include "harness.h"
-#include "tlaloc/trace/composite.h"
+#include "tests/support/composite_ops.h"
+#include "tlaloc/composites/composites.h"
+#include "tlaloc/ir/composite.h"
 
 using namespace tlaloc;
 using namespace tlaloc::testing;
@@ -25,6 +27,11 @@ struct Case {
 
 ir::Builder& B() { return trace::current_builder(); }
 Tensor T(ir::ValueId v) { return Tensor(&B(), v); }
+std::vector<Tensor> Ts(const std::vector<ir::ValueId>& vs) {
+  std::vector<Tensor> out;
+  for (ir::ValueId v : vs) out.push_back(T(v));
+  return out;
+}
 Tensor s32(int v) { return trace::scalar(v, DType::s32); }
 Tensor idx(Shape s, std::vector<int32_t> v) { return trace::constant(Array::from(s, v)); }
 
@@ -214,23 +221,24 @@ std::map<Op, std::vector<Case>> cases() {
        [](std::span<const Tensor> x) {
          Tensor mask =
              trace::constant(Array::from(Shape{2, 4}, std::vector<bool>{1, 1, 0, 1, 0, 0, 1, 1}));
-         return std::vector<Tensor>{trace::attention(x[0], x[1], x[2], mask, 0.7, true)};
+         return std::vector<Tensor>{composites::attention(x[0], x[1], x[2], mask, 0.7, true)};
        }});
   add(Op::attention,
       {"MHA with lse",
        {uniform({1, 2, 3, 2}, 43), uniform({1, 2, 3, 2}, 44), uniform({1, 2, 3, 2}, 45)},
        [](std::span<const Tensor> x) {
-         return std::vector<Tensor>{
-             trace::attention_with_lse(x[0], x[1], x[2], std::nullopt, 0.5, false)};
+         auto r = composites::attention_with_lse(x[0], x[1], x[2], std::nullopt, 0.5, false);
+         return std::vector<Tensor>{r.out, r.lse};
        }});
   add(Op::attention_grad,
       {"MQA causal",
        {uniform({1, 2, 3, 2}, 46), uniform({1, 1, 3, 2}, 47), uniform({1, 1, 3, 2}, 48),
-        uniform({1, 2, 3, 3}, 49, 0.5, 1.5), uniform({1, 2, 3, 3}, 50)},
+        uniform({1, 2, 3, 2}, 49, 0.5, 1.5), uniform({1, 2, 3}, 64, 0.5, 1.5),
+        uniform({1, 2, 3, 2}, 50)},
        [](std::span<const Tensor> x) {
          ir::Builder& b = B();
-         return std::vector<Tensor>{T(b.attention_grad(x[0].id(), x[1].id(), x[2].id(), x[3].id(),
-                                                       x[4].id(), -1, 0.8, true))};
+         return Ts(cop::attention_grad(b, x[0].id(), x[1].id(), x[2].id(), x[3].id(), x[4].id(),
+                                       x[5].id(), -1, 0.8, true));
        }});
   // layer_norm with and without bias (a large mean: LayerFD.RMSNormAndLayerNorm, whose step
   // suits it); its grad composite (second derivatives, through its decomposition).
@@ -238,42 +246,67 @@ std::map<Op, std::vector<Case>> cases() {
       {"rows of 5 with bias",
        {uniform({2, 3, 5}, 51, -2, 2), uniform({5}, 52, 0.5, 1.5), uniform({5}, 53)},
        [](std::span<const Tensor> x) {
-         return std::vector<Tensor>{trace::layer_norm(x[0], x[1], x[2], 1e-5)};
+         return std::vector<Tensor>{composites::layer_norm(x[0], x[1], x[2], 1e-5)};
        }});
   add(Op::layer_norm,
       {"offset row, no bias",
        {f64({1, 4}, {3, 4.5, 2, 3.7}), uniform({4}, 54, 0.5, 1.5)},
        [](std::span<const Tensor> x) {
-         return std::vector<Tensor>{trace::layer_norm(x[0], x[1], std::nullopt, 1e-5)};
+         return std::vector<Tensor>{composites::layer_norm(x[0], x[1], std::nullopt, 1e-5)};
        }});
   add(Op::layer_norm_grad,
       {"rows of 4",
        {uniform({3, 4}, 55, -2, 2), uniform({4}, 56, 0.5, 1.5), uniform({3, 4}, 57)},
        [](std::span<const Tensor> x) {
-         return std::vector<Tensor>{T(B().layer_norm_grad(x[0].id(), x[1].id(), x[2].id(), 1e-3))};
+         return Ts(cop::layer_norm_grad(B(), x[0].id(), x[1].id(), x[2].id(), 1e-3));
        }});
   // cross_entropy: labels in range (one row's logits large and shifted), its grad composite.
   add(Op::cross_entropy,
       {"rows of 5", {uniform({3, 5}, 58, -2, 2)}, [](std::span<const Tensor> x) {
          Tensor l = trace::constant(Array::from(Shape{3}, std::vector<int32_t>{4, 0, 2}));
-         return std::vector<Tensor>{trace::cross_entropy(x[0] * 3.0, l)};
+         return std::vector<Tensor>{composites::cross_entropy(x[0] * 3.0, l)};
        }});
   add(Op::cross_entropy_grad,
       {"rows of 4", {uniform({2, 4}, 59, -2, 2), uniform({2}, 60)}, [](std::span<const Tensor> x) {
          Tensor l = trace::constant(Array::from(Shape{2}, std::vector<int32_t>{1, 3}));
-         return std::vector<Tensor>{T(B().cross_entropy_grad(x[0].id(), l.id(), x[1].id()))};
+         return std::vector<Tensor>{T(cop::cross_entropy_grad(B(), x[0].id(), l.id(), x[1].id()))};
        }});
   // gelu over both tanh branches; its grad composite (second derivatives: its rule's gelu'' in
   // plain ops, which takes y = gelu(x) as the forward gives it).
   add(Op::gelu, {"values in [-4, 4]", {uniform({2, 5}, 61, -4, 4)}, [](std::span<const Tensor> x) {
-                   return std::vector<Tensor>{T(B().gelu(x[0].id()))};
+                   return std::vector<Tensor>{T(cop::gelu(B(), x[0].id()))};
                  }});
   add(Op::gelu_grad, {"from y = gelu(x)",
                       {uniform({2, 4}, 62, -3, 3), uniform({2, 4}, 63)},
                       [](std::span<const Tensor> x) {
-                        ir::ValueId y = B().gelu(x[0].id());
-                        return std::vector<Tensor>{T(B().gelu_grad(x[0].id(), y, x[1].id()))};
+                        ir::ValueId y = cop::gelu(B(), x[0].id());
+                        return std::vector<Tensor>{T(cop::gelu_grad(B(), x[0].id(), y, x[1].id()))};
                       }});
+  // Any other composite: the instances its record gives (ir/composite.h), inputs drawn at random
+  // (floats in [-1, 1], integers in the example's range, i1 as 0 / 1).
+  uint64_t seed = 100;
+  for (Op op : ir::kAllOps) {
+    if (!ir::is_composite(op) || m.count(op) || !ir::composite(op).examples) continue;
+    for (const ir::CompositeExample& e : ir::composite(op).examples()) {
+      std::vector<Array> xs;
+      for (const ir::TensorType& t : e.operands) {
+        Array u = uniform(t.shape, seed++, 0, 1);
+        std::vector<double> v = u.to_doubles();
+        for (double& d : v)
+          d = is_floating(t.dtype) ? 2 * d - 1
+              : t.dtype == DType::i1
+                  ? double(d < 0.5)
+                  : std::floor(double(e.int_lo) + d * double(e.int_hi - e.int_lo));
+        xs.push_back(Array::from_doubles(DType::f64, t.shape, v));
+        if (!is_floating(t.dtype)) xs.back() = Array::from_doubles(t.dtype, t.shape, v);
+      }
+      m[op].push_back({"record example", xs, [op, e](std::span<const Tensor> x) {
+                         std::vector<ir::ValueId> ids;
+                         for (const Tensor& t : x) ids.push_back(t.id());
+                         return Ts(B().composite(op, ids, e.attrs.params));
+                       }});
+    }
+  }
   return m;
 }
 
@@ -288,6 +321,7 @@ const std::map<Op, const char*> kNotDifferentiable = {
     {Op::shift_left, "integer only"},
     {Op::shift_right_logical, "integer only"},
     {Op::compare, "i1 result"},
+    {Op::result, "its cotangent goes to its composite's rule"},
 };
 
 bool contains(const ir::Function& f, Op op) {

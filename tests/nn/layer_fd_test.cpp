@@ -3,11 +3,12 @@
 // gradient), Dropout with a fixed key, attention (MHA / GQA / MQA with causal + padding masks,
 // rows with no visible key) and a whole TransformerBlock with the new choices.
 #include "autodiff/harness.h"
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/nn/norms.h"
 #include "tlaloc/nn/transformer.h"
+#include "tlaloc/passes/expand.h"
 #include "tlaloc/random/key.h"
 #include "tlaloc/random/program.h"
-#include "tlaloc/trace/composite.h"
 #include "tlaloc/trace/special.h"
 
 using namespace tlaloc;
@@ -109,7 +110,7 @@ TEST(LayerFD, AttentionMasksForMhaGqaMqa) {
                          uniform({B, h.hkv, S, D}, 12)};
     auto fn = [&](std::span<const Tensor> t) {
       Tensor mask = trace::constant(Array::from(Shape{B, S}, keep));
-      return std::vector<Tensor>{trace::attention(t[0], t[1], t[2], mask, 0.6, true)};
+      return std::vector<Tensor>{composites::attention(t[0], t[1], t[2], mask, 0.6, true)};
     };
     std::vector<ir::TensorType> types;
     for (auto& a : x) types.push_back({DType::f64, a.shape()});

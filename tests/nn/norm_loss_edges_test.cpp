@@ -5,10 +5,11 @@
 // and gradient, and constant folding of composites with constant operands against hand values.
 #include "autodiff/harness.h"
 #include "support/stablehlo_roundtrip.h"
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/nn/losses.h"
 #include "tlaloc/nn/transformer.h"
+#include "tlaloc/passes/expand.h"
 #include "tlaloc/passes/passes.h"
-#include "tlaloc/trace/composite.h"
 
 using namespace tlaloc;
 using namespace tlaloc::testing;
@@ -66,7 +67,7 @@ TEST(NormLossEdges, WeightedCrossEntropyFd) {
 TEST(NormLossEdges, SecondDerivativesThroughTheDecomposition) {
   ir::Function ln = trace::capture(
       [](std::span<const Tensor> t) {
-        Tensor y = trace::layer_norm(t[0], t[1], t[2], 1e-3);
+        Tensor y = composites::layer_norm(t[0], t[1], t[2], 1e-3);
         return std::vector<Tensor>{trace::sum(y * y * y)};
       },
       {{DType::f64, {3, 4}}, {DType::f64, {4}}, {DType::f64, {4}}});
@@ -74,7 +75,7 @@ TEST(NormLossEdges, SecondDerivativesThroughTheDecomposition) {
   expect_vjp_matches_fd(autodiff::grad(ln, {0, 1, 2}), lin, {0, 1, 2}, 1e-5, 1e-5);
   ir::Function ce = trace::capture(
       [](std::span<const Tensor> t) {
-        Tensor r = trace::cross_entropy(t[0], t[1]);
+        Tensor r = composites::cross_entropy(t[0], t[1]);
         return std::vector<Tensor>{trace::sum(r * r)};
       },
       {{DType::f64, {3, 4}}, {DType::s32, {3}}});
@@ -87,7 +88,7 @@ TEST(NormLossEdges, StableHloRoundTripOfValueAndGrad) {
   for (DType dt : {DType::f32, DType::f64}) {
     ir::Function f = trace::capture(
         [](std::span<const Tensor> t) {
-          Tensor h = trace::layer_norm(t[0], t[2], t[3], 1e-5);
+          Tensor h = composites::layer_norm(t[0], t[2], t[3], 1e-5);
           return std::vector<Tensor>{nn::cross_entropy(h, t[1])};
         },
         {{dt, {6, 5}}, {DType::s32, {6}}, {dt, {5}}, {dt, {5}}}, {"x", "labels", "w", "b"});
@@ -107,8 +108,8 @@ TEST(NormLossEdges, ConstantOperandsFold) {
         Tensor l = trace::constant(
             Array::from_doubles(DType::f64, {2, 2}, {0, std::log(3.0), 0, std::log(3.0)}));
         Tensor lab = trace::constant(Array::from(Shape{2}, std::vector<int32_t>{1, 5}));
-        return std::vector<Tensor>{trace::layer_norm(x, w, b, 0) + t[0],
-                                   trace::cross_entropy(l, lab) + t[0]};
+        return std::vector<Tensor>{composites::layer_norm(x, w, b, 0) + t[0],
+                                   composites::cross_entropy(l, lab) + t[0]};
       },
       {{DType::f64, {}}});
   ir::Function s = passes::simplify(f);

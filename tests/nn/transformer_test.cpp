@@ -6,9 +6,10 @@
 #include <cmath>
 
 #include "tlaloc/autodiff/autodiff.h"
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/nn/transformer.h"
+#include "tlaloc/passes/expand.h"
 #include "tlaloc/runtime/host/compile.h"
-#include "tlaloc/trace/composite.h"
 
 using namespace tlaloc;
 using trace::Tensor;
@@ -75,8 +76,8 @@ TEST(Attention, ForwardAndGradientsEqualNaiveF64ForMhaGqaMqa) {
     for (auto& a : in) types.push_back({DType::f64, a.shape()});
     ir::Function f = trace::capture(
         [&](std::span<const Tensor> x) {
-          return std::vector<Tensor>{
-              trace::attention(x[0], x[1], x[2], std::nullopt, 1 / std::sqrt(double(z.D)), true)};
+          return std::vector<Tensor>{composites::attention(x[0], x[1], x[2], std::nullopt,
+                                                           1 / std::sqrt(double(z.D)), true)};
         },
         types);
     Array ct = pseudo({z.B, z.Hq, z.S, z.D}, 4);
@@ -117,7 +118,7 @@ TEST(Attention, GqaEqualsMhaWithRepeatedKvHeads) {
             };
             kk = rep(kk), vv = rep(vv);
           }
-          return std::vector<Tensor>{trace::attention(x[0], kk, vv, std::nullopt, 0.6, true)};
+          return std::vector<Tensor>{composites::attention(x[0], kk, vv, std::nullopt, 0.6, true)};
         },
         {{DType::f64, q.shape()}, {DType::f64, k.shape()}, {DType::f64, v.shape()}});
     std::vector<Array> in{q, k, v, pseudo({B, H, S, D}, 8)};

@@ -2,8 +2,9 @@
 
 #include <algorithm>
 
+#include "tlaloc/composites/composites.h"
+#include "tlaloc/passes/expand.h"
 #include "tlaloc/runtime/host/compile.h"
-#include "tlaloc/trace/composite.h"
 
 namespace tlaloc::testing {
 
@@ -20,7 +21,7 @@ std::vector<float> RecomputeOracle::last_logits(std::span<const int32_t> tokens)
           return std::vector<trace::Tensor>{model_(in[0])};
         },
         types);
-    exe = runtime::host::compile(trace::expand_composites(f), {.num_threads = 1});
+    exe = runtime::host::compile(passes::expand_composites(f), {.num_threads = 1});
   }
   std::vector<Array> in{
       Array::from(Shape{1, n}, std::vector<int32_t>(tokens.begin(), tokens.end()))};

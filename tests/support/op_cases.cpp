@@ -1,6 +1,7 @@
 #include "support/op_cases.h"
 
 #include "tlaloc/ir/builder.h"
+#include "tlaloc/ir/composite.h"
 
 namespace tlaloc::testing {
 
@@ -142,63 +143,26 @@ std::map<Op, std::vector<Function>> op_cases() {
     auto v = b.parameter({DType::s32, {5}});
     return std::vector<ValueId>{b.scatter(x, i, u), b.scatter(y, i, v)};
   }));
-  for (bool causal : {false, true}) {
-    c[Op::attention].push_back(fn("attention", [&](Builder& b) {
-      auto q = b.parameter({DType::f32, {2, 4, 3, 5}});
-      auto k = b.parameter({DType::f32, {2, 2, 6, 5}});
-      auto v = b.parameter({DType::f32, {2, 2, 6, 7}});
-      auto m = b.parameter({DType::i1, {2, 6}});
-      return std::vector<ValueId>{b.attention(q, k, v, m, 0.5, causal)};
-    }));
-    c[Op::attention_grad].push_back(fn("attention_grad", [&](Builder& b) {
-      auto q = b.parameter({DType::f64, {1, 2, 3, 4}});
-      auto k = b.parameter({DType::f64, {1, 1, 3, 4}});
-      auto v = b.parameter({DType::f64, {1, 1, 3, 2}});
-      auto o = b.parameter({DType::f64, {1, 2, 3, 3}});
-      auto d = b.parameter({DType::f64, {1, 2, 3, 3}});
-      return std::vector<ValueId>{b.attention_grad(q, k, v, o, d, -1, 0.25, causal)};
-    }));
+  // Composites: the instances their records give (ir/composite.h), every result returned.
+  for (Op op : kAllOps) {
+    if (!is_composite(op) || !composite(op).examples) continue;
+    for (const CompositeExample& e : composite(op).examples())
+      c[op].push_back(fn(composite(op).name.data(), [&](Builder& b) {
+        std::vector<ValueId> ops;
+        for (const TensorType& t : e.operands) ops.push_back(b.parameter(t));
+        return b.composite(op, ops, e.attrs.params);
+      }));
   }
-  c[Op::layer_norm].push_back(fn("layer_norm", [](Builder& b) {
-    auto x = b.parameter({DType::f32, {2, 3, 5}});
-    auto w = b.parameter({DType::f32, {5}});
-    auto bias = b.parameter({DType::f32, {5}});
-    auto y = b.parameter({DType::f64, {4, 9}});
-    auto v = b.parameter({DType::f64, {9}});
-    return std::vector<ValueId>{b.layer_norm(x, w, bias, 1e-5), b.layer_norm(y, v, -1, 0.25)};
-  }));
-  c[Op::layer_norm_grad].push_back(fn("layer_norm_grad", [](Builder& b) {
-    auto x = b.parameter({DType::f64, {3, 6}});
-    auto w = b.parameter({DType::f64, {6}});
-    auto d = b.parameter({DType::f64, {3, 6}});
-    auto y = b.parameter({DType::f32, {7}});
-    auto v = b.parameter({DType::f32, {7}});
-    auto e = b.parameter({DType::f32, {7}});
-    return std::vector<ValueId>{b.layer_norm_grad(x, w, d, 1e-3), b.layer_norm_grad(y, v, e, 1e-5)};
-  }));
-  c[Op::cross_entropy].push_back(fn("cross_entropy", [](Builder& b) {
-    auto x = b.parameter({DType::f32, {4, 7}});
-    auto l = b.parameter({DType::s32, {4}});
-    auto y = b.parameter({DType::f64, {3, 2}});
-    auto m = b.parameter({DType::s32, {3}});
-    return std::vector<ValueId>{b.cross_entropy(x, l), b.cross_entropy(y, m)};
-  }));
-  c[Op::cross_entropy_grad].push_back(fn("cross_entropy_grad", [](Builder& b) {
-    auto x = b.parameter({DType::f64, {4, 7}});
-    auto l = b.parameter({DType::s32, {4}});
-    auto d = b.parameter({DType::f64, {4}});
-    return std::vector<ValueId>{b.cross_entropy_grad(x, l, d)};
-  }));
-  c[Op::gelu].push_back(fn("gelu", [](Builder& b) {
-    auto x = b.parameter({DType::f32, {3, 5}});
-    auto y = b.parameter({DType::f64, {7}});
-    return std::vector<ValueId>{b.gelu(x), b.gelu(y)};
-  }));
-  c[Op::gelu_grad].push_back(fn("gelu_grad", [](Builder& b) {
-    auto x = b.parameter({DType::f32, {2, 6}});
-    auto d = b.parameter({DType::f32, {2, 6}});
-    return std::vector<ValueId>{b.gelu_grad(x, b.gelu(x), d)};
-  }));
+  // Result nodes: every multi-result composite case.
+  std::vector<Function> with_results;
+  for (const auto& [op, fs] : c)
+    for (const Function& f : fs)
+      for (const Node& n : f.nodes)
+        if (n.op == Op::result) {
+          with_results.push_back(f);
+          break;
+        }
+  c[Op::result] = std::move(with_results);
   c[Op::dot_general].push_back(fn("dot", [](Builder& b) {
     auto x = b.parameter({DType::f32, {2, 3, 4}});
     auto y = b.parameter({DType::f32, {2, 4, 5}});

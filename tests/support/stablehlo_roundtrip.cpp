@@ -6,10 +6,11 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "tlaloc/composites/composites.h"
+#include "tlaloc/passes/expand.h"
 #include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/stablehlo/emit.h"
 #include "tlaloc/stablehlo/parse.h"
-#include "tlaloc/trace/composite.h"
 
 namespace tlaloc::testing {
 
@@ -44,7 +45,7 @@ std::string expect_stablehlo_roundtrip(const ir::Function& f, std::span<const Ar
   EXPECT_EQ(stablehlo::emit(g), text) << "emit(parse(emit(f))) differs from emit(f)";
   // Composites are emitted as their decomposition: compare with that (a fused kernel need not
   // be bitwise equal to it).
-  std::vector<Array> want = run(trace::expand_composites(f), inputs), got = run(g, inputs);
+  std::vector<Array> want = run(passes::expand_composites(f), inputs), got = run(g, inputs);
   EXPECT_EQ(got.size(), want.size());
   for (size_t i = 0; i < want.size() && i < got.size(); ++i)
     EXPECT_TRUE(got[i].bitwise_equal(want[i]))

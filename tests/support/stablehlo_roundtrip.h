@@ -21,7 +21,7 @@ Runner default_runner();
 
 // Emits `f`, parses the text and expects (gtest EXPECT_*): same input/output types, names and
 // aliases; outputs of the parsed function on `inputs` bitwise equal to those of `f` (with its
-// composites expanded, as emitted: trace::expand_composites); and
+// composites expanded, as emitted: passes::expand_composites); and
 // emit(parse(emit(f))) == emit(f). Returns the emitted text (for further checks). With
 // TLALOC_STABLEHLO_DUMP_DIR set, each text is also written there as NNNN_<f.name>.mlir (to
 // feed to mlir-opt or a PJRT client by hand).

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/trace/tensor.h"
 
@@ -82,8 +83,8 @@ TEST(Trace, ReductionsWithKeepdimsAndNegativeAxes) {
 
 TEST(Trace, GeluTanhFormAndRelu) {
   Array x = Array::from<float>({4}, {-2, -0.5f, 0, 1.5f});
-  auto g =
-      run1([](std::span<const Tensor> in) { return std::vector<Tensor>{trace::gelu(in[0])}; }, {x});
+  auto g = run1(
+      [](std::span<const Tensor> in) { return std::vector<Tensor>{composites::gelu(in[0])}; }, {x});
   for (int i = 0; i < 4; ++i) {
     double t = x.at(i);
     double want = 0.5 * t * (1 + std::tanh(std::sqrt(2 / M_PI) * (t + 0.044715 * t * t * t)));

@@ -34,6 +34,10 @@ std::vector<ValueId> backward(ir::Builder& b, const ir::Function& f, const std::
     if (is_floating(f.input_type(w).dtype)) active[size_t(f.inputs[size_t(w)])] = 1;
   for (size_t i = 0; i < n; ++i) {
     const ir::Node& nd = f.nodes[i];
+    if (nd.op == Op::result) {  // one result of a composite: active with it
+      active[i] = active[size_t(nd.operands[0])] && is_floating(nd.type.dtype);
+      continue;
+    }
     if (nd.op == Op::parameter || !is_floating(nd.type.dtype) || !detail::vjp_rule(nd.op)) continue;
     for (ValueId o : nd.operands) active[i] = active[i] || active[size_t(o)];
   }
@@ -48,8 +52,16 @@ std::vector<ValueId> backward(ir::Builder& b, const ir::Function& f, const std::
     if (seeds[k] >= 0 && active[size_t(f.results[k])]) accumulate(f.results[k], seeds[k], "seed");
   for (size_t i = n; i-- > 0;) {
     const ir::Node& nd = f.nodes[i];
-    if (ct[i] < 0 || !active[i] || nd.op == Op::parameter) continue;
-    RuleCtx c{b, nd, ValueId(i), ct[i], {}};
+    // A result node's cotangent stays in ct until its composite (visited next) gathers it.
+    if (!active[i] || nd.op == Op::parameter || nd.op == Op::result) continue;
+    std::vector<ValueId> outs = ir::results_of(f, ValueId(i)), cts;
+    bool any = false;
+    for (ValueId r : outs) {
+      cts.push_back(ct[size_t(r)]);
+      any = any || cts.back() >= 0;
+    }
+    if (!any) continue;
+    RuleCtx c{b, nd, outs[0], cts[0], {}, std::move(outs), std::move(cts)};
     for (ValueId o : nd.operands) c.need.push_back(active[size_t(o)]);
     Grads g = detail::vjp_rule(nd.op)(c);
     if (g.size() != nd.operands.size())

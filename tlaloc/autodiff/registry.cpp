@@ -1,17 +1,17 @@
-// The VJP rule registry: one entry per op of ir/ops.def, in one table indexed by ir::Op.
-// nullptr: the op carries no cotangent (leaves, integer / i1 producing ops).
-#include <array>
+// The VJP rule registry: one entry per plain op of ir/ops.def, in ops.def's order (checked when
+// compiled, so a new op without an entry fails the build). nullptr: the op carries no cotangent
+// (leaves, integer / i1 producing ops). Composites' rules are their records' (ir/composite.h).
 #include <iterator>
 
 #include "tlaloc/autodiff/autodiff.h"
 #include "tlaloc/autodiff/rules.h"
+#include "tlaloc/ir/composite.h"
 
 namespace tlaloc::autodiff {
 namespace detail {
 namespace {
 
 using ir::Op;
-constexpr size_t kNumOps = std::size(ir::kAllOps);
 
 struct Entry {
   Op op;
@@ -62,40 +62,33 @@ constexpr Entry kEntries[] = {
     {Op::compare, nullptr},
     {Op::select, vjp_select},
     {Op::clamp, vjp_clamp},
-    {Op::attention, vjp_attention},
-    {Op::attention_grad, vjp_by_decomposition},
-    {Op::layer_norm, vjp_layer_norm},
-    {Op::layer_norm_grad, vjp_by_decomposition},
-    {Op::cross_entropy, vjp_cross_entropy},
-    {Op::cross_entropy_grad, vjp_by_decomposition},
-    {Op::gelu, vjp_gelu},
-    {Op::gelu_grad, vjp_gelu_grad},
+    {Op::result, nullptr},  // backward() routes its cotangent to its composite
 };
 
-// Table indexed by ir::Op; built once, checked to list every op exactly once.
-struct Table {
-  std::array<VjpRule, kNumOps> rules{};
-  std::array<int, kNumOps> listed{};
-  Table() {
-    for (const Entry& e : kEntries) {
-      rules[size_t(e.op)] = e.rule;
-      listed[size_t(e.op)]++;
-    }
-  }
-};
+constexpr size_t kNumPlainOps = 0
+#define TLALOC_OP(id, str, kind, operands, facts, formula) +1
+#define TLALOC_COMPOSITE(id, str)
+#include "tlaloc/ir/ops.def"
+#undef TLALOC_COMPOSITE
+#undef TLALOC_OP
+    ;
 
-const Table& table() {
-  static const Table t;
-  return t;
+constexpr bool listed_in_order() {
+  if (std::size(kEntries) != kNumPlainOps) return false;
+  for (size_t i = 0; i < kNumPlainOps; ++i)
+    if (kEntries[i].op != ir::kAllOps[i]) return false;
+  return true;
 }
+static_assert(listed_in_order(), "kEntries lists every plain op of ops.def once, in its order");
 
 }  // namespace
 
 VjpRule vjp_rule(Op op) {
-  const Table& t = table();
-  if (size_t(op) >= kNumOps || t.listed[size_t(op)] != 1)
-    fail("autodiff: op {} is not listed exactly once in the VJP registry", ir::op_name(op));
-  return t.rules[size_t(op)];
+  if (ir::is_composite(op)) {
+    const VjpRule r = ir::composite(op).vjp;
+    return r ? r : vjp_by_decomposition;
+  }
+  return kEntries[size_t(op)].rule;
 }
 
 }  // namespace detail

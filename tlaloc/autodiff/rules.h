@@ -1,5 +1,5 @@
-// Internal to autodiff: the VJP rule signature, helpers, and the rule functions the registry
-// (registry.cpp) lists.
+// Internal to autodiff and the composites (tlaloc/composites): the VJP rule signature, helpers,
+// and the rule functions the registry (registry.cpp) lists.
 #pragma once
 
 #include <vector>
@@ -13,13 +13,16 @@ using ir::ValueId;
 using trace::Tensor;
 
 // What a rule sees: the forward node (operand ids are valid in b), its value, the cotangent of
-// that value, and which operands need a cotangent.
+// that value, and which operands need a cotangent. A multi-result node (ir.h) has its results
+// in outs and their cotangents in cts (-1: none flows into that result; at least one does);
+// out / ct are the first of them.
 struct RuleCtx {
   ir::Builder& b;
   const ir::Node& n;
   ValueId out;
   ValueId ct;
   std::vector<char> need;
+  std::vector<ValueId> outs, cts;
 
   ir::TensorType type(ValueId v) const { return b.type(v); }  // a copy: b grows
   ValueId operand(size_t k) const { return n.operands[k]; }
@@ -66,12 +69,8 @@ Grads vjp_scatter(const RuleCtx& c);
 Grads vjp_dot_general(const RuleCtx& c);
 Grads vjp_reduce(const RuleCtx& c);
 
-// Rules (rules_composite.cpp).
-Grads vjp_attention(const RuleCtx& c);         // the attention_grad composite
-Grads vjp_layer_norm(const RuleCtx& c);        // the layer_norm_grad composite
-Grads vjp_cross_entropy(const RuleCtx& c);     // the cross_entropy_grad composite
-Grads vjp_gelu(const RuleCtx& c);              // the gelu_grad composite
-Grads vjp_gelu_grad(const RuleCtx& c);         // gelu'' in plain ops, y = gelu(x) assumed
-Grads vjp_by_decomposition(const RuleCtx& c);  // VJP of the op's decomposition, inlined
+// The VJP of the node's decomposition (ir/composite.h), inlined: the rule of composites that
+// declare none (rules_composite.cpp). Results without a cotangent get zeros.
+Grads vjp_by_decomposition(const RuleCtx& c);
 
 }  // namespace tlaloc::autodiff::detail

@@ -15,7 +15,18 @@ ValueId Builder::add(Node n) {
       fail("{}: operand %{} is not a value of function {}", op_name(n.op), o, f_.name);
     ops.push_back(f_.nodes[size_t(o)].type);
   }
-  n.type = infer_type(n.op, ops, n.attrs, n.type);
+  if (n.op == Op::result) {
+    if (ops.size() != 1) fail("result: expects 1 operand, got {}", ops.size());
+    const Node& c = f_.nodes[size_t(n.operands[0])];
+    std::vector<TensorType> cops;
+    for (ValueId o : c.operands) cops.push_back(f_.nodes[size_t(o)].type);
+    const auto ts = result_types(c.op, cops, c.attrs);
+    if (n.attrs.index < 0 || size_t(n.attrs.index) >= ts.size())
+      fail("result: index {} of {}, which has {} results", n.attrs.index, op_name(c.op), ts.size());
+    n.type = ts[size_t(n.attrs.index)];
+  } else {
+    n.type = infer_type(n.op, ops, n.attrs, n.type);
+  }
   f_.nodes.push_back(std::move(n));
   return ValueId(f_.nodes.size() - 1);
 }
@@ -114,49 +125,23 @@ ValueId Builder::scatter(ValueId x, ValueId indices, ValueId updates) {
   return add(Node{Op::scatter, {}, {x, indices, updates}, {}});
 }
 
-ValueId Builder::attention(ValueId q, ValueId k, ValueId v, ValueId key_mask, double scale,
-                           bool causal) {
-  Node n{Op::attention, {}, {q, k, v}, {}};
-  if (key_mask >= 0) n.operands.push_back(key_mask);
-  n.attrs.scale = scale;
-  n.attrs.causal = causal;
-  return add(std::move(n));
-}
-
-ValueId Builder::attention_grad(ValueId q, ValueId k, ValueId v, ValueId out, ValueId d_out,
-                                ValueId key_mask, double scale, bool causal) {
-  Node n{Op::attention_grad, {}, {q, k, v, out, d_out}, {}};
-  if (key_mask >= 0) n.operands.push_back(key_mask);
-  n.attrs.scale = scale;
-  n.attrs.causal = causal;
-  return add(std::move(n));
-}
-
-ValueId Builder::layer_norm(ValueId x, ValueId weight, ValueId bias, double epsilon) {
-  Node n{Op::layer_norm, {}, {x, weight}, {}};
-  if (bias >= 0) n.operands.push_back(bias);
-  n.attrs.epsilon = epsilon;
-  return add(std::move(n));
-}
-
-ValueId Builder::layer_norm_grad(ValueId x, ValueId weight, ValueId d_y, double epsilon) {
-  Node n{Op::layer_norm_grad, {}, {x, weight, d_y}, {}};
-  n.attrs.epsilon = epsilon;
-  return add(std::move(n));
-}
-
-ValueId Builder::cross_entropy(ValueId logits, ValueId labels) {
-  return add(Node{Op::cross_entropy, {}, {logits, labels}, {}});
-}
-
-ValueId Builder::cross_entropy_grad(ValueId logits, ValueId labels, ValueId d_loss) {
-  return add(Node{Op::cross_entropy_grad, {}, {logits, labels, d_loss}, {}});
-}
-
-ValueId Builder::gelu(ValueId x) { return add(Node{Op::gelu, {}, {x}, {}}); }
-
-ValueId Builder::gelu_grad(ValueId x, ValueId y, ValueId d_y) {
-  return add(Node{Op::gelu_grad, {}, {x, y, d_y}, {}});
+std::vector<ValueId> Builder::composite(Op op, std::vector<ValueId> operands,
+                                        std::vector<double> params) {
+  if (!is_composite(op)) fail("Builder::composite: {} is not a composite op", op_name(op));
+  Node n{op, {}, std::move(operands), {}};
+  n.attrs.params = std::move(params);
+  const ValueId c = add(std::move(n));
+  std::vector<TensorType> ops;
+  for (ValueId o : f_.nodes[size_t(c)].operands) ops.push_back(f_.nodes[size_t(o)].type);
+  const size_t k = result_types(op, ops, f_.nodes[size_t(c)].attrs).size();
+  if (k == 1) return {c};
+  std::vector<ValueId> out;
+  for (size_t i = 0; i < k; ++i) {
+    Node r{Op::result, {}, {c}, {}};
+    r.attrs.index = int64_t(i);
+    out.push_back(add(std::move(r)));
+  }
+  return out;
 }
 
 ValueId Builder::dot_general(ValueId lhs, ValueId rhs, DotDims d) {

@@ -49,39 +49,10 @@ class Builder {
   // Row scatter-add: x [N, d...], indices s32 [i...], updates [i..., d...] -> x with
   // updates added to rows; out-of-range rows are skipped (StableHLO scatter semantics).
   ValueId scatter(ValueId x, ValueId indices, ValueId updates);
-  // Composite attention (FlashAttention, Dao et al. 2022): q [B,Hq,S,D], k [B,Hkv,T,D],
-  // v [B,Hkv,T,Dv] (f32 or f64, Hq a multiple of Hkv: query head h reads kv head h/(Hq/Hkv)),
-  // key_mask i1 [B,T] (true = visible) or -1 for none. Scores s = scale·q·kᵀ; with `causal`,
-  // query i sees key j only when j <= i + T - S (bottom-right aligned; top-left when S = T).
-  // Result [B,Hq,S,Dv+1]: [..., :Dv] = softmax(s)·v, [..., Dv] = logsumexp(s) over visible
-  // keys. A row with no visible key gives output 0 and log-sum-exp -inf.
-  ValueId attention(ValueId q, ValueId k, ValueId v, ValueId key_mask, double scale, bool causal);
-  // Its VJP: given out = attention(...) and d_out (same type), result [B, Hq·S·D + Hkv·T·(D+Dv)]:
-  // per batch row, dq [Hq,S,D], dk [Hkv,T,D], dv [Hkv,T,Dv] flattened and concatenated.
-  ValueId attention_grad(ValueId q, ValueId k, ValueId v, ValueId out, ValueId d_out,
-                         ValueId key_mask, double scale, bool causal);
-  // Composite layer normalization (Ba et al. 2016; torch.nn.functional.layer_norm over the last
-  // dim): x [..., D] f32 / f64, weight [D], bias [D] or -1 (none). Result: x's type,
-  // (x - mean) · rsqrt(var + epsilon) · weight (+ bias), mean and biased var over the last dim.
-  ValueId layer_norm(ValueId x, ValueId weight, ValueId bias, double epsilon);
-  // Its VJP: d_y of x's type; result [R + 2, D] (R = rows of x): d_x as [R, D], then d_weight,
-  // then d_bias.
-  ValueId layer_norm_grad(ValueId x, ValueId weight, ValueId d_y, double epsilon);
-  // Composite softmax cross-entropy per row (torch.nn.functional.cross_entropy with
-  // reduction="none"): logits [N, C] f32 / f64, labels s32 [N]; result [N] of the logits' dtype,
-  // -log_softmax(logits)[label] (max-shifted; -0 for a label outside [0, C)).
-  ValueId cross_entropy(ValueId logits, ValueId labels);
-  // Its VJP: d_loss [N]; result [N, C] = d_loss · (softmax(logits) - one_hot(labels)), rows
-  // whose label is outside [0, C) 0 (their loss is constant).
-  ValueId cross_entropy_grad(ValueId logits, ValueId labels, ValueId d_loss);
-  // Composite GELU, tanh approximation (Hendrycks & Gimpel 2016; torch.nn.GELU(approximate=
-  // "tanh")): x f32 / f64, any shape; result x's type, 0.5·x·(1 + tanh(√(2/π)(x + 0.044715x³))).
-  ValueId gelu(ValueId x);
-  // Its VJP from the forward's result y = gelu(x), d_y (both x's type): 1 + t = q = 2y / x
-  // (1 where |x| < 2^-60), result x's type d_y·(0.5q + 0.5x·q(2 - q)·√(2/π)(1 + 3·0.044715x²)),
-  // the derivative 0.5(1 + t) + 0.5x(1 - t²)·du/dx with no tanh to recompute. Its own VJP
-  // (second derivatives) takes y to be gelu(x): y gets none, x all of d_y·gelu''(x).
-  ValueId gelu_grad(ValueId x, ValueId y, ValueId d_y);
+  // A composite op (ir/composite.h; shapes and attributes in its record's file): appends it
+  // and, when it has several results, one `result` node per result. Returns the result values.
+  std::vector<ValueId> composite(Op op, std::vector<ValueId> operands,
+                                 std::vector<double> params = {});
   // Result dims: batch dims, lhs free dims, rhs free dims (StableHLO order). Float dtypes.
   ValueId dot_general(ValueId lhs, ValueId rhs, DotDims dims);
   // Removes `dimensions`; sum starts at 0, max at -inf, min at +inf (integer: type limits).
@@ -113,8 +84,13 @@ class Builder {
 TensorType infer_type(Op op, std::span<const TensorType> operands, const Attrs& attrs,
                       const TensorType& declared);
 
+// All result types of `op` (one, but for a composite with several results).
+std::vector<TensorType> result_types(Op op, std::span<const TensorType> operands,
+                                     const Attrs& attrs);
+
 // Checks a whole function: operands defined before use, every node's type equals its
-// inferred type, inputs are parameter nodes, results and aliases in range, aliased types equal.
+// inferred type, inputs are parameter nodes, results and aliases in range, aliased types equal,
+// a multi-result node directly followed by its result nodes and read only through them.
 void verify(const Function& f);
 
 }  // namespace tlaloc::ir

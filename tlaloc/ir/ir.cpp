@@ -3,33 +3,54 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <iterator>
+#include <type_traits>
+
+#include "tlaloc/ir/composite.h"
+#include "tlaloc/ir/scalar.h"
+
 namespace tlaloc::ir {
 
-std::string_view op_name(Op op) {
-  switch (op) {
-#define TLALOC_OP(id, str, kind) \
-  case Op::id:                   \
-    return str;
+namespace {
+
+constexpr OpRecord kRecords[] = {
+#define TLALOC_OP(id, str, kind, operands, facts, formula) \
+  {Op::id,                                                 \
+   str,                                                    \
+   OpKind::kind,                                           \
+   operands,                                               \
+   facts,                                                  \
+   scalar::formula::types,                                 \
+   !std::is_same_v<scalar::formula, scalar::None>},
+#define TLALOC_COMPOSITE(id, str) \
+  {Op::id, str, OpKind::Composite, kVariadic, 0, scalar::None::types, false},
 #include "tlaloc/ir/ops.def"
+#undef TLALOC_COMPOSITE
 #undef TLALOC_OP
-  }
-  return "?";
+};
+static_assert(std::size(kRecords) == kNumOps, "every op of ops.def has one record");
+
+constexpr bool records_in_order() {
+  for (size_t i = 0; i < kNumOps; ++i)
+    if (size_t(kRecords[i].op) != i) return false;
+  return true;
+}
+static_assert(records_in_order());
+
+}  // namespace
+
+const OpRecord& op_record(Op op) {
+  if (size_t(op) >= kNumOps) fail("op #{} is not an op of ops.def", int(op));
+  return kRecords[size_t(op)];
 }
 
-OpKind op_kind(Op op) {
-  switch (op) {
-#define TLALOC_OP(id, str, kind) \
-  case Op::id:                   \
-    return OpKind::kind;
-#include "tlaloc/ir/ops.def"
-#undef TLALOC_OP
-  }
-  return OpKind::Structural;
-}
+std::string_view op_name(Op op) { return op_record(op).name; }
+
+OpKind op_kind(Op op) { return op_record(op).kind; }
 
 Op op_from_name(std::string_view s) {
-  for (Op op : kAllOps)
-    if (op_name(op) == s) return op;
+  for (const OpRecord& r : kRecords)
+    if (r.name == s) return r.op;
   fail("unknown op '{}'", s);
 }
 
@@ -38,10 +59,29 @@ bool is_elementwise(Op op) {
   return k == OpKind::Unary || k == OpKind::Binary || k == OpKind::Ternary;
 }
 
-bool is_composite(Op op) {
-  return op == Op::attention || op == Op::attention_grad || op == Op::layer_norm ||
-         op == Op::layer_norm_grad || op == Op::cross_entropy || op == Op::cross_entropy_grad ||
-         op == Op::gelu || op == Op::gelu_grad;
+bool is_composite(Op op) { return op_kind(op) == OpKind::Composite; }
+
+bool has_fact(Op op, OpFact f) { return (op_record(op).facts & f) != 0; }
+
+bool is_multi_result(const Function& f, ValueId v) {
+  const size_t next = size_t(v) + 1;
+  return next < f.nodes.size() && f.nodes[next].op == Op::result && f.nodes[next].operands[0] == v;
+}
+
+int num_results(const Function& f, ValueId v) {
+  if (!is_multi_result(f, v)) return 1;
+  int k = 0;
+  for (size_t i = size_t(v) + 1;
+       i < f.nodes.size() && f.nodes[i].op == Op::result && f.nodes[i].operands[0] == v; ++i)
+    ++k;
+  return k;
+}
+
+std::vector<ValueId> results_of(const Function& f, ValueId v) {
+  if (!is_multi_result(f, v)) return {v};
+  std::vector<ValueId> out;
+  for (int k = 0, n = num_results(f, v); k < n; ++k) out.push_back(v + 1 + k);
+  return out;
 }
 
 std::string to_string(const TensorType& t) {
@@ -90,7 +130,7 @@ bool Attrs::operator==(const Attrs& o) const {
          lhs_contracting_dimensions == o.lhs_contracting_dimensions &&
          rhs_contracting_dimensions == o.rhs_contracting_dimensions &&
          reduce_kind == o.reduce_kind && comparison_direction == o.comparison_direction &&
-         scale == o.scale && causal == o.causal && epsilon == o.epsilon;
+         index == o.index && params == o.params;
 }
 
 namespace {
@@ -127,15 +167,19 @@ std::string attrs_text(const Node& n) {
       return fmt::format(" {{batch={}x{} contract={}x{}}}", a.lhs_batching_dimensions,
                          a.rhs_batching_dimensions, a.lhs_contracting_dimensions,
                          a.rhs_contracting_dimensions);
-    case Op::attention:
-    case Op::attention_grad:
-      return fmt::format(" {{scale={} causal={}}}", a.scale, a.causal);
-    case Op::layer_norm:
-    case Op::layer_norm_grad:
-      return fmt::format(" {{epsilon={}}}", a.epsilon);
+    case Op::result:
+      return fmt::format(" #{}", a.index);
     default:
-      return "";
+      break;
   }
+  if (is_composite(n.op) && !a.params.empty()) {
+    const Composite& c = composite(n.op);
+    std::vector<std::string> ps;
+    for (size_t i = 0; i < a.params.size(); ++i)
+      ps.push_back(fmt::format("{}={}", i < c.params.size() ? c.params[i] : "?", a.params[i]));
+    return fmt::format(" {{{}}}", fmt::join(ps, " "));
+  }
+  return "";
 }
 
 }  // namespace
@@ -154,8 +198,14 @@ std::string print(const Function& f) {
     if (n.op == Op::parameter) continue;
     std::vector<std::string> ops;
     for (ValueId o : n.operands) ops.push_back(fmt::format("%{}", o));
+    std::string type = to_string(n.type);
+    if (is_multi_result(f, ValueId(i))) {
+      std::vector<std::string> ts;
+      for (ValueId r : results_of(f, ValueId(i))) ts.push_back(to_string(f.type(r)));
+      type = fmt::format("({})", fmt::join(ts, ", "));
+    }
     out += fmt::format("  %{} = {} {}{} : {}\n", i, op_name(n.op), fmt::join(ops, ", "),
-                       attrs_text(n), to_string(n.type));
+                       attrs_text(n), type);
   }
   std::vector<std::string> rs;
   for (ValueId r : f.results) rs.push_back(fmt::format("%{}", r));

@@ -1,7 +1,13 @@
 // The IR: static shapes, SSA values, one Function = parameters, an ordered node list, results.
-// A node defines exactly one value; the value's id is the node's index in Function::nodes, and
-// nodes are in topological order (operands have smaller ids). Function::inputs lists the
-// parameter nodes in input order.
+// Every value is a node: its id is the node's index in Function::nodes, and nodes are in
+// topological order (operands have smaller ids). Function::inputs lists the parameter nodes in
+// input order.
+//
+// Multi-result nodes (as StableHLO's multi-result ops): a composite with several results (e.g.
+// attention's output and log-sum-exp) is a node followed immediately by one `result` node per
+// result, in order (`result` has the composite as its only operand and attrs.index = k). Users
+// read the `result` nodes, never the composite itself; the composite node's own type is its
+// first result's. A single-result composite is an ordinary value.
 #pragma once
 
 #include <cstdint>
@@ -15,24 +21,55 @@
 namespace tlaloc::ir {
 
 enum class Op : uint8_t {
-#define TLALOC_OP(id, str, kind) id,
+#define TLALOC_OP(id, str, kind, operands, facts, formula) id,
+#define TLALOC_COMPOSITE(id, str) id,
 #include "tlaloc/ir/ops.def"
+#undef TLALOC_COMPOSITE
 #undef TLALOC_OP
 };
 
-enum class OpKind : uint8_t { Parameter, Nullary, Unary, Binary, Ternary, Structural };
+enum class OpKind : uint8_t {
+  Parameter,
+  Nullary,
+  Unary,
+  Binary,
+  Ternary,
+  Structural,
+  Result,
+  Composite
+};
 
 inline constexpr Op kAllOps[] = {
-#define TLALOC_OP(id, str, kind) Op::id,
+#define TLALOC_OP(id, str, kind, operands, facts, formula) Op::id,
+#define TLALOC_COMPOSITE(id, str) Op::id,
 #include "tlaloc/ir/ops.def"
+#undef TLALOC_COMPOSITE
 #undef TLALOC_OP
 };
+inline constexpr size_t kNumOps = sizeof(kAllOps) / sizeof(kAllOps[0]);
 
-std::string_view op_name(Op op);  // StableHLO spelling: "add", "and", "dot_general"
+// Algebraic facts of an op (ops.def's facts column).
+enum OpFact : uint8_t { kCommutative = 1, kAssociative = 2, kIdempotent = 4, kInvolution = 8 };
+inline constexpr int kVariadic = -1;
+
+// One op's record (ops.def). Composites' details are in their own record (ir/composite.h).
+struct OpRecord {
+  Op op;
+  std::string_view name;  // StableHLO spelling ("add", "and", "dot_general") or "tlaloc.*"
+  OpKind kind;
+  int operands;   // the count, or kVariadic
+  uint8_t facts;  // OpFact bits
+  int dtypes;     // elementwise ops with a formula: the dtypes it accepts (ir/scalar.h's kF...)
+  bool formula;   // has a scalar formula (ir/scalar.h)
+};
+const OpRecord& op_record(Op op);
+
+std::string_view op_name(Op op);  // op_record(op).name
 OpKind op_kind(Op op);
 Op op_from_name(std::string_view s);  // throws tlaloc::Error for an unknown name
 bool is_elementwise(Op op);           // Unary, Binary, Ternary kinds
-bool is_composite(Op op);             // attention, layer_norm, cross_entropy, gelu, their _grad ops
+bool is_composite(Op op);             // Composite kind (ops.def's TLALOC_COMPOSITE lines)
+bool has_fact(Op op, OpFact f);
 
 using ValueId = int32_t;
 
@@ -62,9 +99,10 @@ struct Attrs {
   ReduceKind reduce_kind = ReduceKind::sum;          // reduce
   Comparison comparison_direction = Comparison::EQ;  // compare
   std::shared_ptr<const Array> value;                // constant
-  double scale = 1.0;                                // attention, attention_grad: score scale
-  bool causal = false;                               // attention, attention_grad
-  double epsilon = 0.0;  // layer_norm, layer_norm_grad: added to the variance
+  int64_t index = 0;                                 // result: which result of its operand
+  // Composites: their numeric attributes, in the order their record names them
+  // (ir::Composite::params; booleans as 0 / 1).
+  std::vector<double> params;
 
   // Field-wise equality; constants compare by contents (for CSE).
   bool operator==(const Attrs& o) const;
@@ -101,6 +139,13 @@ struct Function {
   // Nodes that are not parameters.
   int64_t num_ops() const { return int64_t(nodes.size()) - num_inputs(); }
 };
+
+// Results of node `v`: for a multi-result composite its `result` nodes (ids v + 1 ... v + k),
+// else {v}.
+int num_results(const Function& f, ValueId v);
+std::vector<ValueId> results_of(const Function& f, ValueId v);
+// Whether node `v` is a multi-result composite (its value is never read; see the top).
+bool is_multi_result(const Function& f, ValueId v);
 
 // Readable text, one node a line.
 std::string print(const Function& f);

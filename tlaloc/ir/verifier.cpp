@@ -8,6 +8,8 @@
 #include <set>
 
 #include "tlaloc/ir/builder.h"
+#include "tlaloc/ir/composite.h"
+#include "tlaloc/ir/scalar.h"
 
 namespace tlaloc::ir {
 namespace {
@@ -42,121 +44,41 @@ struct Ctx {
 
 bool numeric(DType t) { return t != DType::i1; }
 
-void check_unary_dtype(const Ctx& c, Op op, DType t) {
-  switch (op) {
-    case Op::negate:
-    case Op::abs:
-    case Op::sign:
-      if (!numeric(t) || t == DType::u32) c.error("needs a signed numeric dtype, got {}", name(t));
-      break;
-    case Op::convert:
-      break;
-    default:
-      if (!is_floating(t)) c.error("needs a floating dtype, got {}", name(t));
+// The dtype rule of an elementwise op with a scalar formula: the formula's `types` mask.
+void check_formula_dtype(const Ctx& c, Op op, DType t) {
+  const int types = op_record(op).dtypes;
+  const int k = is_floating(t)    ? scalar::kF
+                : t == DType::s32 ? scalar::kS
+                : t == DType::u32 ? scalar::kU
+                                  : scalar::kB;
+  if (types & k) return;
+  using namespace scalar;
+  const char* what = types == kF               ? "a floating dtype"
+                     : types == (kF | kS)      ? "a signed numeric dtype"
+                     : types == (kF | kS | kU) ? "a numeric dtype"
+                     : types == (kS | kU | kB) ? "an integer or i1 dtype"
+                     : types == (kS | kU)      ? "an integer dtype"
+                                               : "another dtype";
+  c.error("needs {}, got {}", what, name(t));
+}
+
+// A composite's operand count and result types (its record's type rule).
+std::vector<TensorType> infer_composite(const Ctx& c, const Attrs& a) {
+  const Composite& rec = composite(c.op);
+  const int n = int(c.in.size());
+  if (n < rec.min_operands || n > rec.max_operands) {
+    if (rec.min_operands == rec.max_operands)
+      c.error("expects {} operands, got {}", rec.min_operands, n);
+    c.error("expects {} to {} operands, got {}", rec.min_operands, rec.max_operands, n);
   }
-}
-
-void check_binary_dtype(const Ctx& c, Op op, DType t) {
-  switch (op) {
-    case Op::and_:
-    case Op::or_:
-    case Op::xor_:
-      if (is_floating(t)) c.error("needs an integer or i1 dtype, got {}", name(t));
-      break;
-    case Op::shift_left:
-    case Op::shift_right_logical:
-      if (!is_integer(t)) c.error("needs an integer dtype, got {}", name(t));
-      break;
-    case Op::power:
-      if (!is_floating(t)) c.error("needs a floating dtype, got {}", name(t));
-      break;
-    case Op::compare:
-      break;
-    default:
-      if (!numeric(t)) c.error("needs a numeric dtype, got {}", name(t));
+  if (a.params.size() != rec.params.size())
+    c.error("has {} attributes, expects {} ({})", a.params.size(), rec.params.size(),
+            fmt::join(rec.params, ", "));
+  try {
+    return rec.infer(c.in, a);
+  } catch (const Error& e) {
+    fail("{}: {} (operands {})", op_name(c.op), e.what(), types_str(c.in));
   }
-}
-
-// attention / attention_grad operands: q [B,Hq,S,D], k [B,Hkv,T,D], v [B,Hkv,T,Dv], then (grad)
-// out and d_out [B,Hq,S,Dv+1], then an optional key mask i1 [B,T]. Returns {B,Hq,S,D,Hkv,T,Dv}.
-std::array<int64_t, 7> check_attention(const Ctx& c, const Attrs& a) {
-  auto& in = c.in;
-  size_t base = c.op == Op::attention ? 3 : 5;
-  if (in.size() != base && in.size() != base + 1)
-    c.error("expects {} or {} operands, got {}", base, base + 1, in.size());
-  for (size_t i = 0; i < base; ++i)
-    if (in[i].shape.rank() != 4) c.error("operand {} must have rank 4", i);
-  DType t = in[0].dtype;
-  if (t != DType::f32 && t != DType::f64) c.error("needs f32 or f64, got {}", name(t));
-  for (size_t i = 1; i < base; ++i)
-    if (in[i].dtype != t) c.error("operand {} dtype differs from q's", i);
-  const Shape &q = in[0].shape, &k = in[1].shape, &v = in[2].shape;
-  int64_t B = q[0], Hq = q[1], S = q[2], D = q[3], Hkv = k[1], T = k[2], Dv = v[3];
-  if (k[0] != B || v[0] != B) c.error("batch sizes of q, k, v differ");
-  if (k[3] != D) c.error("k head size {} differs from q's {}", k[3], D);
-  if (v[1] != Hkv || v[2] != T) c.error("v heads/length differ from k's");
-  if (Hkv < 1 || Hq % Hkv != 0) c.error("q heads {} not a multiple of kv heads {}", Hq, Hkv);
-  if (!(a.scale == a.scale) || a.scale == HUGE_VAL || a.scale == -HUGE_VAL)
-    c.error("scale {} is not finite", a.scale);
-  if (base == 5) {
-    TensorType ot{t, Shape{B, Hq, S, Dv + 1}};
-    if (in[3] != ot || in[4] != ot) c.error("out and d_out must be {}", to_string(ot));
-  }
-  if (in.size() == base + 1 && in[base] != TensorType{DType::i1, Shape{B, T}})
-    c.error("key mask must be i1[{},{}]", B, T);
-  return {B, Hq, S, D, Hkv, T, Dv};
-}
-
-// layer_norm: x [..., D] f32 / f64, weight [D], optional bias [D]; layer_norm_grad: x, weight,
-// d_y (x's type). epsilon finite and >= 0. Returns {rows, D}.
-std::array<int64_t, 2> check_layer_norm(const Ctx& c, const Attrs& a) {
-  auto& in = c.in;
-  const bool grad = c.op == Op::layer_norm_grad;
-  if (grad ? in.size() != 3 : (in.size() != 2 && in.size() != 3))
-    c.error("expects {} operands, got {}", grad ? "3" : "2 or 3", in.size());
-  const TensorType& x = in[0];
-  if (x.dtype != DType::f32 && x.dtype != DType::f64)
-    c.error("needs f32 or f64, got {}", name(x.dtype));
-  if (x.shape.rank() < 1) c.error("x must have rank >= 1");
-  const int64_t D = x.shape[x.shape.rank() - 1];
-  const TensorType w{x.dtype, Shape{D}};
-  if (in[1] != w) c.error("weight must be {}, got {}", to_string(w), to_string(in[1]));
-  if (grad && in[2] != x) c.error("d_y must be {}, got {}", to_string(x), to_string(in[2]));
-  if (!grad && in.size() == 3 && in[2] != w)
-    c.error("bias must be {}, got {}", to_string(w), to_string(in[2]));
-  if (!(a.epsilon >= 0) || a.epsilon == HUGE_VAL)
-    c.error("epsilon {} must be finite and >= 0", a.epsilon);
-  int64_t R = 1;
-  for (int64_t i = 0; i + 1 < x.shape.rank(); ++i) R *= x.shape[i];
-  return {R, D};
-}
-
-// cross_entropy: logits [N, C] f32 / f64, labels s32 [N]; cross_entropy_grad also d_loss [N]
-// of the logits' dtype.
-void check_cross_entropy(const Ctx& c) {
-  auto& in = c.in;
-  const bool grad = c.op == Op::cross_entropy_grad;
-  c.arity(grad ? 3 : 2);
-  const TensorType& x = in[0];
-  if (x.dtype != DType::f32 && x.dtype != DType::f64)
-    c.error("needs f32 or f64 logits, got {}", name(x.dtype));
-  if (x.shape.rank() != 2) c.error("logits must be [N, C], got {}", to_string(x));
-  const TensorType l{DType::s32, Shape{x.shape[0]}};
-  if (in[1] != l) c.error("labels must be {}, got {}", to_string(l), to_string(in[1]));
-  const TensorType d{x.dtype, Shape{x.shape[0]}};
-  if (grad && in[2] != d) c.error("d_loss must be {}, got {}", to_string(d), to_string(in[2]));
-}
-
-// gelu: x f32 / f64; gelu_grad also y and d_y of x's type.
-void check_gelu(const Ctx& c) {
-  auto& in = c.in;
-  const bool grad = c.op == Op::gelu_grad;
-  c.arity(grad ? 3 : 1);
-  if (in[0].dtype != DType::f32 && in[0].dtype != DType::f64)
-    c.error("needs f32 or f64 x, got {}", name(in[0].dtype));
-  for (size_t i = 1; i < in.size(); ++i)
-    if (in[i] != in[0])
-      c.error("{} must be {}, got {}", i == 1 ? "y" : "d_y", to_string(in[0]), to_string(in[i]));
 }
 
 TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& declared) {
@@ -328,32 +250,6 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
           s.dims.push_back(in[0].shape[i]);
       return {in[0].dtype, s};
     }
-    case Op::attention: {
-      auto [B, Hq, S, D, Hkv, T, Dv] = check_attention(c, a);
-      (void)D, (void)Hkv, (void)T;
-      return {in[0].dtype, Shape{B, Hq, S, Dv + 1}};
-    }
-    case Op::attention_grad: {
-      auto [B, Hq, S, D, Hkv, T, Dv] = check_attention(c, a);
-      return {in[0].dtype, Shape{B, Hq * S * D + Hkv * T * (D + Dv)}};
-    }
-    case Op::layer_norm:
-      check_layer_norm(c, a);
-      return in[0];
-    case Op::layer_norm_grad: {
-      auto [R, D] = check_layer_norm(c, a);
-      return {in[0].dtype, Shape{R + 2, D}};
-    }
-    case Op::cross_entropy:
-      check_cross_entropy(c);
-      return {in[0].dtype, Shape{in[0].shape[0]}};
-    case Op::cross_entropy_grad:
-      check_cross_entropy(c);
-      return in[0];
-    case Op::gelu:
-    case Op::gelu_grad:
-      check_gelu(c);
-      return in[0];
     default:
       c.error("is not a structural op");
   }
@@ -380,12 +276,12 @@ TensorType infer_type(Op op, std::span<const TensorType> in, const Attrs& a,
       return declared;
     case OpKind::Unary:
       c.arity(1);
-      check_unary_dtype(c, op, in[0].dtype);
+      if (op_record(op).formula) check_formula_dtype(c, op, in[0].dtype);
       return {op == Op::convert ? declared.dtype : in[0].dtype, in[0].shape};
     case OpKind::Binary:
       c.arity(2);
       if (in[0] != in[1]) c.error("operand types differ");
-      check_binary_dtype(c, op, in[0].dtype);
+      if (op_record(op).formula) check_formula_dtype(c, op, in[0].dtype);
       return {op == Op::compare ? DType::i1 : in[0].dtype, in[0].shape};
     case OpKind::Ternary: {
       c.arity(3);
@@ -405,8 +301,17 @@ TensorType infer_type(Op op, std::span<const TensorType> in, const Attrs& a,
     }
     case OpKind::Structural:
       return infer_structural(c, a, declared);
+    case OpKind::Composite:
+      return infer_composite(c, a)[0];
+    case OpKind::Result:
+      c.error("needs its composite node: use result_types");
   }
   c.error("unknown op");
+}
+
+std::vector<TensorType> result_types(Op op, std::span<const TensorType> in, const Attrs& a) {
+  if (op_kind(op) != OpKind::Composite) return {infer_type(op, in, a, {})};
+  return infer_composite(Ctx{op, in}, a);
 }
 
 void verify(const Function& f) {
@@ -417,6 +322,9 @@ void verify(const Function& f) {
       fail("function {}: input {} is not a parameter node", f.name, v);
     if (is_input[size_t(v)]++) fail("function {}: parameter %{} listed twice", f.name, v);
   }
+  // Result types of the multi-result node being followed by its `result` nodes.
+  std::vector<TensorType> multi;
+  ValueId multi_id = -1;
   for (size_t i = 0; i < f.nodes.size(); ++i) {
     const Node& n = f.nodes[i];
     if (n.op == Op::parameter && !is_input[i])
@@ -425,18 +333,53 @@ void verify(const Function& f) {
     for (ValueId o : n.operands) {
       if (o < 0 || size_t(o) >= i)
         fail("function {}: %{} = {} uses %{} before it is defined", f.name, i, op_name(n.op), o);
+      if (n.op != Op::result && is_multi_result(f, o))
+        fail(
+            "function {}: %{} = {} reads %{}, a node with several results (read its result "
+            "nodes)",
+            f.name, i, op_name(n.op), o);
       ops.push_back(f.nodes[size_t(o)].type);
     }
-    TensorType t;
+    const int64_t pending = multi_id >= 0 ? int64_t(multi.size()) - (int64_t(i) - multi_id - 1) : 0;
+    if (n.op == Op::result) {
+      const int64_t k = int64_t(i) - multi_id - 1;
+      if (pending <= 0 || n.operands.size() != 1 || n.operands[0] != multi_id || n.attrs.index != k)
+        fail(
+            "function {}: %{} = result must follow its composite directly, in order (result #{} "
+            "of %{})",
+            f.name, i, n.attrs.index, n.operands.empty() ? -1 : n.operands[0]);
+      if (n.type != multi[size_t(k)])
+        fail("function {}: %{} = result #{} is declared {} but the composite gives {}", f.name, i,
+             k, to_string(n.type), to_string(multi[size_t(k)]));
+      continue;
+    }
+    if (pending > 0)
+      fail("function {}: %{} ({}) has {} results but only {} result nodes follow it", f.name,
+           multi_id, op_name(f.nodes[size_t(multi_id)].op), multi.size(), multi.size() - pending);
+    std::vector<TensorType> ts;
     try {
-      t = infer_type(n.op, ops, n.attrs, n.type);
+      ts = op_kind(n.op) == OpKind::Composite ? result_types(n.op, ops, n.attrs)
+                                              : std::vector{infer_type(n.op, ops, n.attrs, n.type)};
     } catch (const Error& e) {
       fail("function {}: %{}: {}", f.name, i, e.what());
     }
-    if (t != n.type)
+    if (ts[0] != n.type)
       fail("function {}: %{} = {} is declared {} but infers {}", f.name, i, op_name(n.op),
-           to_string(n.type), to_string(t));
+           to_string(n.type), to_string(ts[0]));
+    multi_id = -1;
+    multi.clear();
+    if (ts.size() > 1) {
+      multi_id = ValueId(i);
+      multi = std::move(ts);
+    }
   }
+  if (multi_id >= 0 && int64_t(f.nodes.size()) - multi_id - 1 < int64_t(multi.size()))
+    fail("function {}: %{} ({}) has {} results but not every result node follows it", f.name,
+         multi_id, op_name(f.nodes[size_t(multi_id)].op), multi.size());
+  for (ValueId r : f.results)
+    if (r >= 0 && size_t(r) < f.nodes.size() && is_multi_result(f, r))
+      fail("function {}: output %{} is a node with several results (return its result nodes)",
+           f.name, r);
   for (ValueId r : f.results)
     if (r < 0 || size_t(r) >= f.nodes.size()) fail("function {}: result %{} undefined", f.name, r);
   for (const Alias& al : f.aliases) {

@@ -5,9 +5,9 @@
 
 #include <cmath>
 
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/nn/transformer.h"
 #include "tlaloc/passes/passes.h"
-#include "tlaloc/trace/composite.h"
 
 namespace tlaloc::nn {
 
@@ -35,7 +35,8 @@ Tensor MultiHeadAttention::decode(const Tensor& x, const Tensor& pos, KVCache& c
   cache.v = trace::dynamic_update_slice(cache.v, v, {zero, zero, pos, zero});
   // Slots 0..pos are this sequence's prefix; later slots are stale and masked out.
   Tensor visible = trace::broadcast_to(trace::iota(Shape{1, T}, 1, DType::s32) <= pos, {B, T});
-  Tensor o = trace::attention(q, cache.k, cache.v, visible, 1.0 / std::sqrt(double(hd)), false);
+  Tensor o =
+      composites::attention(q, cache.k, cache.v, visible, 1.0 / std::sqrt(double(hd)), false);
   return child("out_proj")(trace::reshape(o, {B, 1, d_}));  // [B,h,1,hd] -> [B,1,h*hd]
 }
 

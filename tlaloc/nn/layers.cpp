@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/random/program.h"
 #include "tlaloc/trace/special.h"
 
@@ -50,7 +51,7 @@ GELU::GELU(std::string approximate) : approximate_(std::move(approximate)) {
 }
 
 trace::Tensor GELU::forward(const trace::Tensor& x) {
-  return approximate_ == "tanh" ? trace::gelu(x) : trace::gelu_erf(x);
+  return approximate_ == "tanh" ? composites::gelu(x) : trace::gelu_erf(x);
 }
 
 trace::Tensor dropout(const trace::Tensor& x, const trace::Tensor& key, double p) {

@@ -38,7 +38,7 @@ class Tanh : public Module {
   std::string repr() const override { return "Tanh()"; }
 };
 
-// GELU (torch.nn.GELU). approximate: "tanh" (trace::gelu; the default here, unlike PyTorch,
+// GELU (torch.nn.GELU). approximate: "tanh" (composites::gelu; the default here, unlike PyTorch,
 // so existing models keep their meaning) or "none" (the erf form, trace::gelu_erf). Throws
 // tlaloc::Error for another value.
 class GELU : public Module {

@@ -1,6 +1,6 @@
 #include "tlaloc/nn/losses.h"
 
-#include "tlaloc/trace/composite.h"
+#include "tlaloc/composites/composites.h"
 
 namespace tlaloc::nn {
 
@@ -21,7 +21,7 @@ Tensor cross_entropy_per_row(const Tensor& logits, const Tensor& labels) {
     fail("cross_entropy: labels must be s32, got {}", ir::to_string(labels.type()));
   trace::BuilderScope scope(logits.builder());
   if (logits.dtype() == DType::f32 || logits.dtype() == DType::f64)
-    return trace::cross_entropy(logits, labels);  // the fused composite
+    return composites::cross_entropy(logits, labels);  // the fused composite
   Tensor classes = trace::iota(logits.shape(), 1, DType::s32);
   Tensor is_label =
       trace::equal(trace::broadcast_to(trace::expand_dims(labels, 1), logits.shape()), classes);

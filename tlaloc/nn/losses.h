@@ -14,7 +14,8 @@ trace::Tensor mse_loss(const trace::Tensor& pred, const trace::Tensor& target);
 // -inf logits on wrong classes are fine (the label's entry is picked with select, never 0·inf).
 // `weights` (optional, f32 [batch]) weighs each row, e.g. a 0/1 mask for the padded rows of a last
 // partial batch; the mean is then over the weight sum. f32 / f64 logits go through the fused
-// trace::cross_entropy composite (one host kernel per row for the loss and for its gradient).
+// cross_entropy composite (composites/cross_entropy.cpp) (one host kernel per row for the loss and
+// for its gradient).
 trace::Tensor cross_entropy(const trace::Tensor& logits, const trace::Tensor& labels);
 trace::Tensor cross_entropy(const trace::Tensor& logits, const trace::Tensor& labels,
                             const trace::Tensor& weights);

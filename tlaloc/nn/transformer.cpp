@@ -4,9 +4,9 @@
 
 #include <cmath>
 
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/nn/norms.h"
 #include "tlaloc/random/random.h"
-#include "tlaloc/trace/composite.h"
 
 namespace tlaloc::nn {
 
@@ -44,7 +44,7 @@ Tensor LayerNorm::forward(const Tensor& x) {
   if ((t == DType::f32 || t == DType::f64) && param("weight").dtype() == t) {
     std::optional<Tensor> b;
     if (bias_) b = param("bias");
-    if (!b || b->dtype() == t) return trace::layer_norm(x, param("weight"), b, eps_);
+    if (!b || b->dtype() == t) return composites::layer_norm(x, param("weight"), b, eps_);
   }
   Tensor mu = trace::mean(x, {-1}, true);
   Tensor xc = x - mu;  // two-pass: the variance of centred values
@@ -89,7 +89,7 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const std::optional<Tensor>&
     return trace::transpose(trace::reshape(y, {B, S, n, hd}), {0, 2, 1, 3});
   };
   Tensor q = heads(0, h_), k = heads(1, hkv_), v = heads(2, hkv_);
-  Tensor o = trace::attention(q, k, v, key_mask, 1.0 / std::sqrt(double(hd)), causal_);
+  Tensor o = composites::attention(q, k, v, key_mask, 1.0 / std::sqrt(double(hd)), causal_);
   o = trace::reshape(trace::transpose(o, {0, 2, 1, 3}), {B, S, d_});
   return (*ch[3].second)(o);
 }

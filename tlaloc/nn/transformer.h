@@ -27,7 +27,8 @@ class Embedding : public Module {
 
 // y = (x - mean) / sqrt(var + eps) · weight + bias over the last axis (torch.nn.LayerNorm);
 // var is the two-pass mean((x - mean)²), exact for rows with a large mean. weight 1, bias 0.
-// f32 / f64 go through the fused trace::layer_norm composite (one host kernel per row block).
+// f32 / f64 go through the fused layer_norm composite (composites/layer_norm.cpp) (one host kernel
+// per row block).
 class LayerNorm : public Module {
  public:
   explicit LayerNorm(int64_t dim, double eps = 1e-5, bool bias = true);
@@ -45,7 +46,7 @@ class LayerNorm : public Module {
 // num_kv_heads key/value heads (MHA when equal, GQA when a divisor, MQA when 1); head size
 // d_model / num_heads; scores scaled by 1/√head (Vaswani et al. 2017; GQA: Ainslie et al. 2023).
 // Projections q_proj, k_proj, v_proj, out_proj (Linear with bias). Runs the fused attention
-// composite (trace/composite.h). key_mask: optional i1 [batch, seq], true = a real token.
+// composite (composites/attention.cpp). key_mask: optional i1 [batch, seq], true = a real token.
 class MultiHeadAttention : public Module {
  public:
   MultiHeadAttention(int64_t d_model, int64_t num_heads, int64_t num_kv_heads, bool causal = true);

@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "tlaloc/ir/builder.h"
-#include "tlaloc/trace/composite.h"
+#include "tlaloc/ir/composite.h"
 
 namespace tlaloc::passes {
 namespace {
@@ -369,17 +369,8 @@ Array evaluate(const ir::Node& n, std::span<const Array* const> ops) {
   const DType t = n.type.dtype;
   const Shape& rs = n.type.shape;
   if (n.op == Op::constant) return *n.attrs.value;
-  if (ir::is_composite(n.op)) {  // the meaning of a composite is its decomposition
-    ir::Builder b("composite");
-    std::vector<ir::ValueId> params;
-    std::vector<Array> args;
-    for (const Array* a : ops) {
-      params.push_back(b.parameter({a->dtype(), a->shape()}));
-      args.push_back(*a);
-    }
-    ir::Function g = b.build({trace::decompose(b, n, params)});
-    return interpret(g, args)[0];
-  }
+  if (ir::is_composite(n.op)) return evaluate_results(n, ops)[0];
+  if (n.op == Op::result) fail("evaluate: a result node's value is its composite's");
   std::vector<Vals> in;
   for (const Array* a : ops) in.push_back(a->to_doubles());
   Vals r(size_t(rs.numel()));
@@ -415,9 +406,25 @@ Array evaluate(const ir::Node& n, std::span<const Array* const> ops) {
       r = structural(n, ops, in);
       break;
     case ir::OpKind::Parameter:
+    case ir::OpKind::Result:
+    case ir::OpKind::Composite:
       break;
   }
   return Array::from_doubles(t, rs, r);
+}
+
+std::vector<Array> evaluate_results(const ir::Node& n, std::span<const Array* const> ops) {
+  if (!ir::is_composite(n.op)) return {evaluate(n, ops)};
+  // The meaning of a composite is its decomposition.
+  ir::Builder b("composite");
+  std::vector<ir::ValueId> params;
+  std::vector<Array> args;
+  for (const Array* a : ops) {
+    params.push_back(b.parameter({a->dtype(), a->shape()}));
+    args.push_back(*a);
+  }
+  ir::Function g = b.build(ir::composite(n.op).decompose(b, n, params));
+  return interpret(g, args);
 }
 
 std::vector<Array> interpret(const ir::Function& f, std::span<const Array> inputs) {
@@ -434,10 +441,15 @@ std::vector<Array> interpret(const ir::Function& f, std::span<const Array> input
   std::vector<const Array*> ops;
   for (size_t i = 0; i < f.nodes.size(); ++i) {
     const ir::Node& n = f.nodes[i];
-    if (n.op == Op::parameter) continue;
+    if (n.op == Op::parameter || n.op == Op::result) continue;  // results: set with their node
     ops.clear();
     for (ir::ValueId o : n.operands) ops.push_back(&vals[size_t(o)]);
-    vals[i] = evaluate(n, ops);
+    if (ir::is_multi_result(f, ir::ValueId(i))) {
+      std::vector<Array> rs = evaluate_results(n, ops);
+      for (size_t k = 0; k < rs.size(); ++k) vals[i + 1 + k] = std::move(rs[k]);
+    } else {
+      vals[i] = evaluate(n, ops);
+    }
   }
   std::vector<Array> out;
   for (ir::ValueId r : f.results) out.push_back(vals[size_t(r)]);

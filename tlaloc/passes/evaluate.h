@@ -8,7 +8,7 @@
 // * convert float -> integer truncates toward zero and saturates, NaN -> 0; x -> i1 is x != 0;
 // * dynamic_slice / dynamic_update_slice clamp starts to [0, dim - size]; gather clamps rows to
 //   [0, N-1]; scatter skips out-of-range rows;
-// * composites (attention) evaluate their decomposition (trace/composite.h).
+// * composites evaluate their decomposition (ir/composite.h).
 #pragma once
 
 #include <span>
@@ -21,6 +21,8 @@ namespace tlaloc::passes {
 // Evaluates node `n` on operand values (one per n.operands, of the operand types). Throws
 // tlaloc::Error for a parameter node or when an operand's dtype/shape is not what `n` needs.
 Array evaluate(const ir::Node& n, std::span<const Array* const> operands);
+// Every result of node `n` (several for a multi-result composite, see ir.h).
+std::vector<Array> evaluate_results(const ir::Node& n, std::span<const Array* const> operands);
 
 // Runs a whole function on inputs (one per input, of the input types) and returns its outputs.
 // Throws tlaloc::Error naming the input when the count, a dtype or a shape disagrees.

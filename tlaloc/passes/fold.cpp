@@ -30,9 +30,11 @@ class Folder {
         rb_.copy(ValueId(i));
         continue;
       }
+      // A multi-result composite and its result nodes are kept as they are, adjacent.
+      const bool multi = f.nodes[i].op == Op::result || ir::is_multi_result(f, ValueId(i));
       Node n = std::move(f.nodes[i]);
       for (auto& o : n.operands) o = rb_.map[size_t(o)];
-      rb_.map[i] = rewrite(std::move(n));
+      rb_.map[i] = multi ? rb_.emit(std::move(n)) : rewrite(std::move(n));
     }
     if (changed) *changed = changed_;
     return rb_.finish();

@@ -54,6 +54,9 @@ ir::Function dce(ir::Function f, bool* changed) {
   for (size_t i = f.nodes.size(); i-- > 0;)
     if (live[i])
       for (ValueId o : f.nodes[i].operands) live[size_t(o)] = 1;
+  // Every result node of a live composite stays, so they stay adjacent to it (ir.h).
+  for (size_t i = 0; i < f.nodes.size(); ++i)
+    if (f.nodes[i].op == Op::result && live[size_t(f.nodes[i].operands[0])]) live[i] = 1;
   size_t before = f.nodes.size();
   Rebuild rb(std::move(f));
   for (size_t i = 0; i < before; ++i)
@@ -64,22 +67,12 @@ ir::Function dce(ir::Function f, bool* changed) {
 
 namespace {
 
+// ops.def's kCommutative fact, and compare EQ / NE.
 bool commutative(const ir::Node& n) {
-  switch (n.op) {
-    case Op::add:
-    case Op::multiply:
-    case Op::maximum:
-    case Op::minimum:
-    case Op::and_:
-    case Op::or_:
-    case Op::xor_:
-      return true;
-    case Op::compare:
-      return n.attrs.comparison_direction == ir::Comparison::EQ ||
-             n.attrs.comparison_direction == ir::Comparison::NE;
-    default:
-      return false;
-  }
+  if (n.op == Op::compare)
+    return n.attrs.comparison_direction == ir::Comparison::EQ ||
+           n.attrs.comparison_direction == ir::Comparison::NE;
+  return ir::has_fact(n.op, ir::kCommutative);
 }
 
 size_t hash_node(const ir::Node& n) {

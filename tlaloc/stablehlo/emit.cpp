@@ -7,8 +7,8 @@
 #include <limits>
 
 #include "tlaloc/ir/builder.h"
+#include "tlaloc/passes/expand.h"
 #include "tlaloc/stablehlo/parse_ast.h"
-#include "tlaloc/trace/composite.h"
 
 namespace tlaloc::stablehlo {
 
@@ -398,9 +398,9 @@ std::string dense_literal(const Array& a) {
 
 std::string emit(const Function& f, const EmitOptions& options) {
   ir::verify(f);
-  // Composites (attention) print as their decomposition into plain StableHLO ops: chlo or
+  // Composites print as their decomposition into plain StableHLO ops: chlo or
   // stablehlo.composite would tie the module to one consumer's extensions.
-  return Printer(trace::expand_composites(f), options).run();
+  return Printer(passes::expand_composites(f), options).run();
 }
 
 }  // namespace tlaloc::stablehlo

@@ -7,8 +7,8 @@
 // Donated inputs (Function::aliases) carry tf.aliasing_output (XLA's may-alias); input and
 // output names travel as tlaloc.name attributes. tlaloc's narrowed ops print as the general
 // StableHLO op: gather/scatter as row gather / row scatter-add along axis 0, reduce with its
-// identity as init and an add / maximum / minimum region. Composite ops (attention) print as
-// their decomposition (trace/composite.h). Output is deterministic: values are
+// identity as init and an add / maximum / minimum region. Composite ops print as
+// their decomposition (ir/composite.h). Output is deterministic: values are
 // numbered in node order, attributes in a fixed order, floats with round-trip precision.
 #pragma once
 

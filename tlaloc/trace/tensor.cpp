@@ -1,7 +1,5 @@
 #include "tlaloc/trace/tensor.h"
 
-#include "tlaloc/trace/composite.h"
-
 #include <algorithm>
 #include <cmath>
 #include <numbers>
@@ -191,12 +189,6 @@ Tensor square(const Tensor& x) { return x * x; }
 Tensor relu(const Tensor& x) {
   Tensor zero = zeros_like(x);
   return where(x > zero, x, zero);
-}
-Tensor gelu(const Tensor& x) {
-  if (!is_floating(x.dtype())) fail("gelu: needs a floating x, got {}", to_string(x.type()));
-  if (x.dtype() != DType::f32 && x.dtype() != DType::f64) return gelu_decomposed(x);
-  ir::Builder& b = x.builder();
-  return {&b, b.gelu(x.id())};  // the fused composite
 }
 Tensor where(const Tensor& pred, const Tensor& a, const Tensor& b) {
   ir::Builder& bl = same_builder(a, b);

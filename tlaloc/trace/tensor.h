@@ -115,11 +115,6 @@ Tensor floor(const Tensor& x);
 Tensor square(const Tensor& x);
 // relu(x) = x > 0 ? x : 0, so its derivative at 0 is 0 (PyTorch's and JAX's convention).
 Tensor relu(const Tensor& x);
-// GELU, tanh approximation: 0.5 x (1 + tanh(√(2/π)(x + 0.044715 x³))) (Hendrycks & Gimpel 2016;
-// torch.nn.GELU(approximate="tanh")). f32 / f64: the gelu composite (trace/composite.h), whose
-// gradient is the fused gelu_grad; other float dtypes: plain ops. Throws tlaloc::Error for
-// a non-float x.
-Tensor gelu(const Tensor& x);
 // where(pred, a, b): pred i1; all three broadcast.
 Tensor where(const Tensor& pred, const Tensor& a, const Tensor& b);
 Tensor clamp(const Tensor& x, double lo, double hi);

@@ -2,8 +2,10 @@
 // (the composite's meaning), for MHA / GQA / MQA, causal with S < T, key masks with rows that
 // see no key, several key tiles, f64 and f32.
 #include "kernel_test_util.h"
+#include "tests/support/composite_ops.h"
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/passes/evaluate.h"
-#include "tlaloc/trace/composite.h"
+#include "tlaloc/passes/expand.h"
 
 namespace tlaloc::host_test {
 namespace {
@@ -41,27 +43,28 @@ void check(DType dt, const Cfg& c, double tol) {
     types.push_back({DType::i1, in.back().shape()});
   }
   const double scale = 0.8;
-  auto fwd = one_op(types, [&](ir::Builder& b, auto& p) {
-    return b.attention(p[0], p[1], p[2], c.mask ? p[3] : -1, scale, c.causal);
+  auto fwd = one_op_results(types, [&](ir::Builder& b, auto& p) {
+    return cop::attention(b, p[0], p[1], p[2], c.mask ? p[3] : -1, scale, c.causal);
   });
-  Array out = run_all(fwd, in)[0];
-  Array want = passes::interpret(trace::expand_composites(fwd), in)[0];
-  expect_values(out, want.to_doubles(), tol);
+  std::vector<Array> out = run_all(fwd, in);
+  std::vector<Array> want = passes::interpret(passes::expand_composites(fwd), in);
+  for (size_t r = 0; r < 2; ++r) expect_values(out[r], want[r].to_doubles(), tol);
 
-  // Backward on the kernel's own forward output and a random cotangent (lse column included).
-  std::vector<Array> gin = {in[0], in[1], in[2], out, lcg_array(dt, out.shape(), 4)};
-  std::vector<ir::TensorType> gtypes = {types[0], types[1], types[2], types[0], types[0]};
-  gtypes[3] = gtypes[4] = {dt, out.shape()};
+  // Backward on the kernel's own forward output and log-sum-exp and a random cotangent.
+  std::vector<Array> gin = {in[0], in[1], in[2], out[0], out[1], lcg_array(dt, out[0].shape(), 4)};
+  std::vector<ir::TensorType> gtypes = {types[0], types[1], types[2]};
+  for (size_t i = 3; i < 6; ++i) gtypes.push_back({dt, gin[i].shape()});
   if (c.mask) {
     gin.push_back(in[3]);
     gtypes.push_back(types[3]);
   }
-  auto bwd = one_op(gtypes, [&](ir::Builder& b, auto& p) {
-    return b.attention_grad(p[0], p[1], p[2], p[3], p[4], c.mask ? p[5] : -1, scale, c.causal);
+  auto bwd = one_op_results(gtypes, [&](ir::Builder& b, auto& p) {
+    return cop::attention_grad(b, p[0], p[1], p[2], p[3], p[4], p[5], c.mask ? p[6] : -1, scale,
+                               c.causal);
   });
-  Array g = run_all(bwd, gin)[0];
-  Array gwant = passes::interpret(trace::expand_composites(bwd), gin)[0];
-  expect_values(g, gwant.to_doubles(), tol);
+  std::vector<Array> g = run_all(bwd, gin);
+  std::vector<Array> gwant = passes::interpret(passes::expand_composites(bwd), gin);
+  for (size_t r = 0; r < 3; ++r) expect_values(g[r], gwant[r].to_doubles(), tol);
 }
 
 KERNEL_TEST(attention, mha_gqa_mqa_masks_tiles) {
@@ -71,22 +74,25 @@ KERNEL_TEST(attention, mha_gqa_mqa_masks_tiles) {
   }
 }
 
-// Registered for the op walk; the cases run in attention_mha_gqa_mqa_masks_tiles.
-KERNEL_TEST(attention_grad, covered_with_attention) {
-  auto f = one_op({{DType::f64, {1, 1, 1, 1}},
-                   {DType::f64, {1, 1, 1, 1}},
-                   {DType::f64, {1, 1, 1, 1}},
-                   {DType::f64, {1, 1, 1, 2}},
-                   {DType::f64, {1, 1, 1, 2}}},
-                  [](ir::Builder& b, auto& p) {
-                    return b.attention_grad(p[0], p[1], p[2], p[3], p[4], -1, 0.5, false);
-                  });
-  // One key: p = 1, ds = do·v - do·o + dlse = 0.5 -> dq = 0.5·ds·k, dk = 0.5·ds·q, dv = do.
-  auto r =
-      run_all(f, {Array::from<double>({1, 1, 1, 1}, {2}), Array::from<double>({1, 1, 1, 1}, {3}),
-                  Array::from<double>({1, 1, 1, 1}, {5}), Array::from<double>({1, 1, 1, 2}, {5, 3}),
-                  Array::from<double>({1, 1, 1, 2}, {1, 0.5})});
-  expect_values(r[0], {0.75, 0.5, 1});
+// One key: s = scale·q·k = 3 = lse, so p = 1; ds = do·v - do·o = 0.5 -> dq = 0.5·ds·k,
+// dk = 0.5·ds·q, dv = p·do.
+KERNEL_TEST(attention_grad, one_key_by_hand) {
+  auto f = one_op_results({{DType::f64, {1, 1, 1, 1}},
+                           {DType::f64, {1, 1, 1, 1}},
+                           {DType::f64, {1, 1, 1, 1}},
+                           {DType::f64, {1, 1, 1, 1}},
+                           {DType::f64, {1, 1, 1}},
+                           {DType::f64, {1, 1, 1, 1}}},
+                          [](ir::Builder& b, auto& p) {
+                            return cop::attention_grad(b, p[0], p[1], p[2], p[3], p[4], p[5], -1,
+                                                       0.5, false);
+                          });
+  auto d = [](Shape s, double v) { return Array::from<double>(s, {v}); };
+  auto r = run_all(f, {d({1, 1, 1, 1}, 2), d({1, 1, 1, 1}, 3), d({1, 1, 1, 1}, 5),
+                       d({1, 1, 1, 1}, 4.5), d({1, 1, 1}, 3), d({1, 1, 1, 1}, 1)});
+  expect_values(r[0], {0.75});
+  expect_values(r[1], {0.5});
+  expect_values(r[2], {1});
 }
 
 }  // namespace

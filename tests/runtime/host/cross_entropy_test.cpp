@@ -4,8 +4,10 @@
 // -inf, a NaN, logits of ±1e8 and labels outside [0, C). run_all also checks fused / unfused
 // and 1 / 2 threads agree bitwise.
 #include "kernel_test_util.h"
+#include "tests/support/composite_ops.h"
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/passes/evaluate.h"
-#include "tlaloc/trace/composite.h"
+#include "tlaloc/passes/expand.h"
 
 namespace tlaloc::host_test {
 namespace {
@@ -15,14 +17,15 @@ void check(DType dt, int64_t N, int64_t C, std::vector<double> x, std::vector<in
   SCOPED_TRACE(fmt::format("{} [{}, {}]", name(dt), N, C));
   std::vector<Array> in = {Array::from_doubles(dt, {N, C}, x), Array::from(Shape{N}, labels)};
   auto fwd = one_op({{dt, {N, C}}, {DType::s32, {N}}},
-                    [](ir::Builder& b, auto& p) { return b.cross_entropy(p[0], p[1]); });
+                    [](ir::Builder& b, auto& p) { return cop::cross_entropy(b, p[0], p[1]); });
   expect_values(run_all(fwd, in)[0],
-                passes::interpret(trace::expand_composites(fwd), in)[0].to_doubles(), tol);
+                passes::interpret(passes::expand_composites(fwd), in)[0].to_doubles(), tol);
   in.push_back(Array::from_doubles(dt, {N}, lcg_doubles(N, 9, 0.5, 2)));
-  auto bwd = one_op({{dt, {N, C}}, {DType::s32, {N}}, {dt, {N}}},
-                    [](ir::Builder& b, auto& p) { return b.cross_entropy_grad(p[0], p[1], p[2]); });
+  auto bwd = one_op({{dt, {N, C}}, {DType::s32, {N}}, {dt, {N}}}, [](ir::Builder& b, auto& p) {
+    return cop::cross_entropy_grad(b, p[0], p[1], p[2]);
+  });
   expect_values(run_all(bwd, in)[0],
-                passes::interpret(trace::expand_composites(bwd), in)[0].to_doubles(), tol);
+                passes::interpret(passes::expand_composites(bwd), in)[0].to_doubles(), tol);
 }
 
 std::vector<int32_t> labels(int64_t N, int64_t C) {

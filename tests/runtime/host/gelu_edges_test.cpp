@@ -1,5 +1,5 @@
 // Edge cases of the fused gelu / gelu_grad kernels against the composites' decomposition run by
-// the IR interpreter (passes::interpret of trace::expand_composites): operands the host plan
+// the IR interpreter (passes::interpret of passes::expand_composites): operands the host plan
 // keeps as views (transpose, broadcast, slices), empty and rank-0 shapes, arrays long enough to
 // be split between threads, f64 values at the ends of the range, and gelu_grad on a y that is
 // not gelu(x) (random, 0, NaN, infinities) and a non-finite d_y. run_all also checks fused /
@@ -7,14 +7,16 @@
 #include <cfloat>
 
 #include "kernel_test_util.h"
+#include "tests/support/composite_ops.h"
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/passes/evaluate.h"
-#include "tlaloc/trace/composite.h"
+#include "tlaloc/passes/expand.h"
 
 namespace tlaloc::host_test {
 namespace {
 
 std::vector<double> oracle(const ir::Function& f, const std::vector<Array>& in, size_t k = 0) {
-  return passes::interpret(trace::expand_composites(f), in)[k].to_doubles();
+  return passes::interpret(passes::expand_composites(f), in)[k].to_doubles();
 }
 
 double tol_of(DType dt) { return dt == DType::f64 ? 1e-12 : 2e-6; }
@@ -25,12 +27,12 @@ void check(DType dt, const Shape& s, const std::vector<double>& x, const std::ve
   SCOPED_TRACE(fmt::format("{} {}", name(dt), to_string(s)));
   const ir::TensorType t{dt, s};
   std::vector<Array> in = {Array::from_doubles(dt, s, x)};
-  auto fwd = one_op({t}, [](ir::Builder& b, auto& p) { return b.gelu(p[0]); });
+  auto fwd = one_op({t}, [](ir::Builder& b, auto& p) { return cop::gelu(b, p[0]); });
   expect_values(run_all(fwd, in)[0], oracle(fwd, in), tol_of(dt));
   in.push_back(Array::from_doubles(dt, s, y));
   in.push_back(Array::from_doubles(dt, s, dy));
-  auto bwd =
-      one_op({t, t, t}, [](ir::Builder& b, auto& p) { return b.gelu_grad(p[0], p[1], p[2]); });
+  auto bwd = one_op({t, t, t},
+                    [](ir::Builder& b, auto& p) { return cop::gelu_grad(b, p[0], p[1], p[2]); });
   expect_values(run_all(bwd, in)[0], oracle(bwd, in), tol_of(dt));
 }
 
@@ -96,7 +98,7 @@ TEST(GeluEdges, F64RangeEnds) {
   const int64_t n = int64_t(x.size());
   const ir::TensorType t{DType::f64, {n}};
   std::vector<Array> in = {Array::from_doubles(DType::f64, {n}, x)};
-  auto fwd = one_op({t}, [](ir::Builder& b, auto& p) { return b.gelu(p[0]); });
+  auto fwd = one_op({t}, [](ir::Builder& b, auto& p) { return cop::gelu(b, p[0]); });
   Array y = run_all(fwd, in)[0];
   expect_values(y, oracle(fwd, in), 1e-12);
   check(DType::f64, {n}, x, y.to_doubles(), lcg_doubles(n, 9, 0.5, 2));
@@ -120,12 +122,12 @@ TEST(GeluEdges, ViewOperands) {
     ir::ValueId yt = b.broadcast_in_dim(p[1], {5, 6}, {0});  // columns of y
     ir::ValueId d45 = b.broadcast_in_dim(p[2], {4, 5}, {});  // d_y of s·sum
     ir::ValueId d56 = b.broadcast_in_dim(p[2], {5, 6}, {});
-    ir::ValueId gt = b.gelu(xt), gs = b.gelu(xs);
-    ir::Function f =
-        b.build({gt, gs, b.gelu(xc), b.gelu(xr), b.gelu_grad(xs, yb, d45), b.gelu_grad(xt, gt, d56),
-                 b.gelu_grad(xt, yt, xt), b.gelu_grad(xs, gs, xs)});
+    ir::ValueId gt = cop::gelu(b, xt), gs = cop::gelu(b, xs);
+    ir::Function f = b.build({gt, gs, cop::gelu(b, xc), cop::gelu(b, xr),
+                              cop::gelu_grad(b, xs, yb, d45), cop::gelu_grad(b, xt, gt, d56),
+                              cop::gelu_grad(b, xt, yt, xt), cop::gelu_grad(b, xs, gs, xs)});
     std::vector<Array> got = run_all(f, in);
-    std::vector<Array> want = passes::interpret(trace::expand_composites(f), in);
+    std::vector<Array> want = passes::interpret(passes::expand_composites(f), in);
     for (size_t i = 0; i < got.size(); ++i) {
       SCOPED_TRACE(i);
       expect_values(got[i], want[i].to_doubles(), tol_of(dt));

@@ -4,8 +4,10 @@
 // infinities and NaN; the f32 forward is also bitwise the decomposition run by the host's
 // unfused loops. run_all checks fused / unfused and 1 / 2 threads agree bitwise.
 #include "kernel_test_util.h"
+#include "tests/support/composite_ops.h"
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/passes/evaluate.h"
-#include "tlaloc/trace/composite.h"
+#include "tlaloc/passes/expand.h"
 
 namespace tlaloc::host_test {
 namespace {
@@ -24,17 +26,17 @@ void check(DType dt, double tol) {
   const Shape s{int64_t(xs.size())};
   const ir::TensorType t{dt, s};
   std::vector<Array> in = {Array::from_doubles(dt, s, xs)};
-  auto fwd = one_op({t}, [](ir::Builder& b, auto& p) { return b.gelu(p[0]); });
+  auto fwd = one_op({t}, [](ir::Builder& b, auto& p) { return cop::gelu(b, p[0]); });
   Array y = run_all(fwd, in)[0];
-  const ir::Function plain = trace::expand_composites(fwd);
+  const ir::Function plain = passes::expand_composites(fwd);
   expect_values(y, passes::interpret(plain, in)[0].to_doubles(), tol);
   if (dt == DType::f32) expect_values(y, run_all(plain, in)[0].to_doubles(), 0);
 
   std::vector<Array> gin = {in[0], y, lcg_array(dt, s, 12, -2, 2)};
-  auto bwd =
-      one_op({t, t, t}, [](ir::Builder& b, auto& p) { return b.gelu_grad(p[0], p[1], p[2]); });
+  auto bwd = one_op({t, t, t},
+                    [](ir::Builder& b, auto& p) { return cop::gelu_grad(b, p[0], p[1], p[2]); });
   expect_values(run_all(bwd, gin)[0],
-                passes::interpret(trace::expand_composites(bwd), gin)[0].to_doubles(), tol);
+                passes::interpret(passes::expand_composites(bwd), gin)[0].to_doubles(), tol);
 }
 
 KERNEL_TEST(gelu, grid_and_edges) {
@@ -58,9 +60,10 @@ KERNEL_TEST(gelu_grad, matches_the_tanh_form) {
     const Shape s{int64_t(xs.size())};
     const ir::TensorType t{dt, s};
     Array x = Array::from_doubles(dt, s, xs);
-    Array y = run_all(one_op({t}, [](ir::Builder& b, auto& p) { return b.gelu(p[0]); }), {x})[0];
-    auto bwd =
-        one_op({t, t, t}, [](ir::Builder& b, auto& p) { return b.gelu_grad(p[0], p[1], p[2]); });
+    Array y =
+        run_all(one_op({t}, [](ir::Builder& b, auto& p) { return cop::gelu(b, p[0]); }), {x})[0];
+    auto bwd = one_op({t, t, t},
+                      [](ir::Builder& b, auto& p) { return cop::gelu_grad(b, p[0], p[1], p[2]); });
     expect_values(run_all(bwd, {x, y, Array::filled(dt, s, 1.0)})[0], want,
                   dt == DType::f64 ? 1e-12 : 2e-5);
   }

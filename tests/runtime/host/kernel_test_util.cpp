@@ -66,12 +66,26 @@ void expect_values(const Array& a, const std::vector<double>& want, double tol) 
 ir::Function one_op(
     const std::vector<ir::TensorType>& params,
     const std::function<ir::ValueId(ir::Builder&, std::vector<ir::ValueId>&)>& make) {
+  return one_op_results(params, [&](ir::Builder& b, std::vector<ir::ValueId>& p) {
+    return std::vector<ir::ValueId>{make(b, p)};
+  });
+}
+
+ir::Function one_op_results(
+    const std::vector<ir::TensorType>& params,
+    const std::function<std::vector<ir::ValueId>(ir::Builder&, std::vector<ir::ValueId>&)>& make) {
   ir::Builder b("one_op");
   std::vector<ir::ValueId> p;
   for (size_t i = 0; i < params.size(); ++i)
     p.push_back(b.parameter(params[i], fmt::format("x{}", i)));
-  ir::ValueId r = make(b, p);
-  return b.build({r});
+  return b.build(make(b, p));
+}
+
+std::vector<double> flat(const std::vector<Array>& xs) {
+  std::vector<double> out;
+  for (const Array& x : xs)
+    for (double v : x.to_doubles()) out.push_back(v);
+  return out;
 }
 
 double round_to(DType t, double v) { return Array::from_doubles(t, Shape{}, {v}).at(0); }

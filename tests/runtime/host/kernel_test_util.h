@@ -34,6 +34,13 @@ void expect_values(const Array& a, const std::vector<double>& want, double tol =
 ir::Function one_op(
     const std::vector<ir::TensorType>& params,
     const std::function<ir::ValueId(ir::Builder&, std::vector<ir::ValueId>&)>& make);
+// The same for an op with several results (a multi-result composite): all of them returned.
+ir::Function one_op_results(
+    const std::vector<ir::TensorType>& params,
+    const std::function<std::vector<ir::ValueId>(ir::Builder&, std::vector<ir::ValueId>&)>& make);
+
+// The elements of every array, in order (all results of a multi-result op as one list).
+std::vector<double> flat(const std::vector<Array>& xs);
 
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 inline constexpr double kInf = std::numeric_limits<double>::infinity();

@@ -1,13 +1,15 @@
 // Edge cases of the fused layer_norm / cross_entropy kernels against the composites'
-// decomposition interpreted in f64 (passes::interpret of trace::expand_composites on the inputs
+// decomposition interpreted in f64 (passes::interpret of passes::expand_composites on the inputs
 // converted to f64): empty and one-element dims, rank 4, long rows, non-finite values, huge and
 // zero epsilon, labels far outside [0, C). run_all also checks fused / unfused and 1 / 2
 // threads agree bitwise.
 #include <climits>
 
 #include "kernel_test_util.h"
+#include "tests/support/composite_ops.h"
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/passes/evaluate.h"
-#include "tlaloc/trace/composite.h"
+#include "tlaloc/passes/expand.h"
 
 namespace tlaloc::host_test {
 namespace {
@@ -24,12 +26,11 @@ std::vector<double> oracle(const ir::Function& f, const std::vector<Array>& in) 
   ir::Builder b("oracle");
   std::vector<ir::ValueId> p;
   for (auto& t : types) p.push_back(b.parameter(t));
-  const ir::Node& n = f.nodes[size_t(f.results[0])];
-  ir::Node c = n;
-  c.operands = p;
-  c.type.dtype = DType::f64;
-  ir::ValueId r = b.add(std::move(c));
-  return passes::interpret(trace::expand_composites(b.build({r})), in64)[0].to_doubles();
+  for (const ir::Node& n : f.nodes)
+    if (ir::is_composite(n.op))
+      return flat(passes::interpret(
+          passes::expand_composites(b.build(b.composite(n.op, p, n.attrs.params))), in64));
+  fail("oracle: {} has no composite", f.name);
 }
 
 void check_ln(DType dt, Shape xs, std::vector<double> x, std::vector<double> w,
@@ -41,15 +42,16 @@ void check_ln(DType dt, Shape xs, std::vector<double> x, std::vector<double> w,
   std::vector<ir::TensorType> types;
   for (auto& a : in) types.push_back({a.dtype(), a.shape()});
   auto fwd = one_op(types, [&](ir::Builder& b, auto& p) {
-    return b.layer_norm(p[0], p[1], bias ? p[2] : -1, eps);
+    return cop::layer_norm(b, p[0], p[1], bias ? p[2] : -1, eps);
   });
   expect_values(run_all(fwd, in)[0], oracle(fwd, in), tol);
   std::vector<Array> gin = {in[0], in[1],
                             Array::from_doubles(dt, xs, lcg_doubles(xs.numel(), 7, -1, 1))};
-  auto bwd = one_op({types[0], types[1], types[0]}, [&](ir::Builder& b, auto& p) {
-    return b.layer_norm_grad(p[0], p[1], p[2], eps);
+  auto bwd = one_op_results({types[0], types[1], types[0]}, [&](ir::Builder& b, auto& p) {
+    return cop::layer_norm_grad(b, p[0], p[1], p[2], eps);
   });
-  expect_values(run_all(bwd, gin)[0], oracle(bwd, gin), tol);
+  const std::vector<double> got = flat(run_all(bwd, gin));
+  expect_values(Array::from_doubles(DType::f64, {int64_t(got.size())}, got), oracle(bwd, gin), tol);
 }
 
 void check_ln(DType dt, Shape xs, double eps = 1e-5, double tol = -1) {
@@ -118,9 +120,9 @@ TEST(NormLossEdges, LayerNormLargeMeanF64AgainstExactValues) {
   std::vector<Array> in = {Array::from_doubles(DType::f64, {1, 7}, x),
                            Array::filled(DType::f64, {7}, 1.0)};
   auto fwd = one_op({{DType::f64, {1, 7}}, {DType::f64, {7}}},
-                    [](ir::Builder& b, auto& p) { return b.layer_norm(p[0], p[1], -1, 0); });
+                    [](ir::Builder& b, auto& p) { return cop::layer_norm(b, p[0], p[1], -1, 0); });
   expect_values(run_all(fwd, in)[0], want, 1e-14);
-  expect_values(passes::interpret(trace::expand_composites(fwd), in)[0], want, 1e-14);
+  expect_values(passes::interpret(passes::expand_composites(fwd), in)[0], want, 1e-14);
 }
 
 void check_ce(DType dt, int64_t N, int64_t C, std::vector<double> x, std::vector<int32_t> labels,
@@ -128,11 +130,12 @@ void check_ce(DType dt, int64_t N, int64_t C, std::vector<double> x, std::vector
   SCOPED_TRACE(fmt::format("cross_entropy {} [{}, {}]", name(dt), N, C));
   std::vector<Array> in = {Array::from_doubles(dt, {N, C}, x), Array::from(Shape{N}, labels)};
   auto fwd = one_op({{dt, {N, C}}, {DType::s32, {N}}},
-                    [](ir::Builder& b, auto& p) { return b.cross_entropy(p[0], p[1]); });
+                    [](ir::Builder& b, auto& p) { return cop::cross_entropy(b, p[0], p[1]); });
   expect_values(run_all(fwd, in)[0], oracle(fwd, in), tol);
   in.push_back(Array::from_doubles(dt, {N}, lcg_doubles(N, 9, 0.5, 2)));
-  auto bwd = one_op({{dt, {N, C}}, {DType::s32, {N}}, {dt, {N}}},
-                    [](ir::Builder& b, auto& p) { return b.cross_entropy_grad(p[0], p[1], p[2]); });
+  auto bwd = one_op({{dt, {N, C}}, {DType::s32, {N}}, {dt, {N}}}, [](ir::Builder& b, auto& p) {
+    return cop::cross_entropy_grad(b, p[0], p[1], p[2]);
+  });
   expect_values(run_all(bwd, in)[0], oracle(bwd, in), tol);
 }
 
@@ -173,7 +176,7 @@ TEST(NormLossEdges, CrossEntropyGradOfAnOutOfRangeLabelIsZero) {
                              Array::from(Shape{4}, std::vector<int32_t>{-1, 2, INT_MAX, 1}),
                              Array::from_doubles(dt, {4}, {1, 2, 3, 2})};
     auto bwd = one_op({{dt, {4, 2}}, {DType::s32, {4}}, {dt, {4}}}, [](ir::Builder& b, auto& p) {
-      return b.cross_entropy_grad(p[0], p[1], p[2]);
+      return cop::cross_entropy_grad(b, p[0], p[1], p[2]);
     });
     const std::vector<double> want = {0, 0, 0, 0, 0, 0, 2 * 0.25, 2 * (0.75 - 1)};
     Array g = run_all(bwd, in)[0];
@@ -199,11 +202,13 @@ TEST(NormLossEdges, ViewOperands) {
     ir::ValueId xc = b.slice(p[0], {0, 1}, {4, 5}, {1, 1});  // [4, 4], columns
     ir::ValueId dy = b.broadcast_in_dim(p[2], {5, 6}, {});   // d_y of sum(y)·s
     ir::ValueId dl = b.broadcast_in_dim(p[2], {4}, {});
-    ir::Function f =
-        b.build({b.layer_norm(xt, p[1], -1, 1e-5), b.layer_norm_grad(xt, p[1], dy, 1e-5),
-                 b.cross_entropy(xs, p[3]), b.cross_entropy_grad(xc, p[3], dl)});
+    std::vector<ir::ValueId> outs{cop::layer_norm(b, xt, p[1], -1, 1e-5)};
+    for (ir::ValueId g : cop::layer_norm_grad(b, xt, p[1], dy, 1e-5)) outs.push_back(g);
+    outs.push_back(cop::cross_entropy(b, xs, p[3]));
+    outs.push_back(cop::cross_entropy_grad(b, xc, p[3], dl));
+    ir::Function f = b.build(outs);
     std::vector<Array> got = run_all(f, in);
-    std::vector<Array> want = passes::interpret(trace::expand_composites(f), in);
+    std::vector<Array> want = passes::interpret(passes::expand_composites(f), in);
     for (size_t i = 0; i < got.size(); ++i) expect_values(got[i], want[i].to_doubles(), tol);
   }
 }

@@ -9,11 +9,12 @@
 #include "fake_client.h"
 #include "support/op_cases.h"
 #include "support/stablehlo_roundtrip.h"
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/ir/builder.h"
+#include "tlaloc/passes/expand.h"
 #include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/runtime/pjrt/executable.h"
 #include "tlaloc/stablehlo/parse.h"
-#include "tlaloc/trace/composite.h"
 
 using namespace tlaloc;
 using namespace tlaloc::ir;
@@ -125,7 +126,7 @@ TEST(PjrtFakeDevice, EveryOpThroughThePjrtClient) {
     for (const Function& f : fs) {
       auto in = tlaloc::testing::sample_inputs(f, seed++);
       auto got = compile(f, *c)->run(in);
-      auto want = runtime::host::compile(trace::expand_composites(f))->run(in);
+      auto want = runtime::host::compile(passes::expand_composites(f))->run(in);
       ASSERT_EQ(got.size(), want.size()) << op_name(op);
       for (size_t k = 0; k < want.size(); ++k)
         EXPECT_TRUE(got[k].bitwise_equal(want[k])) << op_name(op) << " case " << seed - 1;

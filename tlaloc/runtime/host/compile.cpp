@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "tlaloc/ir/builder.h"
+#include "tlaloc/runtime/host/kernels.h"
 #include "tlaloc/runtime/host/plan.h"
 #include "tlaloc/runtime/host/rewrite.h"
 #include "tlaloc/runtime/host/team.h"
@@ -276,7 +277,7 @@ std::unique_ptr<Executable> compile(const ir::Function& f, Options options) {
     openblas_set_num_threads(1);
   });
   if (options.num_threads <= 0) options.num_threads = default_threads;
-  auto e = std::make_unique<HostExecutable>(f, options);
+  auto e = std::make_unique<HostExecutable>(expand_for_host(f), options);
   ++g_compiled;
   return e;
 }

@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "tlaloc/core/error.h"
-#include "tlaloc/runtime/host/instr_ops.h"
+#include "tlaloc/ir/scalar.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2")

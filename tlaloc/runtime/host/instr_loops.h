@@ -7,7 +7,7 @@ namespace {
 
 using ir::Op;
 
-using namespace instr_ops;
+using namespace ir::scalar;
 
 // Element loops unrolled 4 times after vectorizing: a block pass is then mostly its loads, op
 // and stores rather than loop control, which matters because a fused group makes several passes.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tlaloc/core/dtype.h"
+#include "tlaloc/ir/scalar.h"
 
 namespace tlaloc::runtime::host {
 
@@ -53,16 +54,8 @@ using Compute = std::conditional_t<
                                           std::conditional_t<T == DType::i1, uint8_t, float>>>>;
 
 // Fast inline bf16 / f16 rounding (same results as core's f32_to_bf16 / f32_to_f16).
-inline uint32_t f32_bits(float f) {
-  uint32_t u;
-  __builtin_memcpy(&u, &f, 4);
-  return u;
-}
-inline float bits_f32(uint32_t u) {
-  float f;
-  __builtin_memcpy(&f, &u, 4);
-  return f;
-}
+using ir::scalar::bits_f32;
+using ir::scalar::f32_bits;
 inline uint16_t to_bf16(float f) {
   uint32_t u = f32_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);

@@ -54,13 +54,12 @@ void sgemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, 
 // unchanged, for another kernel, a bf16 / f16 dot, or an addend of that kind already there (or
 // a bias after a matrix addend: the adds' order would change).
 bool dot_add_epilogue(Kernel& k, int32_t v, bool row);
-// attention / attention_grad composites (attention.cpp): fused, f32 / f64.
-std::unique_ptr<Kernel> make_attention(const ir::Function& f, int32_t id, int num_threads);
-// layer_norm / layer_norm_grad composites (layer_norm.cpp): fused, f32 / f64.
-std::unique_ptr<Kernel> make_layer_norm(const ir::Function& f, int32_t id, int num_threads);
-// cross_entropy / cross_entropy_grad composites (cross_entropy.cpp): fused, f32 / f64.
-std::unique_ptr<Kernel> make_cross_entropy(const ir::Function& f, int32_t id, int num_threads);
-// gelu / gelu_grad composites (gelu.cpp): fused, f32 / f64.
-std::unique_ptr<Kernel> make_gelu(const ir::Function& f, int32_t id, int num_threads);
+// The host kernel of composite node `id` (its record's, ir/composite.h). Throws
+// tlaloc::Error naming the op when it has none for this node: compile() expands those first
+// (expand_for_host).
+std::unique_ptr<Kernel> make_composite(const ir::Function& f, int32_t id, int num_threads);
+// f with every composite that has no host kernel for its instance replaced by its
+// decomposition (the host lane then runs the plain ops).
+ir::Function expand_for_host(const ir::Function& f);
 
 }  // namespace tlaloc::runtime::host

@@ -134,7 +134,11 @@ class Planner {
       case OpKind::Binary:
       case OpKind::Ternary:
         return elementwise(id);
+      case OpKind::Result:  // written by its composite's kernel
+        state_[size_t(id)] = State::stored;
+        return;
       case OpKind::Structural:
+      case OpKind::Composite:
         break;
     }
     bool viewable = n.op == Op::broadcast_in_dim || n.op == Op::transpose || n.op == Op::slice ||
@@ -174,14 +178,8 @@ class Planner {
       emit(make_reduce(f_, id), id);
     else if (n.op == Op::dot_general)
       emit(make_dot(f_, id, p_.num_threads), id);
-    else if (n.op == Op::layer_norm || n.op == Op::layer_norm_grad)
-      emit(make_layer_norm(f_, id, p_.num_threads), id);
-    else if (n.op == Op::cross_entropy || n.op == Op::cross_entropy_grad)
-      emit(make_cross_entropy(f_, id, p_.num_threads), id);
-    else if (n.op == Op::gelu || n.op == Op::gelu_grad)
-      emit(make_gelu(f_, id, p_.num_threads), id);
     else if (ir::is_composite(n.op))
-      emit(make_attention(f_, id, p_.num_threads), id);
+      emit(make_composite(f_, id, p_.num_threads), id);
     else
       emit(make_structural(f_, id, p_.num_threads), id);
     state_[size_t(id)] = State::stored;

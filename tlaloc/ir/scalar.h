@@ -1,5 +1,10 @@
-// Internal to the host lane: the per-op scalar functions the elementwise instruction loops
-// (instr.cpp) apply, and vectorizable f32 exp / tanh. Semantics: see instr.cpp's header.
+// The scalar formula of each elementwise op (ops.def's last column): one function per op,
+// templated on the compute type (float for f32 / bf16 / f16, double, int32_t, uint32_t, uint8_t
+// for i1). The host lane's loops (runtime/host/instr_loops.h) and the reference evaluator
+// (passes/evaluate.cpp) both apply these, so constant folding and the kernels agree bit for bit.
+// Float semantics are IEEE in the compute type (no contraction); integer ops wrap (two's
+// complement), division by zero gives -1 (s32) / 0xffffffff (u32) and x % 0 = x, as XLA does;
+// shifts by >= 32 give 0; maximum / minimum propagate NaN and order -0 below +0.
 #pragma once
 
 #include <climits>
@@ -9,7 +14,18 @@
 #include <limits>
 #include <type_traits>
 
-namespace tlaloc::runtime::host::instr_ops {
+namespace tlaloc::ir::scalar {
+
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bits_f32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 constexpr int kF = 1, kS = 2, kU = 4, kB = 8;  // float types, s32, u32, i1
 
@@ -245,4 +261,10 @@ struct Shr {
   }
 };
 
-}  // namespace tlaloc::runtime::host::instr_ops
+// An op without a scalar formula (structural ops; convert, compare, select and clamp, whose
+// loops are written out by the host lane and the evaluator).
+struct None {
+  static constexpr int types = kF | kS | kU | kB;
+};
+
+}  // namespace tlaloc::ir::scalar

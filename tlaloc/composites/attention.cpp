@@ -1,0 +1,459 @@
+// tlaloc.attention and tlaloc.attention_grad: scaled dot-product attention (FlashAttention, Dao
+// et al. 2022) and its VJP (FlashAttention-2's backward, Dao 2023).
+//
+// attention (q [B,Hq,S,D], k [B,Hkv,T,D], v [B,Hkv,T,Dv], key_mask i1 [B,T]?)
+//     {scale, causal} -> (out [B,Hq,S,Dv], lse [B,Hq,S])
+//   f32 or f64; Hq a multiple of Hkv: query head h reads kv head h / (Hq / Hkv). Visible: key j
+//   for query i when key_mask[b, j] and, with causal, j <= i + T - S. Its decomposition is the
+//   textbook masked softmax: s = scale·q·kᵀ, hidden entries -inf; m = max s (0 for an empty row);
+//   e = exp(s - m); l = Σe; out = e·v / l (0 when l = 0); lse = m + log l (-inf when l = 0).
+// attention_grad (q, k, v, out, lse, d_out, key_mask?) {scale, causal} -> (dq, dk, dv)
+//   recomputes p = exp(s - lse) and dv = pᵀ·do, dp = do·vᵀ, ds = p ∘ (dp - rowsum(do ∘ out)),
+//   dq = scale·ds·k, dk = scale·dsᵀ·q, summed over the query heads that share a kv head. Its own
+//   VJP (second derivatives) is its decomposition's.
+// Host kernels: per (batch, query head, query row) an online softmax over tiles of kTile keys (a
+// running max m, sum l and output accumulator, rescaled by exp(m_old - m_new) when the max
+// grows), so no [S, T] score matrix exists; the backward per (batch, kv head) recomputes a query
+// row's scores and p = exp(s - lse) from the saved log-sum-exp and accumulates dq, dk, dv. A task
+// owns its kv head's dk / dv rows, so work splits over threads without races and the sums run in
+// a fixed order (bitwise reproducible for any thread count).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "tlaloc/autodiff/rules.h"
+#include "tlaloc/composites/composites.h"
+#include "tlaloc/ir/composite.h"
+#include "tlaloc/ir/scalar.h"
+#include "tlaloc/runtime/host/kernels.h"
+#include "tlaloc/runtime/host/team.h"
+
+namespace tlaloc::composites {
+namespace {
+
+using ir::Op;
+using ir::TensorType;
+using ir::ValueId;
+enum Param { kScale, kCausal };
+
+// ---- type rule ----------------------------------------------------------------------------
+
+struct Dims {
+  int64_t B, Hq, S, D, Hkv, T, Dv, G;
+};
+
+// q, k, v, then (grad) out, lse, d_out, then an optional key mask i1 [B, T].
+Dims check(std::span<const TensorType> in, const ir::Attrs& a, bool grad) {
+  const size_t base = grad ? 6 : 3;
+  for (size_t i = 0; i < 3; ++i)
+    if (in[i].shape.rank() != 4) fail("operand {} must have rank 4", i);
+  const DType t = in[0].dtype;
+  if (t != DType::f32 && t != DType::f64) fail("needs f32 or f64, got {}", name(t));
+  for (size_t i = 1; i < base; ++i)
+    if (in[i].dtype != t) fail("operand {} dtype differs from q's", i);
+  const Shape &q = in[0].shape, &k = in[1].shape, &v = in[2].shape;
+  Dims d{q[0], q[1], q[2], q[3], k[1], k[2], v[3], 0};
+  if (k[0] != d.B || v[0] != d.B) fail("batch sizes of q, k, v differ");
+  if (k[3] != d.D) fail("k head size {} differs from q's {}", k[3], d.D);
+  if (v[1] != d.Hkv || v[2] != d.T) fail("v heads/length differ from k's");
+  if (d.Hkv < 1 || d.Hq % d.Hkv != 0) fail("q heads {} not a multiple of kv heads {}", d.Hq, d.Hkv);
+  d.G = d.Hq / d.Hkv;
+  if (!std::isfinite(a.params[kScale])) fail("scale {} is not finite", a.params[kScale]);
+  if (grad) {
+    const TensorType ot{t, Shape{d.B, d.Hq, d.S, d.Dv}}, lt{t, Shape{d.B, d.Hq, d.S}};
+    if (in[3] != ot || in[5] != ot) fail("out and d_out must be {}", to_string(ot));
+    if (in[4] != lt) fail("lse must be {}", to_string(lt));
+  }
+  if (in.size() == base + 1 && in[base] != TensorType{DType::i1, Shape{d.B, d.T}})
+    fail("key mask must be i1[{},{}]", d.B, d.T);
+  return d;
+}
+
+std::vector<TensorType> infer(std::span<const TensorType> in, const ir::Attrs& a) {
+  const Dims d = check(in, a, false);
+  const DType t = in[0].dtype;
+  return {{t, Shape{d.B, d.Hq, d.S, d.Dv}}, {t, Shape{d.B, d.Hq, d.S}}};
+}
+
+std::vector<TensorType> infer_grad(std::span<const TensorType> in, const ir::Attrs& a) {
+  check(in, a, true);
+  return {in[0], in[1], in[2]};
+}
+
+// ---- decomposition ------------------------------------------------------------------------
+
+Tensor dot(const Tensor& a, const Tensor& b, ir::DotDims dims) {
+  ir::Builder& bl = a.builder();
+  return {&bl, bl.dot_general(a.id(), b.id(), std::move(dims))};
+}
+
+Dims dims_of(const Tensor& q, const Tensor& k, const Tensor& v) {
+  Dims d{q.dim(0), q.dim(1), q.dim(2), q.dim(3), k.dim(1), k.dim(2), v.dim(3), 0};
+  d.G = d.Hq / d.Hkv;
+  return d;
+}
+
+// Visibility i1 [B,Hkv,G,S,T] (or nullopt: everything visible).
+std::optional<Tensor> visible(const Dims& d, const std::optional<Tensor>& key_mask, bool causal) {
+  std::optional<Tensor> vis;
+  Shape full{d.B, d.Hkv, d.G, d.S, d.T};
+  if (causal) {
+    Tensor i = trace::iota(Shape{d.S, d.T}, 0), j = trace::iota(Shape{d.S, d.T}, 1);
+    vis = broadcast_to(i + double(d.T - d.S) >= j, full);
+  }
+  if (key_mask) {
+    Tensor km = broadcast_to(reshape(*key_mask, {d.B, 1, 1, 1, d.T}), full);
+    vis = vis ? (*vis & km) : km;
+  }
+  return vis;
+}
+
+// Scores scale·q·kᵀ [B,Hkv,G,S,T] with hidden entries -inf.
+Tensor masked_scores(const Dims& d, const Tensor& q, const Tensor& k,
+                     const std::optional<Tensor>& vis, double scale) {
+  Tensor q5 = reshape(q, {d.B, d.Hkv, d.G, d.S, d.D});
+  Tensor s = dot(q5, k, {{0, 1}, {0, 1}, {4}, {3}}) * scale;
+  return vis ? where(*vis, s, full_like(s, -INFINITY)) : s;
+}
+
+std::vector<ValueId> decompose(ir::Builder& b, const ir::Node& n, std::span<const ValueId> ops) {
+  trace::BuilderScope scope(b);
+  const Tensor q(&b, ops[0]), k(&b, ops[1]), v(&b, ops[2]);
+  std::optional<Tensor> mask;
+  if (ops.size() == 4) mask = Tensor(&b, ops[3]);
+  const Dims d = dims_of(q, k, v);
+  Tensor s = masked_scores(d, q, k, visible(d, mask, n.attrs.params[kCausal] != 0),
+                           n.attrs.params[kScale]);
+  Tensor m = max(s, {-1}, true);
+  Tensor m0 = where(m > -INFINITY, m, zeros_like(m));
+  Tensor e = exp(s - m0);
+  Tensor l = sum(e, {-1}, true);
+  Tensor nonempty = l > 0.0;
+  Tensor l1 = where(nonempty, l, ones_like(l));
+  Tensor o = dot(e / l1, v, {{0, 1}, {0, 1}, {4}, {2}});  // [B,Hkv,G,S,Dv]
+  Tensor lse = where(nonempty, m0 + log(l1), full_like(l, -INFINITY));
+  return {reshape(o, {d.B, d.Hq, d.S, d.Dv}).id(), reshape(lse, {d.B, d.Hq, d.S}).id()};
+}
+
+std::vector<ValueId> decompose_grad(ir::Builder& b, const ir::Node& n,
+                                    std::span<const ValueId> ops) {
+  trace::BuilderScope scope(b);
+  const Tensor q(&b, ops[0]), k(&b, ops[1]), v(&b, ops[2]);
+  std::optional<Tensor> mask;
+  if (ops.size() == 7) mask = Tensor(&b, ops[6]);
+  const Dims d = dims_of(q, k, v);
+  auto heads5 = [&](ValueId x, int64_t w) {
+    return reshape(Tensor(&b, x), {d.B, d.Hkv, d.G, d.S, w});
+  };
+  Tensor o = heads5(ops[3], d.Dv), lse = heads5(ops[4], 1), dout = heads5(ops[5], d.Dv);
+  Tensor s = masked_scores(d, q, k, visible(d, mask, n.attrs.params[kCausal] != 0),
+                           n.attrs.params[kScale]);
+  Tensor lse0 = where(lse > -INFINITY, lse, zeros_like(lse));
+  Tensor p = exp(s - lse0);                                    // hidden entries: exp(-inf) = 0
+  Tensor dv = dot(p, dout, {{0, 1}, {0, 1}, {2, 3}, {2, 3}});  // [B,Hkv,T,Dv]
+  Tensor dp = dot(dout, v, {{0, 1}, {0, 1}, {4}, {3}});        // [B,Hkv,G,S,T]
+  Tensor delta = sum(dout * o, {-1}, true);
+  Tensor ds = p * (dp - delta);
+  const double scale = n.attrs.params[kScale];
+  Tensor dq = dot(ds, k, {{0, 1}, {0, 1}, {4}, {2}}) * scale;  // [B,Hkv,G,S,D]
+  Tensor q5 = reshape(q, {d.B, d.Hkv, d.G, d.S, d.D});
+  Tensor dk = dot(ds, q5, {{0, 1}, {0, 1}, {2, 3}, {2, 3}}) * scale;  // [B,Hkv,T,D]
+  return {reshape(dq, {d.B, d.Hq, d.S, d.D}).id(), dk.id(), dv.id()};
+}
+
+// ---- VJP ----------------------------------------------------------------------------------
+
+// The attention_grad composite, reading the forward's output and log-sum-exp; a cotangent on
+// the log-sum-exp itself (rare: a loss that reads it) goes through the decomposition.
+std::vector<ValueId> vjp(const autodiff::detail::RuleCtx& c) {
+  if (c.cts[1] >= 0 || c.cts[0] < 0) return autodiff::detail::vjp_by_decomposition(c);
+  const ir::Node& n = c.n;
+  std::vector<ValueId> ops{c.operand(0), c.operand(1), c.operand(2),
+                           c.outs[0],    c.outs[1],    c.cts[0]};
+  if (n.operands.size() == 4) ops.push_back(c.operand(3));
+  std::vector<ValueId> g = c.b.composite(Op::attention_grad, ops, n.attrs.params);
+  std::vector<ValueId> out(n.operands.size(), -1);
+  for (size_t i = 0; i < 3; ++i)
+    if (c.need[i]) out[i] = g[i];
+  return out;
+}
+
+// ---- host kernels ---------------------------------------------------------------------------
+
+using runtime::host::Frame;
+using runtime::host::Kernel;
+
+constexpr int64_t kTile = 32;  // keys per online-softmax tile
+
+struct AttentionKernel : Kernel {
+  int32_t q = -1, k = -1, v = -1, out = -1, lse = -1, dout = -1, mask = -1;
+  int32_t r0 = -1, r1 = -1, r2 = -1;  // results: (out, lse) or (dq, dk, dv)
+  int64_t B = 0, Hq = 0, S = 0, D = 0, Hkv = 0, T = 0, Dv = 0, G = 0;
+  double scale = 1;
+  bool causal = false, grad = false, parallel = false;
+
+  // Keys visible to query row i are j < end(i) with mask[j] set.
+  int64_t end(int64_t i) const { return causal ? std::clamp<int64_t>(i + T - S + 1, 0, T) : T; }
+};
+
+// Dot product in 8 interleaved partial sums (element i into sum i % 8), added pairwise at the
+// end: a fixed order, so results do not depend on threads, and the loop vectorizes without
+// reassociation. The 8 partials are one GCC vector, folded in vector adds:
+// ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7)), pairs commuted (the same bits).
+using V8f = float __attribute__((vector_size(32)));
+using V4f = float __attribute__((vector_size(16)));
+using V8d = double __attribute__((vector_size(64)));
+using V4d = double __attribute__((vector_size(32)));
+
+template <class F>
+__attribute__((always_inline)) inline F dotp(const F* a, const F* b, int64_t n) {
+  constexpr bool f32 = std::is_same_v<F, float>;
+  using V = std::conditional_t<f32, V8f, V8d>;
+  using H = std::conditional_t<f32, V4f, V4d>;
+  V s = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    V x, y;
+    std::memcpy(&x, a + i, sizeof x);
+    std::memcpy(&y, b + i, sizeof y);
+    s += x * y;
+  }
+  for (; i < n; ++i) s[i % 8] += a[i] * b[i];
+  const H h = __builtin_shufflevector(s, s, 0, 1, 2, 3) + __builtin_shufflevector(s, s, 4, 5, 6, 7);
+  const H q = h + __builtin_shufflevector(h, h, 1, 0, 3, 2);
+  return q[0] + q[2];
+}
+
+template <class F>
+const F* in(const Frame& fr, int32_t v) {
+  return static_cast<const F*>(fr.ptr[v]);
+}
+
+template <class F>
+__attribute__((always_inline)) inline void forward_task(const AttentionKernel& a, const Frame& fr,
+                                                        int64_t bh, F* acc) {
+  const int64_t b = bh / a.Hq, h = bh % a.Hq, kvh = h / a.G;
+  const F* Q = in<F>(fr, a.q) + (b * a.Hq + h) * a.S * a.D;
+  const F* K = in<F>(fr, a.k) + (b * a.Hkv + kvh) * a.T * a.D;
+  const F* V = in<F>(fr, a.v) + (b * a.Hkv + kvh) * a.T * a.Dv;
+  const uint8_t* M = a.mask >= 0 ? static_cast<const uint8_t*>(fr.ptr[a.mask]) + b * a.T : nullptr;
+  F* O = static_cast<F*>(fr.ptr[a.r0]) + (b * a.Hq + h) * a.S * a.Dv;
+  F* L = static_cast<F*>(fr.ptr[a.r1]) + (b * a.Hq + h) * a.S;
+  const F scale = F(a.scale), ninf = -INFINITY;
+  F s[kTile];
+  for (int64_t i = 0; i < a.S; ++i) {
+    const F* qi = Q + i * a.D;
+    F m = ninf, l = 0;
+    std::fill(acc, acc + a.Dv, F(0));
+    const int64_t jend = a.end(i);
+    for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
+      const int64_t n = std::min(kTile, jend - j0);
+      F tmax = ninf;
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t j = j0 + t;
+        s[t] = (M && !M[j]) ? ninf : scale * dotp(qi, K + j * a.D, a.D);
+        tmax = std::max(tmax, s[t]);
+      }
+      if (tmax == ninf) continue;
+      if (tmax > m) {
+        const F c = m == ninf ? F(0) : std::exp(m - tmax);
+        l *= c;
+        for (int64_t d = 0; d < a.Dv; ++d) acc[d] *= c;
+        m = tmax;
+      }
+      for (int64_t t = 0; t < n; ++t) {
+        if (s[t] == ninf) continue;
+        const F p = std::exp(s[t] - m);
+        l += p;
+        const F* vj = V + (j0 + t) * a.Dv;
+        for (int64_t d = 0; d < a.Dv; ++d) acc[d] += p * vj[d];
+      }
+    }
+    F* oi = O + i * a.Dv;
+    if (l > 0) {
+      const F inv = F(1) / l;
+      for (int64_t d = 0; d < a.Dv; ++d) oi[d] = acc[d] * inv;
+      L[i] = m + std::log(l);
+    } else {
+      std::fill(oi, oi + a.Dv, F(0));
+      L[i] = ninf;
+    }
+  }
+}
+
+template <class F>
+__attribute__((always_inline)) inline void backward_task(const AttentionKernel& a, const Frame& fr,
+                                                         int64_t bk, F* p) {
+  const int64_t b = bk / a.Hkv, kvh = bk % a.Hkv;
+  const F* K = in<F>(fr, a.k) + (b * a.Hkv + kvh) * a.T * a.D;
+  const F* V = in<F>(fr, a.v) + (b * a.Hkv + kvh) * a.T * a.Dv;
+  const uint8_t* M = a.mask >= 0 ? static_cast<const uint8_t*>(fr.ptr[a.mask]) + b * a.T : nullptr;
+  F* dK = static_cast<F*>(fr.ptr[a.r1]) + (b * a.Hkv + kvh) * a.T * a.D;
+  F* dV = static_cast<F*>(fr.ptr[a.r2]) + (b * a.Hkv + kvh) * a.T * a.Dv;
+  std::fill(dK, dK + a.T * a.D, F(0));
+  std::fill(dV, dV + a.T * a.Dv, F(0));
+  const F scale = F(a.scale), ninf = -INFINITY;
+  for (int64_t g = 0; g < a.G; ++g) {
+    const int64_t h = kvh * a.G + g;
+    const F* Q = in<F>(fr, a.q) + (b * a.Hq + h) * a.S * a.D;
+    const F* O = in<F>(fr, a.out) + (b * a.Hq + h) * a.S * a.Dv;
+    const F* Lse = in<F>(fr, a.lse) + (b * a.Hq + h) * a.S;
+    const F* dO = in<F>(fr, a.dout) + (b * a.Hq + h) * a.S * a.Dv;
+    F* dQ = static_cast<F*>(fr.ptr[a.r0]) + (b * a.Hq + h) * a.S * a.D;
+    std::fill(dQ, dQ + a.S * a.D, F(0));
+    for (int64_t i = 0; i < a.S; ++i) {
+      const F* qi = Q + i * a.D;
+      const F* oi = O + i * a.Dv;
+      const F* doi = dO + i * a.Dv;
+      const F lse = Lse[i];
+      if (lse == ninf) continue;  // no visible key: p = 0 everywhere
+      const F delta = dotp(doi, oi, a.Dv);
+      F* dqi = dQ + i * a.D;
+      const int64_t jend = a.end(i);
+      for (int64_t j = 0; j < jend; ++j) p[j] = scale * dotp(qi, K + j * a.D, a.D) - lse;
+      for (int64_t j = 0; j < jend; ++j) p[j] = ir::scalar::fexp(p[j]);  // a vector loop
+      for (int64_t j = 0; j < jend; ++j) {
+        if (M && !M[j]) continue;
+        const F* kj = K + j * a.D;
+        const F* vj = V + j * a.Dv;
+        F* dvj = dV + j * a.Dv;
+        for (int64_t d = 0; d < a.Dv; ++d) dvj[d] += p[j] * doi[d];
+        const F ds = scale * p[j] * (dotp(doi, vj, a.Dv) - delta);
+        F* dkj = dK + j * a.D;
+        for (int64_t d = 0; d < a.D; ++d) {
+          dqi[d] += ds * kj[d];
+          dkj[d] += ds * qi[d];
+        }
+      }
+    }
+  }
+}
+
+// The tasks as TLALOC_CLONES (runtime/host/kernels.h): AVX2 halves the vector loops over head
+// dims.
+template <class F>
+TLALOC_CLONES void tasks(const AttentionKernel& a, const Frame& fr, int64_t t0, int64_t t1,
+                         F* acc) {
+  for (int64_t t = t0; t < t1; ++t) {
+    if (a.grad)
+      backward_task<F>(a, fr, t, acc);
+    else
+      forward_task<F>(a, fr, t, acc);
+  }
+}
+
+template <class F>
+void run(const Kernel& kk, const Frame& fr) {
+  const auto& a = runtime::host::as<AttentionKernel>(kk);
+  const int64_t n = a.grad ? a.B * a.Hkv : a.B * a.Hq;
+  const int nt =
+      a.parallel ? int(std::min<int64_t>(fr.num_threads * runtime::host::kPartsPerThread, n)) : 1;
+  runtime::host::parallel(nt, [&](int p, int P) {
+    std::vector<F> acc(size_t(a.grad ? a.T : a.Dv));  // forward: an output row; backward: p
+    tasks<F>(a, fr, n * p / P, n * (p + 1) / P, acc.data());
+  });
+}
+
+std::unique_ptr<Kernel> make_kernel(const ir::Function& f, ValueId id, int num_threads) {
+  const ir::Node& n = f.nodes[size_t(id)];
+  auto k = std::make_unique<AttentionKernel>();
+  k->grad = n.op == Op::attention_grad;
+  k->q = n.operands[0];
+  k->k = n.operands[1];
+  k->v = n.operands[2];
+  if (k->grad) {
+    k->out = n.operands[3];
+    k->lse = n.operands[4];
+    k->dout = n.operands[5];
+  }
+  const size_t base = k->grad ? 6 : 3;
+  if (n.operands.size() > base) k->mask = n.operands[base];
+  k->r0 = id + 1;
+  k->r1 = id + 2;
+  if (k->grad) k->r2 = id + 3;
+  const Shape &q = f.type(k->q).shape, &kv = f.type(k->k).shape, &v = f.type(k->v).shape;
+  k->B = q[0], k->Hq = q[1], k->S = q[2], k->D = q[3];
+  k->Hkv = kv[1], k->T = kv[2], k->Dv = v[3], k->G = k->Hq / k->Hkv;
+  k->scale = n.attrs.params[kScale];
+  k->causal = n.attrs.params[kCausal] != 0;
+  k->parallel = num_threads != 1 &&
+                k->B * k->Hq * k->S * k->T * (k->D + k->Dv) >= runtime::host::kParallelElements;
+  k->reads.assign(n.operands.begin(), n.operands.end());
+  k->writes = ir::results_of(f, id);
+  k->run = n.type.dtype == DType::f64 ? run<double> : run<float>;
+  return k;
+}
+
+// ---- examples for the record-walking tests ------------------------------------------------
+
+std::vector<ir::CompositeExample> examples() {
+  const TensorType q{DType::f32, Shape{2, 4, 3, 5}}, k{DType::f32, Shape{2, 2, 4, 5}},
+      v{DType::f32, Shape{2, 2, 4, 6}}, m{DType::i1, Shape{2, 4}};
+  ir::Attrs causal, plain;
+  causal.params = {0.7, 1};
+  plain.params = {0.5, 0};
+  const TensorType qs{DType::f64, Shape{1, 2, 4, 3}}, ks{DType::f64, Shape{1, 2, 4, 3}};
+  return {{{q, k, v, m}, causal}, {{qs, ks, ks}, plain}};
+}
+
+std::vector<ir::CompositeExample> examples_grad() {
+  std::vector<ir::CompositeExample> out;
+  for (ir::CompositeExample e : examples()) {
+    const std::vector<TensorType> r = infer(e.operands, e.attrs);
+    std::vector<TensorType> ops{e.operands[0], e.operands[1], e.operands[2], r[0], r[1], r[0]};
+    if (e.operands.size() == 4) ops.push_back(e.operands[3]);
+    e.operands = std::move(ops);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+}  // namespace
+
+AttentionResult attention_with_lse(const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const std::optional<Tensor>& key_mask, double scale,
+                                   bool causal) {
+  std::vector<Tensor> ops{q, k, v};
+  if (key_mask) ops.push_back(*key_mask);
+  std::vector<Tensor> r = call(Op::attention, ops, {scale, causal ? 1.0 : 0.0});
+  return {r[0], r[1]};
+}
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                 const std::optional<Tensor>& key_mask, double scale, bool causal) {
+  return attention_with_lse(q, k, v, key_mask, scale, causal).out;
+}
+
+}  // namespace tlaloc::composites
+
+namespace tlaloc::ir {
+
+const Composite& composite_attention() {
+  static const Composite c{"tlaloc.attention",
+                           3,
+                           4,
+                           {"scale", "causal"},
+                           composites::infer,
+                           composites::decompose,
+                           composites::vjp,
+                           composites::make_kernel,
+                           composites::examples};
+  return c;
+}
+
+const Composite& composite_attention_grad() {
+  static const Composite c{"tlaloc.attention_grad",
+                           6,
+                           7,
+                           {"scale", "causal"},
+                           composites::infer_grad,
+                           composites::decompose_grad,
+                           nullptr,
+                           composites::make_kernel,
+                           composites::examples_grad};
+  return c;
+}
+
+}  // namespace tlaloc::ir
