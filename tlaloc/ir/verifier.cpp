@@ -359,10 +359,8 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
   }
 }
 
-}  // namespace
-
-TensorType infer_type(Op op, std::span<const TensorType> in, const Attrs& a,
-                      const TensorType& declared) {
+TensorType infer_unchecked(Op op, std::span<const TensorType> in, const Attrs& a,
+                           const TensorType& declared) {
   Ctx c{op, in};
   switch (op_kind(op)) {
     case OpKind::Parameter:
@@ -407,6 +405,21 @@ TensorType infer_type(Op op, std::span<const TensorType> in, const Attrs& a,
       return infer_structural(c, a, declared);
   }
   c.error("unknown op");
+}
+
+}  // namespace
+
+TensorType infer_type(Op op, std::span<const TensorType> in, const Attrs& a,
+                      const TensorType& declared) {
+  TensorType t = infer_unchecked(op, in, a, declared);
+  // Every value may get a buffer: its byte size must fit in int64 (a wrapped size would
+  // allocate a few bytes that kernels then write far past).
+  try {
+    checked_nbytes(t.dtype, t.shape);
+  } catch (const Error& e) {
+    Ctx{op, in}.error("result {}", e.what());
+  }
+  return t;
 }
 
 void verify(const Function& f) {
