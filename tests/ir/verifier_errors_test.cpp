@@ -178,3 +178,26 @@ TEST(VerifierErrors, NormLossCompositeEdges) {
   expect_error([&] { cop::cross_entropy_grad(b, x, l, d41); },
                {"tlaloc.cross_entropy_grad", "d_loss", "f32[4,1]"});
 }
+
+// A value whose byte size overflows 64 bits is refused where it is made (Builder) and by verify
+// (a function edited by hand), naming the op and the type.
+TEST(VerifierErrors, ByteSizeOver64Bits) {
+  constexpr int64_t k2to31 = int64_t(1) << 31;
+  const std::string huge = "f32[2147483648,2147483648]";
+  Builder b;
+  expect_error([&] { b.parameter({DType::f32, {k2to31, k2to31}}); }, {"parameter", huge});
+  expect_error([&] { b.iota({DType::f32, {k2to31, k2to31}}, 0); }, {"iota", huge});
+  auto one = b.scalar(DType::f32, 1.0);
+  expect_error([&] { b.broadcast_in_dim(one, {k2to31, k2to31}, {}); }, {"broadcast_in_dim", huge});
+  expect_error(
+      [&] {
+        b.iota({DType::s32, {int64_t(1) << 40, int64_t(1) << 40}}, 0);
+      },
+      {"iota", "s32[1099511627776,1099511627776]"});
+
+  Builder ok;
+  auto i = ok.iota({DType::f32, {4, 4}}, 0);
+  Function f = ok.build({i});
+  f.nodes[size_t(i)].type.shape = Shape{k2to31, k2to31};
+  expect_error([&] { verify(f); }, {"iota", huge});
+}

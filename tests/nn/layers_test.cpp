@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "tlaloc/autodiff/autodiff.h"
 #include "tlaloc/nn/layers.h"
 #include "tlaloc/nn/losses.h"
 #include "tlaloc/runtime/host/compile.h"
@@ -87,6 +88,32 @@ TEST(Losses, WeightedCrossEntropyIgnoresMaskedRows) {
   auto out = run(f, {Array::from<float>({2, 2}, {0, 0, 50, -50}), Array::from<int32_t>({2}, {1, 1}),
                      Array::from<float>({2}, {1, 0})});
   EXPECT_NEAR(out[0].at(0), std::log(2.0), 1e-6);
+}
+
+// PyTorch 1.13: F.cross_entropy(x, y, weight=w) with x f64 [[1,2,3],[0,0,0],[2,-1,0.5]],
+// y [2,0,1], w [0.25,0.5,0.125] is sum(w[y]·loss) / sum(w[y]) = 2.22429653262989, its
+// gradient below; with weight zeros the loss and every gradient entry are NaN. Row weights
+// w[y] = [0.125, 0.25, 0.5] sum to 0.875: a mean over max(sum, 1) gave 1.946 instead.
+TEST(Losses, WeightedCrossEntropyMeanIsOverTheWeightSumAsPyTorch) {
+  ir::Function f = trace::capture(
+      [](std::span<const Tensor> in) {
+        return std::vector<Tensor>{nn::cross_entropy(in[0], in[1], in[2])};
+      },
+      {{DType::f64, {3, 3}}, {DType::s32, {3}}, {DType::f64, {3}}});
+  auto vg = runtime::host::compile(autodiff::value_and_grad(f, {0}));
+  Array x = Array::from<double>({3, 3}, {1, 2, 3, 0, 0, 0, 2, -1, 0.5});
+  Array y = Array::from<int32_t>({3}, {2, 0, 1});
+  std::vector<Array> in = {x, y, Array::from<double>({3}, {0.125, 0.25, 0.5})};
+  auto out = vg->run(in);
+  EXPECT_NEAR(out[0].at(0), 2.22429653262989, 1e-13);
+  const std::vector<double> torch_grad = {0.0128615105,  0.0349612102,  -0.0478227206,
+                                          -0.1904761905, 0.0952380952,  0.0952380952,
+                                          0.4489125912,  -0.5490785296, 0.1001659384};
+  for (int64_t i = 0; i < 9; ++i) EXPECT_NEAR(out[1].at(i), torch_grad[size_t(i)], 1e-10) << i;
+  in[2] = Array::from<double>({3}, {0, 0, 0});
+  out = vg->run(in);
+  EXPECT_TRUE(std::isnan(out[0].at(0)));
+  for (int64_t i = 0; i < 9; ++i) EXPECT_TRUE(std::isnan(out[1].at(i))) << i;
 }
 
 TEST(Losses, MseMismatchIsAnError) {

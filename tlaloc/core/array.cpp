@@ -24,9 +24,21 @@ std::unique_ptr<void, Array::Free> Array::allocate(size_t bytes) {
   return std::unique_ptr<void, Free>(p);
 }
 
-Array::Array(DType dtype, Shape shape)
-    : dtype_(dtype), shape_(std::move(shape)), numel_(shape_.numel()) {
-  data_ = allocate(nbytes());
+int64_t checked_nbytes(DType dtype, const Shape& shape) {
+  int64_t bytes = int64_t(size_of(dtype));
+  for (int64_t d : shape.dims)
+    if (d < 0) fail("{}{} has a negative dimension", name(dtype), to_string(shape));
+  // Overflow of the element count or of the byte count: either wraps a size_t.
+  for (int64_t d : shape.dims)
+    if (__builtin_mul_overflow(bytes, d, &bytes))
+      fail("{}{} is too large: its size overflows 2^63 - 1 bytes", name(dtype), to_string(shape));
+  return bytes;
+}
+
+Array::Array(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
+  const int64_t bytes = checked_nbytes(dtype_, shape_);  // before numel(), to name the dtype
+  numel_ = shape_.numel();
+  data_ = allocate(size_t(bytes));
 }
 
 Array::Array(const Array& o) : dtype_(o.dtype_), shape_(o.shape_), numel_(o.numel_) {

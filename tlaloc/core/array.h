@@ -15,10 +15,14 @@
 
 namespace tlaloc {
 
+// Bytes of a dense array of `dtype` and `shape`. Throws tlaloc::Error naming both (as
+// "f32[2147483648,2147483648]") for a negative dimension or a size over 2^63 - 1 bytes.
+int64_t checked_nbytes(DType dtype, const Shape& shape);
+
 class Array {
  public:
   Array() = default;
-  // Zero-filled array.
+  // Zero-filled array. Throws tlaloc::Error as checked_nbytes() does, or when out of memory.
   Array(DType dtype, Shape shape);
   Array(const Array& other);
   Array& operator=(const Array& other);

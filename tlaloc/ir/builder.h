@@ -80,7 +80,8 @@ class Builder {
 
 // Infers the result type of `op` from operand types and attrs; `declared` supplies what cannot
 // be inferred (iota: all; convert: dtype; reshape and broadcast_in_dim: shape; constant: from
-// attrs.value). Throws tlaloc::Error naming the op and the disagreeing shapes/dtypes.
+// attrs.value). Throws tlaloc::Error naming the op and the disagreeing shapes/dtypes, or the
+// result type when its byte size overflows 2^63 - 1 (checked_nbytes, core/array.h).
 TensorType infer_type(Op op, std::span<const TensorType> operands, const Attrs& attrs,
                       const TensorType& declared);
 

@@ -255,10 +255,18 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
   }
 }
 
-}  // namespace
+// Every value may get a buffer: its byte size must fit in int64 (a wrapped size would allocate a
+// few bytes that kernels then write far past).
+void check_size(const Ctx& c, const TensorType& t) {
+  try {
+    checked_nbytes(t.dtype, t.shape);
+  } catch (const Error& e) {
+    c.error("result {}", e.what());
+  }
+}
 
-TensorType infer_type(Op op, std::span<const TensorType> in, const Attrs& a,
-                      const TensorType& declared) {
+TensorType infer_unchecked(Op op, std::span<const TensorType> in, const Attrs& a,
+                           const TensorType& declared) {
   Ctx c{op, in};
   switch (op_kind(op)) {
     case OpKind::Parameter:
@@ -309,9 +317,20 @@ TensorType infer_type(Op op, std::span<const TensorType> in, const Attrs& a,
   c.error("unknown op");
 }
 
+}  // namespace
+
+TensorType infer_type(Op op, std::span<const TensorType> in, const Attrs& a,
+                      const TensorType& declared) {
+  TensorType t = infer_unchecked(op, in, a, declared);
+  check_size(Ctx{op, in}, t);
+  return t;
+}
+
 std::vector<TensorType> result_types(Op op, std::span<const TensorType> in, const Attrs& a) {
   if (op_kind(op) != OpKind::Composite) return {infer_type(op, in, a, {})};
-  return infer_composite(Ctx{op, in}, a);
+  std::vector<TensorType> ts = infer_composite(Ctx{op, in}, a);
+  for (const TensorType& t : ts) check_size(Ctx{op, in}, t);
+  return ts;
 }
 
 void verify(const Function& f) {

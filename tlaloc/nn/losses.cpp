@@ -39,9 +39,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels, const Tensor& w
   if (weights.shape() != rows.shape() || weights.dtype() != rows.dtype())
     fail("cross_entropy: weights {} must be {}", ir::to_string(weights.type()),
          ir::to_string(rows.type()));
-  // Guard the all-masked batch: divide by max(sum w, 1).
-  Tensor wsum = trace::sum(weights);
-  return trace::sum(rows * weights) / trace::maximum(wsum, trace::ones_like(wsum));
+  // PyTorch's reduction="mean" with weights: sum(w·loss) / sum(w) (NaN when every weight is 0).
+  return trace::sum(rows * weights) / trace::sum(weights);
 }
 
 }  // namespace tlaloc::nn

@@ -12,10 +12,13 @@ trace::Tensor mse_loss(const trace::Tensor& pred, const trace::Tensor& target);
 // logits f32 [batch, classes], labels s32 [batch] -> mean over the batch of
 // -log_softmax(logits)[label]. Max-subtracted, so finite and exact for logits of ±1e8, and
 // -inf logits on wrong classes are fine (the label's entry is picked with select, never 0·inf).
-// `weights` (optional, f32 [batch]) weighs each row, e.g. a 0/1 mask for the padded rows of a last
-// partial batch; the mean is then over the weight sum. f32 / f64 logits go through the fused
+// `weights` (optional, [batch] of the logits' dtype) weighs each row, e.g. a 0/1 mask for the
+// padded rows of a last partial batch: the mean is then sum(weights · loss) / sum(weights), as
+// PyTorch's reduction="mean" with `weight` (class weights: weights[i] = weight[label i]), so
+// NaN (loss and gradient) when every weight is 0. f32 / f64 logits go through the fused
 // cross_entropy composite (composites/cross_entropy.cpp) (one host kernel per row for the loss and
-// for its gradient).
+// for its gradient). Throws tlaloc::Error naming the types when logits are not [batch, classes],
+// labels not s32 [batch], or weights not of the per-row loss's type.
 trace::Tensor cross_entropy(const trace::Tensor& logits, const trace::Tensor& labels);
 trace::Tensor cross_entropy(const trace::Tensor& logits, const trace::Tensor& labels,
                             const trace::Tensor& weights);

@@ -116,6 +116,23 @@ TEST(HostRuntime, WrongInputsNameInputAndTypes) {
   EXPECT_THROW(compile(bad), Error);
 }
 
+// An iota of f32[2^31, 2^31] (2^64 bytes) edited in past the Builder: compile used to precompute
+// it into an Array whose size wrapped to 0 and write past it; now verification refuses it.
+TEST(HostRuntime, ValueOver64BitsOfBytesIsAnErrorNotACrash) {
+  ir::Builder b;
+  auto i = b.iota({DType::f32, {4, 4}}, 0);
+  ir::Function f = b.build({i});
+  f.nodes[size_t(i)].type.shape = Shape{int64_t(1) << 31, int64_t(1) << 31};
+  try {
+    compile(f);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("iota: result f32[2147483648,2147483648] is too large"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(HostRuntime, OutputsThatAreInputsConstantsOrRepeated) {
   ir::Builder b;
   auto x = b.parameter({DType::s32, {2}}, "x");

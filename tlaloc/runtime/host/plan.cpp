@@ -501,7 +501,17 @@ Plan make_plan(const ir::Function& f, const Options& o) {
     seen[size_t(v)] = true;
   }
   // In-place donation: the step writing output i may write input j's storage if every read of
-  // input j happens before that step, or in it as an element-wise read of a fused loop.
+  // input j happens before that step, or in it as an element-wise read of a fused loop. Reads
+  // of an alias of input j (a dense slice or reshape read in place) read that storage too:
+  // last_read covers them; within the step they count as not element-wise, since the step
+  // knows its donor by value id only (a concatenate of slices of j, rolling j by a row, would
+  // overwrite rows it has yet to read).
+  auto reads_alias_of = [&](const Kernel& k, ir::ValueId x) {
+    for (int32_t v : k.reads)
+      for (int32_t src = p.alias_of[size_t(v)].first; src >= 0; src = p.alias_of[size_t(src)].first)
+        if (src == x) return true;
+    return false;
+  };
   std::vector<int> donated(size_t(f.num_inputs()), 0);
   for (const ir::Alias& a : f.aliases)
     if (donated[size_t(a.input)]++)
@@ -514,7 +524,7 @@ Plan make_plan(const ir::Function& f, const Options& o) {
       const Kernel& k = *p.steps[size_t(s)];
       if (lr == s) {
         auto cnt = [&](const std::vector<int32_t>& l) { return std::count(l.begin(), l.end(), x); };
-        ok = cnt(k.reads) == cnt(k.in_place) && k.writes.size() >= 1;
+        ok = cnt(k.reads) == cnt(k.in_place) && k.writes.size() >= 1 && !reads_alias_of(k, x);
       } else {
         ok = lr < s;
       }
