@@ -5,11 +5,12 @@
 #include <cmath>
 
 #include "tlaloc/optim/optimizer.h"
+#include "tlaloc/recipes/disc.h"
 #include "tlaloc/runtime/host/compile.h"
-#include "tlaloc/train/disc.h"
 
 using namespace tlaloc;
 using namespace tlaloc::train;
+namespace disc = tlaloc::recipes::disc;
 
 namespace {
 
@@ -70,8 +71,8 @@ TEST(Trainer, StepsMatchHandGradientAndReferenceAdam) {
   disc::Data d = disc::make_data(random::key(4), n);
   optim::Adam adam{.lr = 0.01, .weight_decay = 0.001};
   Trainer t(*model, disc::mse_loss_fn(), disc::data_inputs(n), adam);
-  t.set_resident(0, d.x);
-  t.set_resident(1, d.y);
+  t.set_resident("x", d.x);
+  t.set_resident("y", d.y);
 
   // Oracle state.
   std::vector<Array> params;
@@ -113,8 +114,8 @@ TEST(Trainer, ScheduleChangesLrWithoutRecompiling) {
   TrainerOptions o;
   o.schedule = optim::parse_schedule("cosine", 100);
   Trainer t(*model, disc::mse_loss_fn(), disc::data_inputs(16), optim::Adam{.lr = 0.01}, o);
-  t.set_resident(0, d.x);
-  t.set_resident(1, d.y);
+  t.set_resident("x", d.x);
+  t.set_resident("y", d.y);
   int64_t before = runtime::host::compile_count();
   double first_lr = t.current_lr();
   for (int s = 0; s < 100; ++s) t.step({});
@@ -128,10 +129,10 @@ TEST(Trainer, BadInputsAreClearErrors) {
   model->init(random::key(3));
   Trainer t(*model, disc::mse_loss_fn(), disc::data_inputs(16), optim::Adam{});
   EXPECT_THROW(t.step({}), Error);  // resident data never set
-  EXPECT_THROW(t.set_resident(0, Array(DType::f32, Shape{16, 3})), Error);
-  EXPECT_THROW(t.set_resident(5, Array(DType::f32, Shape{16, 2})), Error);
-  auto bad_loss = [](nn::Module& m, std::span<const trace::Tensor> d) {
-    return std::vector<trace::Tensor>{m(d[0])};  // [16,1], not a scalar
+  EXPECT_THROW(t.set_resident("x", Array(DType::f32, Shape{16, 3})), Error);
+  EXPECT_THROW(t.set_resident("z", Array(DType::f32, Shape{16, 2})), Error);
+  auto bad_loss = [](nn::Module& m, const Inputs& d) {
+    return std::vector<trace::Tensor>{m(d["x"])};  // [16,1], not a scalar
   };
   EXPECT_THROW(Trainer(*model, bad_loss, disc::data_inputs(16), optim::Adam{}), Error);
 }

@@ -1,19 +1,26 @@
-#include "tlaloc/train/lm.h"
+#include "tlaloc/recipes/lm.h"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include <unistd.h>
 
+#include "tlaloc/io/checkpoint.h"
 #include "tlaloc/nn/losses.h"
 #include "tlaloc/random/random.h"
 
-namespace tlaloc::train::lm {
+namespace tlaloc::recipes::lm {
 
 using trace::Tensor;
+using train::DataInput;
+using train::Inputs;
+using train::LossFn;
 
 nn::CausalLMConfig bench_config() { return {}; }
 
@@ -27,13 +34,15 @@ std::vector<DataInput> data_inputs(int64_t n_tokens, int64_t batch, bool dropout
 }
 
 LossFn loss_fn(int64_t context) {
-  return [context](nn::Module& m, std::span<const Tensor> d) {
-    const int64_t B = d[1].dim(0);
-    Tensor pos = trace::reshape(d[1], {B, 1}) + trace::iota(Shape{1, context + 1}, 1);
-    Tensor win = trace::take_rows(d[0], pos);  // [B, context + 1]
+  return [context](nn::Module& m, const Inputs& d) {
+    const Tensor& starts = d["starts"];
+    const int64_t B = starts.dim(0);
+    Tensor pos = trace::reshape(starts, {B, 1}) + trace::iota(Shape{1, context + 1}, 1);
+    Tensor win = trace::take_rows(d["tokens"], pos);  // [B, context + 1]
     Tensor x = trace::slice(win, 1, 0, context), y = trace::slice(win, 1, 1, context + 1);
-    m.train(d.size() > 2);
-    if (d.size() > 2) m.bind_key(d[2]);
+    const bool dropout = d.contains("dropout_key");
+    m.train(dropout);
+    if (dropout) m.bind_key(d["dropout_key"]);
     Tensor logits = m(x);
     Tensor flat = trace::reshape(logits, {B * context, logits.dim(2)});
     return std::vector<Tensor>{nn::cross_entropy(flat, trace::reshape(y, {B * context}))};
@@ -43,8 +52,8 @@ LossFn loss_fn(int64_t context) {
 optim::TrainStep bench_train_step(int64_t n_tokens, uint64_t seed) {
   nn::CausalLM model(bench_config());
   model.init(random::key(seed));
-  return build_train_step(model, loss_fn(model.config().context),
-                          data_inputs(n_tokens, kBenchBatch), bench_optimizer());
+  return train::build_train_step(model, loss_fn(model.config().context),
+                                 data_inputs(n_tokens, kBenchBatch), bench_optimizer());
 }
 
 Array read_corpus(const std::vector<std::string>& files) {
@@ -130,4 +139,122 @@ Array random_starts(uint64_t seed, int64_t step, int64_t count, int64_t n_tokens
   return random::randint(k, Shape{count}, 0, n_tokens - context);
 }
 
-}  // namespace tlaloc::train::lm
+namespace {
+
+Array tokens_range(const Array& t, int64_t begin, int64_t end) {
+  Array out(DType::s32, Shape{end - begin});
+  std::memcpy(out.raw(), t.data<int32_t>() + begin, size_t(end - begin) * 4);
+  return out;
+}
+
+// Checked before the corpus is read or anything is compiled, so a typo fails at once.
+void check_config(const Config& c) {
+  if (c.batch < 1) fail("train lm: --batch {} must be >= 1", c.batch);
+  const auto& m = c.model;
+  if (m.heads < 1 || m.kv_heads < 1 || m.d_model % m.heads != 0 || m.heads % m.kv_heads != 0)
+    fail(
+        "train lm: --d-model {} must be a multiple of --heads {}, itself a multiple of --kv-heads "
+        "{} (MHA: equal, GQA: a divisor, MQA: 1)",
+        m.d_model, m.heads, m.kv_heads);
+  if (!(m.dropout >= 0 && m.dropout < 1))
+    fail("train lm: --dropout {} must be in [0, 1) (1 zeroes every activation)", m.dropout);
+  check_options(c.common, "train lm");
+  // Parameters, gradients and AdamW's two moments: 4 f32 per parameter.
+  check_fits_in_memory(m, 16, "train lm");
+}
+
+}  // namespace
+
+train::FitResult run(const Config& c) {
+  std::FILE* out = c.common.out;
+  check_config(c);
+  train::TrainerOptions topt = trainer_options(c.common);  // fails before any work
+  auto files = c.text.empty() ? default_corpus() : c.text;
+  Array all = read_corpus(files);
+  const int64_t n = all.numel(), ctx = c.model.context;
+  const int64_t nval = int64_t(double(n) * c.val_fraction), ntrain = n - nval;
+  if (ntrain <= ctx + 1 || nval <= ctx + 1)
+    fail("train lm: {} bytes are too few for context {} and a {} validation split", n, ctx,
+         c.val_fraction);
+  Array train_tok = tokens_range(all, 0, ntrain), val_tok = tokens_range(all, ntrain, n);
+  fmt::print(out, "corpus: {} files, {} bytes ({} train, {} validation)\n", files.size(), n, ntrain,
+             nval);
+  topt.schedule = optim::parse_schedule(c.common.schedule, c.steps, c.common.warmup);
+  nn::CausalLM model(c.model);
+  model.init(random::key(c.common.seed));
+  fmt::print(out, "{}\nparameters: {}\n", model.to_string(), model.num_parameters());
+  const bool dropout = c.model.dropout > 0;
+  train::Trainer trainer(model, loss_fn(ctx), data_inputs(ntrain, c.batch, dropout),
+                         optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
+  fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
+             trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
+  const int64_t nw = std::min(c.val_windows, nval - ctx - 1);
+  int eval_id = trainer.add_eval(
+      loss_fn(ctx), {{"tokens", {DType::s32, Shape{nval}}}, {"starts", {DType::s32, Shape{nw}}}});
+  Array starts(DType::s32, Shape{nw});
+  for (int64_t i = 0; i < nw; ++i)
+    starts.data<int32_t>()[i] = int32_t(i * (nval - ctx - 1) / std::max<int64_t>(nw, 1));
+  trainer.set_resident("tokens", std::move(train_tok));
+
+  const auto& m = c.model;
+  train::FitOptions f = fit_options(c.common, "train lm", c.steps,
+                                    {{"recipe", "lm"},
+                                     {"layers", std::to_string(m.layers)},
+                                     {"d_model", std::to_string(m.d_model)},
+                                     {"heads", std::to_string(m.heads)},
+                                     {"kv_heads", std::to_string(m.kv_heads)},
+                                     {"context", std::to_string(ctx)},
+                                     {"d_ff", std::to_string(m.d_ff)},
+                                     {"tied", m.tied ? "true" : "false"},
+                                     {"norm", m.norm},
+                                     {"gelu", m.gelu},
+                                     {"dropout", io::exact(m.dropout)},
+                                     {"batch", std::to_string(c.batch)}});
+  f.progress_value = "loss (bits/byte)";
+  f.progress_unit = std::log(2.0);
+  f.progress_mean = false;
+  train::FitCallbacks cb;
+  cb.batch = [&](const train::StepPosition& p) {
+    train::Batch in{{"starts", random_starts(c.common.seed, p.step, c.batch, ntrain, ctx)}};
+    if (dropout) in.emplace_back("dropout_key", dropout_key(c.common.seed, p.step));
+    return in;
+  };
+  cb.on_end = [&](int64_t, double) {
+    train::Batch in{{"tokens", val_tok}, {"starts", starts}};
+    const double bpb = trainer.run_eval(eval_id, in)[0].at(0) / std::log(2.0);
+    if (!std::isfinite(bpb))
+      fail(
+          "train lm: the validation loss is {} at step {} (diverged; try a lower --lr); no "
+          "checkpoint written",
+          bpb, trainer.steps_taken());
+    fmt::print(out,
+               "validation: {:.4f} bits/byte (model)  vs  {:.4f} bits/byte (unigram baseline)\n",
+               bpb, unigram_bits_per_byte(all, val_tok));
+  };
+  return train::fit(trainer, f, cb);
+}
+
+train::StepBenchCase bench_case(int threads) {
+  train::StepBenchCase c;
+  const int64_t n = 4096, ctx = bench_config().context;
+  c.title = fmt::format(
+      "benchmark LM step (2 layers, d_model 128, 4 heads, MLP 512 GELU, ctx 16, batch 4x16, "
+      "AdamW in the program; {} parameters)",
+      nn::CausalLM(bench_config()).num_parameters());
+  c.make_model = [] {
+    auto m = std::make_shared<nn::CausalLM>(bench_config());
+    m->init(random::key(20260921));
+    return std::shared_ptr<nn::Module>(m);
+  };
+  c.loss = loss_fn(ctx);
+  c.data = data_inputs(n, kBenchBatch);
+  c.resident = {{"tokens", random::randint(random::key(7), Shape{n}, 0, 256)}};
+  c.per_step = [n, ctx](int64_t s) {
+    return train::Batch{{"starts", random_starts(1, s, kBenchBatch, n, ctx)}};
+  };
+  c.opt = bench_optimizer();
+  c.num_threads = threads;
+  return c;
+}
+
+}  // namespace tlaloc::recipes::lm
