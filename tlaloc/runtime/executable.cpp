@@ -64,9 +64,14 @@ void Executable::check_count(size_t n) const {
     fail("{}: expected {} inputs, got {}", fn_.name, fn_.num_inputs(), n);
 }
 
-void Executable::input_error(int i, bool empty, const ir::TensorType& got) const {
+void Executable::input_error(int i, bool empty, const ir::TensorType& got, bool donating) const {
   // An empty input (moved from, or donated to an earlier run) would read a null pointer.
-  if (empty) fail("{}: input {}{} is empty (already donated?)", fn_.name, i, input_label(i));
+  if (empty) {
+    bool donated = false;
+    for (const ir::Alias& a : fn_.aliases) donated = donated || (donating && a.input == i);
+    fail("{}: {}input {}{} is empty (already donated?)", fn_.name, donated ? "donated " : "", i,
+         input_label(i));
+  }
   fail("{}: input {}{} is {} but the function takes {}", fn_.name, i, input_label(i),
        ir::to_string(got), ir::to_string(fn_.input_type(i)));
 }
@@ -91,29 +96,29 @@ std::vector<Buffer> Executable::run(std::span<Buffer> args, bool donate) {
   for (int i = 0; i < fn_.num_inputs(); ++i) {
     const Buffer& b = args[size_t(i)];
     if (!b.has_type(fn_.input_type(i)))
-      input_error(i, b.empty(), b.empty() ? ir::TensorType{} : b.type());
+      input_error(i, b.empty(), b.empty() ? ir::TensorType{} : b.type(), donate);
   }
   return execute_buffers(args, donate);
 }
 
 // Checks count, storage, dtypes and shapes of host inputs against the function's parameters.
-void Executable::check_arrays(std::span<const Array> inputs) const {
+void Executable::check_arrays(std::span<const Array> inputs, bool donating) const {
   check_count(inputs.size());
   for (int i = 0; i < fn_.num_inputs(); ++i) {
     const Array& a = inputs[size_t(i)];
     const ir::TensorType& t = fn_.input_type(i);
     if (a.raw() == nullptr || a.dtype() != t.dtype || a.shape() != t.shape)
-      input_error(i, a.raw() == nullptr, {a.dtype(), a.shape()});
+      input_error(i, a.raw() == nullptr, {a.dtype(), a.shape()}, donating);
   }
 }
 
 std::vector<Array> Executable::run(std::span<const Array> inputs) {
-  check_arrays(inputs);
+  check_arrays(inputs, false);
   return execute_arrays(inputs);
 }
 
 std::vector<Array> Executable::run_donated(std::span<Array> inputs) {
-  check_arrays(inputs);
+  check_arrays(inputs, true);
   return execute_donated(inputs);
 }
 

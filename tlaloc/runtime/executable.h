@@ -106,9 +106,10 @@ class Executable {
 
  private:
   void check_count(size_t n) const;
-  void check_arrays(std::span<const Array> inputs) const;
-  // Throws the error of an empty input i, or of one of type `got` (not the function's).
-  [[noreturn]] void input_error(int i, bool empty, const ir::TensorType& got) const;
+  void check_arrays(std::span<const Array> inputs, bool donating) const;
+  // Throws the error of an empty input i ("donated input" when a donating run consumes that
+  // slot), or of one of type `got` (not the function's).
+  [[noreturn]] void input_error(int i, bool empty, const ir::TensorType& got, bool donating) const;
 
   ir::Function fn_;
 };
