@@ -8,14 +8,14 @@
 
 namespace tlaloc::testing {
 
-// What `f` throws as a tlaloc::Error, or "no error" when it returns.
+// What `f` throws as a tlaloc::Error, or "(no error)" when it returns.
 inline std::string error_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const Error& e) {
     return e.what();
   }
-  return "no error";
+  return "(no error)";
 }
 
 }  // namespace tlaloc::testing
