@@ -1,7 +1,8 @@
 // Trains an MLP 2 -> 32 -> 32 -> 3 to tell which of three rings a point lies in, from synthetic
 // data drawn from one seed: mini-batches of shuffled rows, softmax cross-entropy and AdamW, the
-// whole train step one compiled program. Prints the loss per epoch and the held-out accuracy;
-// exits 1 if training did not bring the loss down.
+// whole train step one compiled program, run by train::fit (epochs, batches by position; it
+// also saves checkpoints and resumes when asked). Prints the loss per epoch and the held-out
+// accuracy; exits 1 if training did not bring the loss down.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -9,7 +10,7 @@
 #include "tlaloc/nn/layers.h"
 #include "tlaloc/nn/losses.h"
 #include "tlaloc/random/random.h"
-#include "tlaloc/train/trainer.h"
+#include "tlaloc/train/fit.h"
 
 using namespace tlaloc;
 
@@ -54,35 +55,44 @@ int main() {
   std::vector<train::DataInput> data = {{"x", {DType::f32, Shape{kPoints, 2}}, true},
                                         {"y", {DType::s32, Shape{kPoints}}, true},
                                         {"idx", {DType::s32, Shape{kBatch}}, false}};
-  train::LossFn loss = [](nn::Module& m, std::span<const trace::Tensor> d) {
-    trace::Tensor x = trace::take_rows(d[0], d[2]), y = trace::take_rows(d[1], d[2]);
+  train::LossFn loss = [](nn::Module& m, const train::Inputs& in) {
+    trace::Tensor x = trace::take_rows(in["x"], in["idx"]),
+                  y = trace::take_rows(in["y"], in["idx"]);
     return std::vector<trace::Tensor>{nn::cross_entropy(m(x), y)};
   };
   train::Trainer trainer(*model, loss, data, optim::AdamW{.lr = 1e-2, .weight_decay = 1e-4});
-  trainer.set_resident(0, train.x);
-  trainer.set_resident(1, train.y);
-
-  double first = 0, last = 0;
-  for (int64_t epoch = 1; epoch <= kEpochs; ++epoch) {
-    auto order = random::permutation_indices(random::fold_in(keys[3], uint32_t(epoch)), kPoints);
-    double sum = 0;
-    for (int64_t b = 0; b < kPoints / kBatch; ++b) {
-      std::vector<int32_t> idx(order.begin() + b * kBatch, order.begin() + (b + 1) * kBatch);
-      trainer.step({Array::from(Shape{kBatch}, idx)});
-      sum += trainer.read_last().loss;
-    }
-    last = sum / double(kPoints / kBatch);
-    if (epoch == 1) first = last;
-    fmt::print("epoch {:2d}  train loss {:.4f}\n", epoch, last);
-  }
-
-  // Evaluation: the model's logits on the held-out points, with the trained parameters.
+  trainer.set_resident("x", train.x);
+  trainer.set_resident("y", train.y);
+  // Evaluation: the model's logits on the held-out points, with the current parameters.
   int eval = trainer.add_eval(
-      [](nn::Module& m, std::span<const trace::Tensor> d) { return std::vector{m(d[0])}; },
-      {{DType::f32, Shape{kPoints, 2}}});
-  std::vector<Array> inputs = {test.x};
+      [](nn::Module& m, const train::Inputs& in) { return std::vector{m(in["x"])}; },
+      {{"x", {DType::f32, Shape{kPoints, 2}}}});
+
+  train::FitOptions fit;
+  fit.steps_per_epoch = kPoints / kBatch;
+  fit.steps = kEpochs * fit.steps_per_epoch;
+  fit.log_every = 1;  // read every step's loss: the epoch's mean is over all of them
+  fit.progress = false;
+  train::FitCallbacks cb;
+  cb.batch = [&](const train::StepPosition& p) {  // epoch p.epoch's shuffled rows, batch p.batch
+    auto order =
+        random::permutation_indices(random::fold_in(keys[3], uint32_t(p.epoch + 1)), kPoints);
+    std::vector<int32_t> idx(order.begin() + p.batch * kBatch,
+                             order.begin() + (p.batch + 1) * kBatch);
+    return train::Batch{{"idx", Array::from(Shape{kBatch}, idx)}};
+  };
+  double first = 0, last = 0;
+  cb.evaluate = [&](const train::EvalPoint& e) {
+    last = e.train_loss;
+    if (e.epoch == 0) first = last;
+    fmt::print("epoch {:2d}  train loss {:.4f}\n", e.epoch + 1, last);
+    return train::Metrics{};
+  };
+  train::fit(trainer, fit, cb);
+
+  train::Batch held_out{{"x", test.x}};
   fmt::print("held-out accuracy {:.2f}%\n",
-             100 * accuracy(trainer.run_eval(eval, inputs)[0], test.y));
+             100 * accuracy(trainer.run_eval(eval, held_out)[0], test.y));
   if (!(last < 0.5 * first)) {
     fmt::print("training failed: the loss went from {:.4f} to {:.4f}\n", first, last);
     return 1;

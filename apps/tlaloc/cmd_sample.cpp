@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "apps/tlaloc/commands.h"
-#include "tlaloc/train/generate.h"
+#include "tlaloc/recipes/generate.h"
 
 namespace tlaloc::app {
 
@@ -15,12 +15,12 @@ namespace {
 struct SampleArgs {
   std::string path, prompt = "The ";
   int64_t tokens = 200;
-  train::lm::SampleOptions sample;
+  recipes::lm::SampleOptions sample;
   int threads = 1;
 };
 
 void run_sample(const SampleArgs& a) {
-  using namespace tlaloc::train;
+  namespace lm = recipes::lm;
   if (a.prompt.empty()) fail("sample: --prompt is empty; the model needs at least one byte");
   if (a.tokens < 0) fail("sample: --tokens {} must be >= 0", a.tokens);
   lm::sample_token(std::vector<float>{0.0f}, a.sample, random::key(0));  // checks T and k

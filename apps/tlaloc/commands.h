@@ -31,4 +31,9 @@ void register_train_lm(CLI::App& train);      // tlaloc train lm (train_lm.cpp)
 void register_eval(CLI::App& app);            // tlaloc eval CKPT
 void register_sample(CLI::App& app);          // tlaloc sample CKPT (cmd_sample.cpp)
 
+// The status main() returns after a command that threw nothing: 0 unless a command set another
+// (e.g. 130: a training run stopped by Ctrl-C or SIGTERM, its checkpoint saved).
+void set_exit_status(int status);
+int exit_status();
+
 }  // namespace tlaloc::app

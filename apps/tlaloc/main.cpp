@@ -10,6 +10,14 @@
 #include "apps/tlaloc/commands.h"
 #include "tlaloc/core/error.h"
 
+namespace tlaloc::app {
+namespace {
+int g_exit_status = 0;
+}  // namespace
+void set_exit_status(int status) { g_exit_status = status; }
+int exit_status() { return g_exit_status; }
+}  // namespace tlaloc::app
+
 int main(int argc, char** argv) {
   CLI::App app{"tlaloc: compiled training steps in C++ (host CPU lane; StableHLO/PJRT lane)"};
   app.name("tlaloc");
@@ -69,5 +77,5 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tlaloc: error: cannot write the output: %s\n", std::strerror(errno));
     return 1;
   }
-  return 0;
+  return tlaloc::app::exit_status();
 }

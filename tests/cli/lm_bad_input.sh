@@ -59,7 +59,7 @@ r=(train lm "${small[@]}" --resume "$ckpt" --save "$tmp/r.safetensors")
 fails "--resume $ckpt: it was trained with --seed 20260921, this run has 5" "${r[@]}" --steps 6 --seed 5
 fails "--resume $ckpt: it was trained with batch=4, this run has 8" "${r[@]}" --steps 6 --batch 8
 fails "--resume $ckpt: it was trained with dropout=0, this run has 0.1" "${r[@]}" --steps 6 --dropout 0.1
-fails "--resume $ckpt: it is at step 4 already; --steps 4 leaves nothing to train" "${r[@]}" --steps 4
+fails "--resume $ckpt: it is at step 4 already; this run ends at step 4: nothing to train" "${r[@]}" --steps 4
 [ ! -e "$tmp/r.safetensors" ] || { echo "FAIL: a refused resume saved a checkpoint"; exit 1; }
 # Another recipe's checkpoint (or one without a recipe) is named as such, not as a batch mismatch.
 meta_only() {  # meta_only FILE JSON-METADATA: a safetensors file with metadata and no tensors

@@ -11,19 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "support/error_of.h"
 #include "tlaloc/core/error.h"
 
 namespace tlaloc::io::testing {
 
-// The message of the tlaloc::Error f throws, or "(no error)".
-inline std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using tlaloc::testing::error_of;  // the message of the tlaloc::Error f throws
 
 // A fresh folder under TMPDIR (or /tmp), removed with everything in it at scope exit.
 class ScratchDir {

@@ -5,8 +5,8 @@
 #include "support/op_cases.h"
 #include "support/stablehlo_roundtrip.h"
 #include "tlaloc/ir/builder.h"
-#include "tlaloc/train/disc.h"
-#include "tlaloc/train/fmnist.h"
+#include "tlaloc/recipes/disc.h"
+#include "tlaloc/recipes/fmnist.h"
 
 using namespace tlaloc;
 using namespace tlaloc::ir;
@@ -53,8 +53,8 @@ TEST(StablehloRoundTrip, TrainStepShapeWithAliasesAndNames) {
 
 // The recipes' whole train steps (forward, gradient, optimizer update, donated state).
 TEST(StablehloRoundTrip, DiscAndFmnistTrainSteps) {
-  for (const ir::Function& f : {tlaloc::train::disc::train_step(64).fn,
-                                tlaloc::train::fmnist::train_step(96, 16, {32}).fn}) {
+  for (const ir::Function& f : {tlaloc::recipes::disc::train_step(64).fn,
+                                tlaloc::recipes::fmnist::train_step(96, 16, {32}).fn}) {
     SCOPED_TRACE(f.name);
     EXPECT_FALSE(f.aliases.empty());
     auto in = tlaloc::testing::sample_inputs(f, 3);

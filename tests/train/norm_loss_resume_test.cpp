@@ -33,8 +33,8 @@ TrainRun make_run(uint64_t seed) {
       .add(std::make_shared<nn::LayerNorm>(8))
       .add(std::make_shared<nn::Linear>(8, kClasses));
   r.model->init(random::key(seed));
-  LossFn loss = [](nn::Module& m, std::span<const trace::Tensor> d) {
-    return std::vector<trace::Tensor>{nn::cross_entropy(m(d[0]), d[1], d[2])};
+  LossFn loss = [](nn::Module& m, const Inputs& d) {
+    return std::vector<trace::Tensor>{nn::cross_entropy(m(d["x"]), d["labels"], d["weights"])};
   };
   std::vector<DataInput> data = {{"x", {DType::f32, Shape{kRows, kIn}}, true},
                                  {"labels", {DType::s32, Shape{kRows}}, true},
@@ -48,9 +48,9 @@ TrainRun make_run(uint64_t seed) {
     labels.push_back(i == 5 ? -1 : int32_t(i % 3));  // row 5: outside [0, C)
     w.push_back(i == 7 ? 0.0 : 1.0);                 // row 7: masked
   }
-  r.trainer->set_resident(0, Array::from_doubles(DType::f32, {kRows, kIn}, x));
-  r.trainer->set_resident(1, Array::from(Shape{kRows}, labels));
-  r.trainer->set_resident(2, Array::from_doubles(DType::f32, {kRows}, w));
+  r.trainer->set_resident("x", Array::from_doubles(DType::f32, {kRows, kIn}, x));
+  r.trainer->set_resident("labels", Array::from(Shape{kRows}, labels));
+  r.trainer->set_resident("weights", Array::from_doubles(DType::f32, {kRows}, w));
   return r;
 }
 

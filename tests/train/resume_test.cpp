@@ -11,11 +11,12 @@
 #include <string>
 
 #include "support/train_test_util.h"
+#include "tlaloc/recipes/disc.h"
 #include "tlaloc/train/checkpointing.h"
-#include "tlaloc/train/disc.h"
 
 using namespace tlaloc;
 using namespace tlaloc::train;
+namespace disc = tlaloc::recipes::disc;
 
 namespace {
 
@@ -35,8 +36,8 @@ TrainRun make_run(uint64_t init_seed) {
   r.trainer = std::make_unique<Trainer>(*r.model, disc::mse_loss_fn(), disc::data_inputs(kPoints),
                                         optim::Adam{.lr = 0.02, .amsgrad = true}, o);
   disc::Data d = disc::make_data(random::key(7), kPoints);
-  r.trainer->set_resident(0, d.x);
-  r.trainer->set_resident(1, d.y);
+  r.trainer->set_resident("x", d.x);
+  r.trainer->set_resident("y", d.y);
   return r;
 }
 

@@ -4,12 +4,16 @@
 
 #include <cmath>
 
+#include "support/error_of.h"
+#include "tlaloc/nn/losses.h"
 #include "tlaloc/optim/optimizer.h"
+#include "tlaloc/recipes/disc.h"
 #include "tlaloc/runtime/host/compile.h"
-#include "tlaloc/train/disc.h"
 
 using namespace tlaloc;
 using namespace tlaloc::train;
+using tlaloc::testing::error_of;
+namespace disc = tlaloc::recipes::disc;
 
 namespace {
 
@@ -70,8 +74,8 @@ TEST(Trainer, StepsMatchHandGradientAndReferenceAdam) {
   disc::Data d = disc::make_data(random::key(4), n);
   optim::Adam adam{.lr = 0.01, .weight_decay = 0.001};
   Trainer t(*model, disc::mse_loss_fn(), disc::data_inputs(n), adam);
-  t.set_resident(0, d.x);
-  t.set_resident(1, d.y);
+  t.set_resident("x", d.x);
+  t.set_resident("y", d.y);
 
   // Oracle state.
   std::vector<Array> params;
@@ -113,8 +117,8 @@ TEST(Trainer, ScheduleChangesLrWithoutRecompiling) {
   TrainerOptions o;
   o.schedule = optim::parse_schedule("cosine", 100);
   Trainer t(*model, disc::mse_loss_fn(), disc::data_inputs(16), optim::Adam{.lr = 0.01}, o);
-  t.set_resident(0, d.x);
-  t.set_resident(1, d.y);
+  t.set_resident("x", d.x);
+  t.set_resident("y", d.y);
   int64_t before = runtime::host::compile_count();
   double first_lr = t.current_lr();
   for (int s = 0; s < 100; ++s) t.step({});
@@ -128,10 +132,78 @@ TEST(Trainer, BadInputsAreClearErrors) {
   model->init(random::key(3));
   Trainer t(*model, disc::mse_loss_fn(), disc::data_inputs(16), optim::Adam{});
   EXPECT_THROW(t.step({}), Error);  // resident data never set
-  EXPECT_THROW(t.set_resident(0, Array(DType::f32, Shape{16, 3})), Error);
-  EXPECT_THROW(t.set_resident(5, Array(DType::f32, Shape{16, 2})), Error);
-  auto bad_loss = [](nn::Module& m, std::span<const trace::Tensor> d) {
-    return std::vector<trace::Tensor>{m(d[0])};  // [16,1], not a scalar
+  EXPECT_THROW(t.set_resident("x", Array(DType::f32, Shape{16, 3})), Error);
+  EXPECT_THROW(t.set_resident("z", Array(DType::f32, Shape{16, 2})), Error);
+  auto bad_loss = [](nn::Module& m, const Inputs& d) {
+    return std::vector<trace::Tensor>{m(d["x"])};  // [16,1], not a scalar
   };
   EXPECT_THROW(Trainer(*model, bad_loss, disc::data_inputs(16), optim::Adam{}), Error);
+}
+
+TEST(Trainer, DataInputsGoByNameAndMisnamedOnesAreClearErrors) {
+  auto model = disc::make_model();
+  model->init(random::key(3));
+  LossFn loss = [](nn::Module& m, const Inputs& d) {
+    trace::Tensor x = trace::take_rows(d["x"], d["idx"]), y = trace::take_rows(d["y"], d["idx"]);
+    return std::vector<trace::Tensor>{nn::mse_loss(m(x), y)};
+  };
+  std::vector<DataInput> data{{"x", {DType::f32, Shape{16, 2}}, true},
+                              {"y", {DType::f32, Shape{16, 1}}, true},
+                              {"idx", {DType::s32, Shape{4}}, false}};
+  Trainer t(*model, loss, data, optim::Adam{});
+  disc::Data d = disc::make_data(random::key(4), 16);
+  Array idx = Array::from<int32_t>({4}, {0, 5, 9, 15});
+  t.set_resident("x", d.x);
+  EXPECT_EQ(error_of([&] {
+              t.step({{"idx", idx}});
+            }),
+            "Trainer::step: resident input 'y' was never set");
+  EXPECT_EQ(error_of([&] { t.set_resident("idx", idx); }),
+            "Trainer::set_resident: 'idx' is not a resident input (resident: x, y)");
+  EXPECT_EQ(error_of([&] { t.set_resident("y", d.x); }),
+            "Trainer::set_resident: 'y' is f32[16,2] but the step takes f32[16,1]");
+  t.set_resident("y", d.y);
+  EXPECT_EQ(error_of([&] { t.step({}); }), "Trainer::step: input 'idx' is missing (it takes idx)");
+  EXPECT_EQ(error_of([&] {
+              t.step({{"idx", idx.astype(DType::f32)}});
+            }),
+            "Trainer::step: input 'idx' is f32[4], expected s32[4]");
+  EXPECT_EQ(error_of([&] {
+              t.step({{"idx", idx}, {"idx", idx}});
+            }),
+            "Trainer::step: input 'idx' is given twice");
+  EXPECT_EQ(error_of([&] {
+              t.step({{"x", d.x}});
+            }),
+            "Trainer::step: 'x' is a resident input: set it once with set_resident()");
+  EXPECT_EQ(error_of([&] {
+              t.step({{"idx", idx}, {"rows", idx}});
+            }),
+            "Trainer::step: no input is named 'rows' (it takes idx)");
+  EXPECT_EQ(t.steps_taken(), 0);
+  t.step({{"idx", idx}});
+  EXPECT_EQ(t.steps_taken(), 1);
+
+  // Evaluations take their inputs by name too, and give them back.
+  int e = t.add_eval(disc::predict_fn(), {{"x", {DType::f32, Shape{16, 2}}}});
+  Batch in{{"x", d.x}};
+  EXPECT_EQ(t.run_eval(e, in)[0].shape(), (Shape{16, 1}));
+  EXPECT_TRUE(in[0].second.bitwise_equal(d.x));
+  Batch wrong{{"y", d.y}};
+  EXPECT_EQ(error_of([&] { t.run_eval(e, wrong); }),
+            "Trainer::run_eval: no input is named 'y' (it takes x)");
+
+  // The loss function's lookups and the names themselves are checked when capturing.
+  LossFn typo = [](nn::Module& m, const Inputs& d) {
+    return std::vector<trace::Tensor>{nn::mse_loss(m(d["points"]), d["y"])};
+  };
+  EXPECT_NE(error_of([&] {
+              Trainer(*model, typo, data, optim::Adam{});
+            }).find("no data input is named 'points' (the inputs are x, y, idx)"),
+            std::string::npos);
+  data.push_back({"x", {DType::f32, Shape{1}}, false});
+  EXPECT_NE(error_of([&] {
+              Trainer(*model, loss, data, optim::Adam{});
+            }).find("two data inputs are named 'x'"),
+            std::string::npos);
 }

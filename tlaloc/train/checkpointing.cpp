@@ -63,6 +63,27 @@ void restore(Trainer& t, const io::Checkpoint& ckpt) {
   t.load_state(std::move(params), std::move(state), ckpt.step);
 }
 
+io::Checkpoint load_resume(const std::string& path, const std::map<std::string, std::string>& user,
+                           uint64_t seed) {
+  io::Checkpoint c = io::load_checkpoint(path);
+  // The recipe first: another recipe's checkpoint differs in every field, name the real cause.
+  if (auto r = user.find("recipe"); r != user.end()) {
+    auto have = c.user.find("recipe");
+    if (have == c.user.end())
+      fail("--resume {}: not a checkpoint of `tlaloc train {}` (it has no recipe metadata)", path,
+           r->second);
+    if (have->second != r->second)
+      fail("--resume {}: it is a `tlaloc train {}` checkpoint, this is `tlaloc train {}`", path,
+           have->second, r->second);
+  }
+  for (const auto& [k, v] : user)
+    if (c.user.count(k) && c.user.at(k) != v)
+      fail("--resume {}: it was trained with {}={}, this run has {}", path, k, c.user.at(k), v);
+  if (c.seed && *c.seed != seed)
+    fail("--resume {}: it was trained with --seed {}, this run has {}", path, *c.seed, seed);
+  return c;
+}
+
 void restore_model(nn::Module& m, const io::Checkpoint& ckpt) {
   auto named = m.named_parameters();
   std::vector<io::TensorSpec> want;

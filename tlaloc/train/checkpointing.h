@@ -19,6 +19,12 @@ io::Checkpoint to_checkpoint(const Trainer& t, uint64_t seed, int64_t data_posit
 // Restores parameters, optimizer state and schedule position. Throws tlaloc::Error listing
 // every missing / unexpected / mismatched tensor, or when the optimizer kind differs.
 void restore(Trainer& t, const io::Checkpoint& ckpt);
+// Loads `path` to resume a run whose checkpoints carry `user` metadata and `seed`. Throws
+// tlaloc::Error "--resume <path>: ..." naming the recipe when the file's user.recipe differs
+// from user["recipe"] (or is missing while `user` has one), else the first `user` field or the
+// seed that differs.
+io::Checkpoint load_resume(const std::string& path, const std::map<std::string, std::string>& user,
+                           uint64_t seed);
 // Parameters only (e.g. for evaluation): into the model's Parameter values, strictly.
 void restore_model(nn::Module& m, const io::Checkpoint& ckpt);
 // Throws tlaloc::Error "<where>: <kind> '<name>' holds N NaN or inf values of M (a diverged run

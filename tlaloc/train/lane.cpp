@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "tlaloc/core/error.h"
+#include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/runtime/pjrt/client.h"
 
 namespace tlaloc::train {
@@ -37,6 +38,12 @@ LaneChoice choose_lane(Lane requested) {
   }
   if (requested == Lane::pjrt) fail("--lane pjrt: pjrt unavailable: {}", st.reason);
   return {Lane::host, fmt::format("lane: host (pjrt unavailable: {})", st.reason)};
+}
+
+int64_t compiled_executables(Lane lane) {
+  int64_t n = runtime::host::compile_count();
+  if (lane == Lane::pjrt) n += int64_t(runtime::pjrt::default_client().cache_size());
+  return n;
 }
 
 }  // namespace tlaloc::train

@@ -3,6 +3,7 @@
 // pjrt when a plugin and a device are found, else host. The choice is reported in one line.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -24,5 +25,9 @@ struct LaneChoice {
 // "--lane pjrt: pjrt unavailable: <probe's reason>"; auto takes pjrt when the probe succeeds,
 // else host with the reason in the line.
 LaneChoice choose_lane(Lane requested);
+
+// Executables compiled so far by this process on `lane` (host compiles, plus on pjrt the
+// process-wide client's cache): differences of it count a run's compilations.
+int64_t compiled_executables(Lane lane);
 
 }  // namespace tlaloc::train

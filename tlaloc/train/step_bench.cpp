@@ -48,14 +48,11 @@ std::unique_ptr<Trainer> make_trainer(const StepBenchCase& c, nn::Module& m, Lan
   o.lane = lane;
   o.client = client;
   auto t = std::make_unique<Trainer>(m, c.loss, c.data, c.opt, o);
-  size_t r = 0;
-  for (size_t i = 0; i < c.data.size(); ++i)
-    if (c.data[i].resident) {
-      if (r >= c.resident.size()) fail("step bench '{}': resident input {} missing", c.title, i);
-      t->set_resident(int(i), c.resident[r++]);
-    }
+  for (const auto& [name, value] : c.resident) t->set_resident(name, value);
   return t;
 }
+
+Batch per_step(const StepBenchCase& c, int64_t s) { return c.per_step ? c.per_step(s) : Batch{}; }
 
 // run_lane on a pjrt lane, with the step split into the client's uploads / executions /
 // downloads ("per step: 1.00 uploads 0.031 ms, 1.00 executions ... ms, 0.03 downloads ... ms").
@@ -88,7 +85,7 @@ LaneTiming bench_host_lane(const StepBenchCase& c, int64_t steps, int64_t warmup
   auto m = c.make_model();
   auto t = make_trainer(c, *m, Lane::host, nullptr);
   return run_lane(
-      0, steps, warmup, [&](int64_t s) { t->step(c.per_step(s)); },
+      0, steps, warmup, [&](int64_t s) { t->step(per_step(c, s)); },
       [&] { return t->read_last().loss; });
 }
 
@@ -97,7 +94,7 @@ LaneTiming bench_pjrt_in_program(const StepBenchCase& c, runtime::pjrt::Client& 
   auto m = c.make_model();
   auto t = make_trainer(c, *m, Lane::pjrt, &client);
   return run_pjrt_lane(
-      2, client, steps, warmup, [&](int64_t s) { t->step(c.per_step(s)); },
+      2, client, steps, warmup, [&](int64_t s) { t->step(per_step(c, s)); },
       [&] { return t->read_last().loss; });
 }
 
@@ -116,21 +113,27 @@ LaneTiming bench_pjrt_host_optimizer(const StepBenchCase& c, runtime::pjrt::Clie
   double lr = std::visit([](const auto& o) { return o.lr; }, c.opt);
   const size_t nd = c.data.size(), np = params.size();
   const size_t first_grad = size_t(grad.num_outputs()) - np;
-  std::vector<runtime::pjrt::Buffer> args(nd + np);
-  size_t r = 0;
-  for (size_t i = 0; i < nd; ++i)  // resident data: uploaded once
-    if (c.data[i].resident) args[i] = client.to_device(c.resident[r++]);
+  std::vector<runtime::Buffer> args(nd + np);
+  auto find = [&](Batch& b, const std::string& name) -> Array& {
+    for (auto& [n, a] : b)
+      if (n == name) return a;
+    fail("step bench '{}': input '{}' missing", c.title, name);
+  };
+  Batch resident = c.resident;
+  for (size_t i = 0; i < nd; ++i)  // resident data: on the device once
+    if (c.data[i].resident) args[i] = exe->upload(std::move(find(resident, c.data[i].name)));
   double last_loss = 0;
   auto step = [&](int64_t s) {
-    std::vector<Array> in = c.per_step(s);
-    size_t k = 0;
+    // Per-step data and the parameters go as host buffers: the run uploads them.
+    Batch in = per_step(c, s);
     for (size_t i = 0; i < nd; ++i)
-      if (!c.data[i].resident) args[i] = client.to_device(in[k++]);
-    for (size_t i = 0; i < np; ++i) args[nd + i] = client.to_device(params[i]);
-    std::vector<runtime::pjrt::Buffer> out = exe->run_buffers(args, false);
-    last_loss = client.to_host(out[0]).at(0);
+      if (!c.data[i].resident) args[i] = runtime::Buffer(std::move(find(in, c.data[i].name)));
+    for (size_t i = 0; i < np; ++i) args[nd + i] = runtime::Buffer(std::move(params[i]));
+    std::vector<runtime::Buffer> out = exe->run(args, false);
+    for (size_t i = 0; i < np; ++i) params[i] = args[nd + i].take_array();
+    last_loss = exe->download(out[0]).at(0);
     std::vector<Array> grads;
-    for (size_t i = 0; i < np; ++i) grads.push_back(client.to_host(out[first_grad + i]));
+    for (size_t i = 0; i < np; ++i) grads.push_back(exe->download(std::move(out[first_grad + i])));
     double lrs[1] = {lr};
     optim::reference_step(c.opt, {}, params, grads, state, lrs);
   };

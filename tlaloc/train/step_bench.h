@@ -25,8 +25,8 @@ struct StepBenchCase {
   std::function<std::shared_ptr<nn::Module>()> make_model;  // same initial values every call
   LossFn loss;
   std::vector<DataInput> data;
-  std::vector<Array> resident;                          // values of the resident inputs, in order
-  std::function<std::vector<Array>(int64_t)> per_step;  // the per-step inputs of step s
+  Batch resident;                          // the resident inputs' values, by name
+  std::function<Batch(int64_t)> per_step;  // the per-step inputs of step s (null: none)
   optim::Optimizer opt;
   int num_threads = 0;  // host lane threads
 };

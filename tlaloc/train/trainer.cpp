@@ -13,22 +13,34 @@ namespace tlaloc::train {
 
 namespace {
 
+std::string join_names(std::span<const std::string> names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out.empty() ? "none" : out;
+}
+
 // Captures (data..., params...) -> loss outputs of `fn` applied to `model`.
-ir::Function capture_model(nn::Module& model, const LossFn& fn,
-                           const std::vector<ir::TensorType>& data_types,
-                           const std::vector<std::string>& data_names, const char* name) {
+ir::Function capture_model(nn::Module& model, const LossFn& fn, const std::vector<DataInput>& data,
+                           const char* name) {
   auto named = model.named_parameters();
-  std::vector<ir::TensorType> types = data_types;
-  std::vector<std::string> names = data_names;
+  std::vector<ir::TensorType> types;
+  std::vector<std::string> names;
+  for (const auto& d : data) {
+    for (const auto& n : names)
+      if (n == d.name) fail("{}: two data inputs are named '{}'", name, d.name);
+    types.push_back(d.type);
+    names.push_back(d.name);
+  }
+  const size_t nd = data.size();
+  const std::vector<std::string> data_names = names;
   for (auto& p : named) {
     types.push_back({p.param->value.dtype(), p.param->value.shape()});
     names.push_back(p.name);
   }
-  size_t nd = data_types.size();
   ir::Function f = trace::capture(
       [&](std::span<const trace::Tensor> in) {
         model.bind(in.subspan(nd));
-        auto outs = fn(model, in.subspan(0, nd));
+        auto outs = fn(model, Inputs(in.subspan(0, nd), data_names));
         if (outs.empty()) fail("{}: the loss function returned no outputs", name);
         return outs;
       },
@@ -38,17 +50,53 @@ ir::Function capture_model(nn::Module& model, const LossFn& fn,
   return passes::simplify(f);
 }
 
+// Where each of `want` is in `got` (by name). Throws tlaloc::Error, saying `what` and naming
+// the input, for one that is missing, unknown (`resident` names get a hint), given twice,
+// empty or of another dtype / shape.
+std::vector<size_t> match_inputs(const char* what, const std::vector<const DataInput*>& want,
+                                 const Batch& got, const std::vector<DataInput>& resident) {
+  std::vector<std::string> names;
+  for (const DataInput* d : want) names.push_back(d->name);
+  std::vector<size_t> at(want.size(), got.size());
+  for (size_t g = 0; g < got.size(); ++g) {
+    const std::string& n = got[g].first;
+    size_t k = size_t(std::find(names.begin(), names.end(), n) - names.begin());
+    if (k == names.size()) {
+      for (const auto& r : resident)
+        if (r.resident && r.name == n)
+          fail("{}: '{}' is a resident input: set it once with set_resident()", what, n);
+      fail("{}: no input is named '{}' (it takes {})", what, n, join_names(names));
+    }
+    if (at[k] != got.size()) fail("{}: input '{}' is given twice", what, n);
+    at[k] = g;
+  }
+  for (size_t k = 0; k < want.size(); ++k) {
+    if (at[k] == got.size())
+      fail("{}: input '{}' is missing (it takes {})", what, names[k], join_names(names));
+    const Array& a = got[at[k]].second;
+    if (a.raw() == nullptr) fail("{}: input '{}' is an empty array", what, names[k]);
+    if (a.dtype() != want[k]->type.dtype || a.shape() != want[k]->type.shape)
+      fail("{}: input '{}' is {}, expected {}", what, names[k], describe(a),
+           ir::to_string(want[k]->type));
+  }
+  return at;
+}
+
 }  // namespace
+
+const trace::Tensor& Inputs::operator[](std::string_view name) const {
+  for (size_t i = 0; i < names_.size(); ++i)
+    if (names_[i] == name) return tensors_[i];
+  fail("loss function: no data input is named '{}' (the inputs are {})", name, join_names(names_));
+}
+
+bool Inputs::contains(std::string_view name) const {
+  return std::find(names_.begin(), names_.end(), name) != names_.end();
+}
 
 ir::Function build_gradient(nn::Module& model, const LossFn& loss,
                             const std::vector<DataInput>& data, int64_t* forward_ops) {
-  std::vector<ir::TensorType> data_types;
-  std::vector<std::string> data_names;
-  for (auto& d : data) {
-    data_types.push_back(d.type);
-    data_names.push_back(d.name);
-  }
-  ir::Function fwd = capture_model(model, loss, data_types, data_names, "forward");
+  ir::Function fwd = capture_model(model, loss, data, "forward");
   const ir::TensorType& lt = fwd.output_type(0);
   if (lt.shape.rank() != 0 || !is_floating(lt.dtype))
     fail("train step: the loss must be a floating scalar, got {}", ir::to_string(lt));
@@ -81,16 +129,10 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
   auto named = model_.named_parameters();
   for (auto& p : named) param_names_.push_back(p.name);
   lane_ = options_.lane == Lane::automatic ? choose_lane(Lane::automatic).lane : options_.lane;
-  if (lane_ == Lane::pjrt) {
+  if (lane_ == Lane::pjrt)
     client_ = options_.client ? options_.client : &runtime::pjrt::default_client();
-    dexe_ = runtime::pjrt::compile(step_.fn, *client_, options_.pjrt);
-    dinputs_.resize(size_t(step_.fn.num_inputs()));
-  } else {
-    runtime::host::Options ho;
-    ho.num_threads = options_.num_threads;
-    exe_ = runtime::host::compile(step_.fn, ho);
-    inputs_.resize(size_t(step_.fn.num_inputs()));
-  }
+  exe_ = compile(step_.fn);
+  inputs_.resize(size_t(step_.fn.num_inputs()));
 
   // Resident inputs: data slots stay empty until set; params from the model; fresh state.
   for (size_t i = 0; i < named.size(); ++i)
@@ -100,73 +142,66 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
     put_input(step_.state_input(j), std::move(state[size_t(j)]));
 }
 
-Array Trainer::fetch_input(int index) const {
-  if (lane_ == Lane::pjrt) return client_->to_host(dinputs_[size_t(index)]);
-  return inputs_[size_t(index)];
+Trainer::~Trainer() = default;
+
+std::unique_ptr<runtime::Executable> Trainer::compile(const ir::Function& f) const {
+  if (lane_ == Lane::pjrt) return runtime::pjrt::compile(f, *client_, options_.pjrt);
+  runtime::host::Options ho;
+  ho.num_threads = options_.num_threads;
+  return runtime::host::compile(f, ho);
 }
 
 void Trainer::put_input(int index, Array value) {
-  if (lane_ == Lane::pjrt)
-    dinputs_[size_t(index)] = client_->to_device(value);
-  else
-    inputs_[size_t(index)] = std::move(value);
+  inputs_[size_t(index)] = exe_->upload(std::move(value));
 }
 
-Trainer::~Trainer() = default;
-
-void Trainer::set_resident(int index, Array value) {
-  if (index < 0 || size_t(index) >= data_.size() || !data_[size_t(index)].resident)
-    fail("Trainer::set_resident: data input {} is not a resident input", index);
-  const auto& t = data_[size_t(index)].type;
-  if (value.dtype() != t.dtype || value.shape() != t.shape)
-    fail("Trainer::set_resident: '{}' is {} but the step takes {}", data_[size_t(index)].name,
-         describe(value), ir::to_string(t));
-  put_input(index, std::move(value));
-}
-
-void Trainer::set_step_inputs(std::vector<Array>& inputs) {
-  size_t k = 0;
-  for (size_t i = 0; i < data_.size(); ++i) {
-    if (data_[i].resident) {
-      if (lane_ == Lane::pjrt ? dinputs_[i].empty() : inputs_[i].empty())
-        fail("Trainer::step: resident input '{}' was never set", data_[i].name);
-      continue;
-    }
-    if (k >= inputs.size())
-      fail("Trainer::step: got {} per-step inputs, the step needs more ('{}')", inputs.size(),
-           data_[i].name);
-    put_input(int(i), std::move(inputs[k++]));
+void Trainer::set_resident(std::string_view name, Array value) {
+  size_t i = 0;
+  while (i < data_.size() && data_[i].name != name) ++i;
+  if (i == data_.size() || !data_[i].resident) {
+    std::vector<std::string> resident;
+    for (const auto& d : data_)
+      if (d.resident) resident.push_back(d.name);
+    fail("Trainer::set_resident: '{}' is not a resident input (resident: {})", name,
+         join_names(resident));
   }
-  if (k != inputs.size())
-    fail("Trainer::step: got {} per-step inputs, the step takes {}", inputs.size(), k);
+  const auto& t = data_[i].type;
+  if (value.raw() == nullptr || value.dtype() != t.dtype || value.shape() != t.shape)
+    fail("Trainer::set_resident: '{}' is {} but the step takes {}", name,
+         value.raw() == nullptr ? std::string("an empty array") : describe(value),
+         ir::to_string(t));
+  put_input(int(i), std::move(value));
+}
+
+void Trainer::set_step_inputs(Batch& inputs) {
+  std::vector<const DataInput*> per_step;
+  std::vector<int> slots;
+  for (size_t i = 0; i < data_.size(); ++i) {
+    if (!data_[i].resident) {
+      per_step.push_back(&data_[i]);
+      slots.push_back(int(i));
+    } else if (inputs_[i].empty()) {
+      fail("Trainer::step: resident input '{}' was never set", data_[i].name);
+    }
+  }
+  std::vector<size_t> at = match_inputs("Trainer::step", per_step, inputs, data_);
+  for (size_t k = 0; k < at.size(); ++k) put_input(slots[k], std::move(inputs[at[k]].second));
   auto lr = step_.group_lr(options_.schedule.factor(steps_taken_));
   auto scalars = step_.scalar_inputs(lr, options_.grad_scale);
-  if (lane_ == Lane::pjrt) dscalars_.resize(scalars.size(), std::nan(""));
+  scalars_.resize(scalars.size(), std::nan(""));
   for (size_t j = 0; j < scalars.size(); ++j) {
     const int index = step_.lr_input(0) + int(j);
-    if (lane_ == Lane::pjrt) {
-      const double v = scalars[j].at(0);  // NaN never equals: a first upload always happens
-      if (v == dscalars_[j] && !dinputs_[size_t(index)].empty()) continue;
-      dscalars_[j] = v;
-    }
+    const double v = scalars[j].at(0);  // NaN never equals: the first step always puts it
+    if (v == scalars_[j] && !inputs_[size_t(index)].empty()) continue;
+    scalars_[j] = v;
     put_input(index, std::move(scalars[j]));
   }
 }
 
-void Trainer::step(std::vector<Array> inputs) {
+void Trainer::step(Batch inputs) {
   set_step_inputs(inputs);
-  if (lane_ == Lane::pjrt) {
-    // Params and state are donated: XLA writes their new values into the same device memory.
-    std::vector<runtime::pjrt::Buffer> out = dexe_->run_buffers(dinputs_, true);
-    for (int i = 0; i < step_.num_params; ++i)
-      dinputs_[size_t(step_.param_input(i))] = std::move(out[size_t(step_.param_output(i))]);
-    for (int j = 0; j < step_.state.size(); ++j)
-      dinputs_[size_t(step_.state_input(j))] = std::move(out[size_t(step_.state_output(j))]);
-    doutputs_ = std::move(out);
-    ++steps_taken_;
-    return;
-  }
-  outputs_ = exe_->run_donated(inputs_);
+  // Params and state are donated: their new values are written into the same storage.
+  outputs_ = exe_->run(inputs_, true);
   for (int i = 0; i < step_.num_params; ++i)
     inputs_[size_t(step_.param_input(i))] = std::move(outputs_[size_t(step_.param_output(i))]);
   for (int j = 0; j < step_.state.size(); ++j)
@@ -175,27 +210,19 @@ void Trainer::step(std::vector<Array> inputs) {
 }
 
 StepReport Trainer::read_last() const {
-  if (lane_ == Lane::pjrt) {
-    if (doutputs_.empty()) fail("Trainer::read_last: no step has run yet");
-    auto get = [&](int k) { return client_->to_host(doutputs_[size_t(k)]); };
-    StepReport r;
-    r.loss = get(step_.loss_output()).at(0);
-    r.found_inf = get(step_.found_inf_output()).at(0) != 0;
-    if (step_.has_grad_norm) r.grad_norm = get(step_.grad_norm_output()).at(0);
-    for (int a = 0; a < step_.num_aux; ++a) r.aux.push_back(get(1 + a));
-    return r;
-  }
   if (outputs_.empty()) fail("Trainer::read_last: no step has run yet");
+  auto get = [&](int k) { return exe_->download(outputs_[size_t(k)]); };
   StepReport r;
-  r.loss = outputs_[size_t(step_.loss_output())].at(0);
-  r.found_inf = outputs_[size_t(step_.found_inf_output())].at(0) != 0;
-  if (step_.has_grad_norm) r.grad_norm = outputs_[size_t(step_.grad_norm_output())].at(0);
-  for (int a = 0; a < step_.num_aux; ++a) r.aux.push_back(outputs_[size_t(1 + a)]);
+  r.loss = get(step_.loss_output()).at(0);
+  r.found_inf = get(step_.found_inf_output()).at(0) != 0;
+  if (step_.has_grad_norm) r.grad_norm = get(step_.grad_norm_output()).at(0);
+  for (int a = 0; a < step_.num_aux; ++a) r.aux.push_back(get(1 + a));
   return r;
 }
 
 int64_t Trainer::optimizer_step() const {
-  return int64_t(fetch_input(step_.state_input(step_.state.step_index())).at(0));
+  return int64_t(
+      exe_->download(inputs_[size_t(step_.state_input(step_.state.step_index()))]).at(0));
 }
 
 double Trainer::current_lr() const {
@@ -205,13 +232,13 @@ double Trainer::current_lr() const {
 void Trainer::sync_to_model() {
   auto named = model_.named_parameters();
   for (size_t i = 0; i < named.size(); ++i)
-    named[i].param->value = fetch_input(step_.param_input(int(i)));
+    named[i].param->value = exe_->download(inputs_[size_t(step_.param_input(int(i)))]);
 }
 
 std::vector<std::pair<std::string, Array>> Trainer::named_parameters() const {
   std::vector<std::pair<std::string, Array>> out;
   for (size_t i = 0; i < param_names_.size(); ++i)
-    out.emplace_back(param_names_[i], fetch_input(step_.param_input(int(i))));
+    out.emplace_back(param_names_[i], exe_->download(inputs_[size_t(step_.param_input(int(i)))]));
   return out;
 }
 
@@ -223,10 +250,8 @@ std::string Trainer::state_name(int j) const {
 
 std::vector<std::pair<std::string, Array>> Trainer::optimizer_state() const {
   std::vector<std::pair<std::string, Array>> out;
-  for (int j = 0; j < step_.state.size(); ++j) {
-    std::string nm = state_name(j);
-    out.emplace_back(nm, fetch_input(step_.state_input(j)));
-  }
+  for (int j = 0; j < step_.state.size(); ++j)
+    out.emplace_back(state_name(j), exe_->download(inputs_[size_t(step_.state_input(j))]));
   return out;
 }
 
@@ -239,10 +264,8 @@ std::vector<std::pair<std::string, ir::TensorType>> Trainer::parameter_specs() c
 
 std::vector<std::pair<std::string, ir::TensorType>> Trainer::state_specs() const {
   std::vector<std::pair<std::string, ir::TensorType>> out;
-  for (int j = 0; j < step_.state.size(); ++j) {
-    std::string nm = state_name(j);
-    out.emplace_back(nm, step_.fn.input_type(step_.state_input(j)));
-  }
+  for (int j = 0; j < step_.state.size(); ++j)
+    out.emplace_back(state_name(j), step_.fn.input_type(step_.state_input(j)));
   return out;
 }
 
@@ -269,89 +292,60 @@ void Trainer::load_state(std::vector<Array> params, std::vector<Array> state, in
     put_input(step_.state_input(int(j)), std::move(state[j]));
   steps_taken_ = steps_taken;
   outputs_.clear();
-  doutputs_.clear();
 }
 
-int Trainer::add_eval(LossFn fn, std::vector<ir::TensorType> data_types) {
-  std::vector<std::string> names;
-  for (size_t i = 0; i < data_types.size(); ++i) names.push_back(fmt::format("data{}", i));
-  ir::Function f = capture_model(model_, fn, data_types, names, "eval");
-  if (lane_ == Lane::pjrt) {
-    devals_.push_back(runtime::pjrt::compile(f, *client_, options_.pjrt));
-    return int(devals_.size()) - 1;
-  }
-  runtime::host::Options ho;
-  ho.num_threads = options_.num_threads;
-  evals_.push_back(runtime::host::compile(f, ho));
+int Trainer::add_eval(LossFn fn, std::vector<DataInput> data) {
+  ir::Function f = capture_model(model_, fn, data, "eval");
+  evals_.push_back({compile(f), std::move(data)});
   return int(evals_.size()) - 1;
 }
 
-std::vector<Array> Trainer::run_eval(int id, std::vector<Array>& data) {
-  if (lane_ == Lane::pjrt) {
-    if (id < 0 || size_t(id) >= devals_.size()) fail("Trainer::run_eval: no evaluation {}", id);
-    // Data is uploaded; the resident parameter buffers are lent (not donated) and taken back.
-    std::vector<runtime::pjrt::Buffer> args;
-    for (const Array& a : data) args.push_back(client_->to_device(a));
-    size_t nd = args.size();
-    for (size_t i = 0; i < param_names_.size(); ++i)
-      args.push_back(std::move(dinputs_[size_t(step_.param_input(int(i)))]));
-    auto give_back = [&] {
-      for (size_t i = 0; i < param_names_.size(); ++i)
-        dinputs_[size_t(step_.param_input(int(i)))] = std::move(args[nd + i]);
-    };
-    std::vector<runtime::pjrt::Buffer> out;
-    try {
-      out = devals_[size_t(id)]->run_buffers(args, false);
-    } catch (...) {
-      give_back();
-      throw;
-    }
-    give_back();
-    std::vector<Array> res;
-    for (const auto& b : out) res.push_back(client_->to_host(b));
-    return res;
-  }
+std::vector<Array> Trainer::run_eval(int id, Batch& data) {
   if (id < 0 || size_t(id) >= evals_.size()) fail("Trainer::run_eval: no evaluation {}", id);
-  size_t nd = data.size();
-  std::vector<Array> in = std::move(data);
+  Eval& e = evals_[size_t(id)];
+  std::vector<const DataInput*> want;
+  for (const auto& d : e.data) want.push_back(&d);
+  std::vector<size_t> at = match_inputs("Trainer::run_eval", want, data, {});
+  // The data goes as host buffers (lent; the pjrt lane copies it in), the resident parameter
+  // buffers are lent too: neither is donated, both are taken back.
+  std::vector<runtime::Buffer> args;
+  for (size_t k : at) args.emplace_back(std::move(data[k].second));
+  const size_t nd = args.size();
   for (size_t i = 0; i < param_names_.size(); ++i)
-    in.push_back(std::move(inputs_[size_t(step_.param_input(int(i)))]));
+    args.push_back(std::move(inputs_[size_t(step_.param_input(int(i)))]));
   auto give_back = [&] {
     for (size_t i = 0; i < param_names_.size(); ++i)
-      inputs_[size_t(step_.param_input(int(i)))] = std::move(in[nd + i]);
-    in.resize(nd);
-    data = std::move(in);
+      inputs_[size_t(step_.param_input(int(i)))] = std::move(args[nd + i]);
+    for (size_t k = 0; k < nd; ++k)
+      if (args[k].on_host()) data[at[k]].second = args[k].take_array();
   };
-  std::vector<Array> out;
+  std::vector<runtime::Buffer> out;
   try {
-    out = evals_[size_t(id)]->run(in);
+    out = e.exe->run(args, false);
   } catch (...) {
     give_back();
     throw;
   }
   give_back();
-  return out;
+  std::vector<Array> res;
+  for (auto& b : out) res.push_back(e.exe->download(std::move(b)));
+  return res;
 }
 
-CrossCheck Trainer::cross_check(std::vector<Array> inputs) {
+CrossCheck Trainer::cross_check(Batch inputs) {
   if (lane_ != Lane::pjrt) fail("Trainer::cross_check: the trainer runs on the host lane");
-  std::vector<Array> per_step = inputs;  // host copies of the per-step data
-  set_step_inputs(inputs);               // uploads per-step data and scalars
-  // Host inputs: per-step data from the caller, everything else read back from the device.
-  std::vector<Array> host_in(size_t(step_.fn.num_inputs()));
-  size_t k = 0;
-  for (int i = 0; i < step_.fn.num_inputs(); ++i)
-    host_in[size_t(i)] = (size_t(i) < data_.size() && !data_[size_t(i)].resident)
-                             ? std::move(per_step[k++])
-                             : fetch_input(i);
+  set_step_inputs(inputs);  // per-step data and scalars onto the device
+  // The host lane's inputs: every step input read back from the device.
+  std::vector<Array> host_in;
+  for (const auto& b : inputs_) host_in.push_back(exe_->download(b));
   runtime::host::Options ho;
   ho.num_threads = options_.num_threads;
   std::vector<Array> want = runtime::host::compile(step_.fn, ho)->run(host_in);
-  std::vector<runtime::pjrt::Buffer> got = dexe_->run_buffers(dinputs_, false);  // no donation
+  std::vector<runtime::Buffer> got = exe_->run(inputs_, false);  // no donation: state unchanged
   CrossCheck c;
   c.max_rel = -1;
   for (size_t o = 0; o < want.size(); ++o) {
-    Array g = client_->to_host(got[o]);
+    Array g = exe_->download(std::move(got[o]));
     double diff = 0, scale = 0;
     for (int64_t e = 0; e < g.numel(); ++e) {
       double h = want[o].at(e), d = g.at(e);

@@ -5,17 +5,23 @@
 // host per step (the scheduled lr, the loss scale) enter as scalar inputs: a whole run, any
 // schedule, uses one compiled executable. The loss is read back only when asked for.
 //
-// Lanes (TrainerOptions::lane): on the host lane the state lives in host Arrays; on the pjrt
-// lane the same program is emitted as StableHLO and compiled once by the PJRT client, and the
-// parameters, optimizer state and resident data are uploaded once and stay device buffers,
-// donated every step (tf.aliasing_output); only per-step inputs and the scalar inputs are
-// uploaded per step, and nothing is read back until read_last() / named_parameters() / ...
+// Lanes (TrainerOptions::lane) only decide which runtime::Executable is compiled: the host
+// lane's or the pjrt lane's (the same program emitted as StableHLO, compiled once by the PJRT
+// client). The Trainer keeps every step input as a lane buffer (runtime::Buffer): parameters,
+// optimizer state and resident data are put on the lane once and stay there, donated every
+// step; per step only the per-step data and the scalar inputs whose value changed go up, and
+// nothing comes back until read_last() / named_parameters() / ... ask for it.
+//
+// Data inputs are named (DataInput::name): set_resident("images", a), step({{"idx", i}, ...}),
+// and inside the loss function d["images"].
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tlaloc/nn/module.h"
@@ -35,9 +41,26 @@ struct DataInput {
   bool resident = false;
 };
 
-// (model, data tensors in DataInput order) -> {loss (floating scalar), aux outputs...}.
-using LossFn =
-    std::function<std::vector<trace::Tensor>(nn::Module&, std::span<const trace::Tensor>)>;
+// Named host arrays: a step's per-step inputs, an evaluation's inputs. Order does not matter.
+using Batch = std::vector<std::pair<std::string, Array>>;
+
+// The data tensors a loss function sees during the capture, looked up by DataInput name.
+class Inputs {
+ public:
+  Inputs(std::span<const trace::Tensor> tensors, std::span<const std::string> names)
+      : tensors_(tensors), names_(names) {}
+  // Throws tlaloc::Error naming `name` and the inputs there are when there is no such input.
+  const trace::Tensor& operator[](std::string_view name) const;
+  bool contains(std::string_view name) const;
+  size_t size() const { return tensors_.size(); }
+
+ private:
+  std::span<const trace::Tensor> tensors_;
+  std::span<const std::string> names_;
+};
+
+// (model, data tensors) -> {loss (floating scalar), aux outputs...}.
+using LossFn = std::function<std::vector<trace::Tensor>(nn::Module&, const Inputs&)>;
 
 struct TrainerOptions {
   optim::UpdateOptions update;  // parameter groups, clipping, found-inf check
@@ -87,15 +110,19 @@ class Trainer {
  public:
   // Captures, differentiates, appends the update and compiles. Parameters come from the
   // model's current values (init() it first). Throws tlaloc::Error for a non-scalar loss,
-  // bad hyper-parameters, or mismatched shapes (naming them).
+  // bad hyper-parameters, mismatched shapes or two data inputs of one name (naming them).
   Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, optim::Optimizer opt,
           TrainerOptions options = {});
   ~Trainer();
 
-  // Sets resident data input `index` (an index into the DataInput list). Checked by type.
-  void set_resident(int index, Array value);
-  // Runs one step; `inputs` are the non-resident data inputs in DataInput order.
-  void step(std::vector<Array> inputs);
+  // Sets the resident data input `name` (put on the lane once; moved, not copied, on the host
+  // lane). Throws tlaloc::Error if there is no resident input of that name or `value`'s dtype
+  // or shape differs from its DataInput::type.
+  void set_resident(std::string_view name, Array value);
+  // Runs one step on `inputs`: every per-step (non-resident) data input by name. Throws
+  // tlaloc::Error naming a missing, unknown, repeated or mistyped input, or a resident input
+  // never set; nothing runs then.
+  void step(Batch inputs);
   // Reads the last step's outputs (loss, found-inf, grad norm, aux); on the pjrt lane this is
   // the only per-step download.
   StepReport read_last() const;
@@ -104,7 +131,7 @@ class Trainer {
   // pjrt lane only: runs the step once on the host lane and once on the device from the
   // current state with `inputs` (as for step()) without changing any state, and compares.
   // Throws tlaloc::Error on the host lane.
-  CrossCheck cross_check(std::vector<Array> inputs);
+  CrossCheck cross_check(Batch inputs);
   // The pjrt client in use (null on the host lane).
   runtime::pjrt::Client* client() const { return client_; }
   // Steps taken by this trainer (calls of step(), skipped updates included): drives the
@@ -135,43 +162,45 @@ class Trainer {
   const optim::TrainStep& train_step() const { return step_; }
   const optim::Optimizer& optimizer() const { return opt_; }
 
-  // Compiles a forward-only function of the model (e.g. evaluation) that takes the current
-  // parameters after its own data inputs: run_eval() feeds them. `data` is borrowed (moved in
-  // and back, never copied).
-  int add_eval(LossFn fn, std::vector<ir::TensorType> data_types);
-  std::vector<Array> run_eval(int id, std::vector<Array>& data);
+  // Compiles, on the trainer's lane, a forward-only function of the model (e.g. evaluation)
+  // whose data inputs are `data` (names and types; `resident` is ignored: all are passed to
+  // run_eval) followed by the current parameters, which run_eval() lends it. Returns its id.
+  int add_eval(LossFn fn, std::vector<DataInput> data);
+  // Runs evaluation `id` on `data` (every input of add_eval by name, as for step()), the
+  // parameters lent (not donated) and taken back even when the run throws. `data` is borrowed:
+  // on the host lane its arrays are moved in and back, never copied.
+  std::vector<Array> run_eval(int id, Batch& data);
 
  private:
   // Checkpoint name of state slot j: "optimizer.<param>.<kind>" or "optimizer.step".
   std::string state_name(int j) const;
+  std::unique_ptr<runtime::Executable> compile(const ir::Function& f) const;
+  void put_input(int index, Array value);  // onto the lane
+  void set_step_inputs(Batch& inputs);     // per-step data and scalars
+
   nn::Module& model_;
   optim::Optimizer opt_;
   TrainerOptions options_;
   std::vector<DataInput> data_;
   std::vector<std::string> param_names_;
   optim::TrainStep step_;
+  Lane lane_ = Lane::host;
+  runtime::pjrt::Client* client_ = nullptr;  // pjrt lane
   std::unique_ptr<runtime::Executable> exe_;
-  std::vector<Array> inputs_;   // the step's inputs; params/state are refilled after each step
-  std::vector<Array> outputs_;  // the last step's outputs (params/state moved back to inputs_)
+  // The step's inputs on the lane (params / state refilled from the outputs after each step;
+  // resident data set once) and the last step's outputs.
+  std::vector<runtime::Buffer> inputs_;
+  std::vector<runtime::Buffer> outputs_;
+  // The values of the scalar inputs (lr per group, grad_scale) now in inputs_: one is put on
+  // the lane again only when its value changes (a constant schedule uploads them once a run).
+  std::vector<double> scalars_;
   int64_t steps_taken_ = 0;
   int64_t forward_ops_ = 0, gradient_ops_ = 0;
-  std::vector<std::unique_ptr<runtime::Executable>> evals_;
-
-  // pjrt lane: the compiled step, its inputs on the device (same indices as inputs_; params,
-  // state and resident data stay here between steps) and the last step's outputs.
-  Lane lane_ = Lane::host;
-  runtime::pjrt::Client* client_ = nullptr;
-  std::unique_ptr<runtime::pjrt::PjrtExecutable> dexe_;
-  std::vector<runtime::pjrt::Buffer> dinputs_;
-  std::vector<runtime::pjrt::Buffer> doutputs_;
-  std::vector<std::unique_ptr<runtime::pjrt::PjrtExecutable>> devals_;
-  // The scalar inputs (lr per group, grad_scale) now on the device: one is uploaded again only
-  // when its value changes (a constant schedule uploads them once per run).
-  std::vector<double> dscalars_;
-
-  Array fetch_input(int index) const;  // a copy of step input `index`, from the lane
-  void put_input(int index, Array value);
-  void set_step_inputs(std::vector<Array>& inputs);  // per-step data and scalars
+  struct Eval {
+    std::unique_ptr<runtime::Executable> exe;
+    std::vector<DataInput> data;
+  };
+  std::vector<Eval> evals_;
 };
 
 }  // namespace tlaloc::train

@@ -133,3 +133,70 @@ TEST(PjrtFakeDevice, EveryOpThroughThePjrtClient) {
     }
   }
 }
+
+// The runtime::Executable interface on this lane: lane buffers are device buffers (upload /
+// download are the client's counted transfers), a run on them moves nothing across, donation
+// empties exactly the aliased arguments, host buffers are copied in and left in place, and a
+// failed run leaves the arguments alone. (The host lane's side: tests/runtime/interface_test.)
+TEST(PjrtFakeDevice, LaneBuffersStayOnTheDeviceAndOnlyUploadsAndDownloadsMoveData) {
+  auto c = fake_client();
+  std::unique_ptr<runtime::Executable> exe = compile(sgd_step(), *c);
+  const int64_t up0 = c->uploads(), down0 = c->downloads();
+  std::vector<runtime::Buffer> args;
+  args.push_back(exe->upload(Array::from<float>({4}, {1, 2, 3, 4})));
+  args.push_back(exe->upload(Array::from<float>({4}, {1, 1, 1, 1})));
+  args.push_back(exe->upload(Array::scalar(0.5f)));
+  EXPECT_FALSE(args[0].on_host());  // a device buffer
+  EXPECT_EQ(args[0].type(), (TensorType{DType::f32, Shape{4}}));
+  for (int step = 0; step < 3; ++step) {
+    std::vector<runtime::Buffer> out = exe->run(args, true);
+    EXPECT_TRUE(args[0].empty());  // donated
+    EXPECT_FALSE(args[1].empty());
+    args[0] = std::move(out[0]);
+  }
+  EXPECT_EQ(c->uploads() - up0, 3);  // nothing more per run
+  EXPECT_EQ(c->downloads() - down0, 0);
+  EXPECT_EQ(exe->download(args[0]).to_vector<float>(), (std::vector<float>{-0.5, 0.5, 1.5, 2.5}));
+  EXPECT_EQ(c->downloads() - down0, 1);
+  EXPECT_FALSE(args[0].empty());  // download(const&) reads
+}
+
+TEST(PjrtFakeDevice, HostBuffersAreCopiedInAndLeftInPlaceUnlessDonated) {
+  auto c = fake_client();
+  std::unique_ptr<runtime::Executable> exe = compile(sgd_step(), *c);
+  std::vector<runtime::Buffer> args;
+  args.emplace_back(Array::from<float>({4}, {1, 2, 3, 4}));
+  args.emplace_back(Array::from<float>({4}, {1, 1, 1, 1}));
+  args.emplace_back(Array::scalar(1.0f));
+  const int64_t up0 = c->uploads();
+  std::vector<runtime::Buffer> out = exe->run(args, false);
+  EXPECT_EQ(c->uploads() - up0, 3);
+  for (const auto& a : args) EXPECT_TRUE(a.on_host());  // lent, given back
+  EXPECT_EQ(exe->download(std::move(out[1])).at(0), 10.0);
+  out = exe->run(args, true);
+  EXPECT_TRUE(args[0].empty());  // a donated host buffer is consumed like a device one
+  EXPECT_TRUE(args[1].on_host());
+  EXPECT_EQ(exe->download(out[0]).to_vector<float>(), (std::vector<float>{0, 1, 2, 3}));
+}
+
+TEST(PjrtFakeDevice, AFailedRunLeavesTheBuffersAlone) {
+  auto c = fake_client();
+  std::unique_ptr<runtime::Executable> exe = compile(sgd_step(), *c);
+  std::vector<runtime::Buffer> args;
+  args.push_back(exe->upload(Array::from<float>({4}, {1, 2, 3, 4})));
+  args.push_back(exe->upload(Array::from<float>({4}, {1, 1, 1, 1})));
+  args.push_back(exe->upload(Array::from<int32_t>({1}, {1})));
+  try {
+    exe->run(args, true);
+    FAIL() << "a mistyped input ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input 2 (lr) is s32[1] but the function takes f32[]"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(args[0].empty());  // not consumed
+  args[2] = runtime::Buffer();
+  EXPECT_THROW(exe->run(args, true), Error);
+  EXPECT_FALSE(args[0].empty());
+  EXPECT_EQ(exe->download(args[0]).to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+}

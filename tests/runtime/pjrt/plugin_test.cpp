@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "fake_client.h"
+#include "support/error_of.h"
 #include "tlaloc/ir/builder.h"
 #include "tlaloc/runtime/pjrt/client.h"
 #include "tlaloc/runtime/pjrt/compile_options.h"
@@ -17,6 +18,8 @@
 using namespace tlaloc;
 using namespace tlaloc::runtime::pjrt;
 namespace fs = std::filesystem;
+
+using tlaloc::testing::error_of;
 
 namespace {
 
@@ -28,15 +31,6 @@ std::string bytes(std::initializer_list<int> b) {
 
 std::string fake(const char* name) {
   return tlaloc::testing::test_binary_dir() + "/tests/fake_pjrt/libfake_pjrt_" + name + ".so";
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
 }
 
 // A scratch directory removed at the end of the test.

@@ -8,11 +8,12 @@
 
 #include "fake_client.h"
 #include "tlaloc/random/random.h"
-#include "tlaloc/train/disc.h"
+#include "tlaloc/recipes/disc.h"
 #include "tlaloc/train/step_bench.h"
 
 using namespace tlaloc;
 using namespace tlaloc::train;
+namespace disc = tlaloc::recipes::disc;
 
 namespace {
 
@@ -28,8 +29,7 @@ StepBenchCase small_disc() {
   c.loss = disc::mse_loss_fn();
   c.data = disc::data_inputs(32);
   disc::Data d = disc::make_data(keys[0], 32);
-  c.resident = {d.x, d.y};
-  c.per_step = [](int64_t) { return std::vector<Array>{}; };
+  c.resident = {{"x", d.x}, {"y", d.y}};
   c.opt = optim::Adam{.lr = 0.02};
   return c;
 }

@@ -7,12 +7,13 @@
 #include "fake_client.h"
 #include "support/train_test_util.h"
 #include "tlaloc/random/random.h"
+#include "tlaloc/recipes/disc.h"
 #include "tlaloc/runtime/pjrt/client.h"
-#include "tlaloc/train/disc.h"
 #include "tlaloc/train/trainer.h"
 
 using namespace tlaloc;
 using namespace tlaloc::train;
+namespace disc = tlaloc::recipes::disc;
 
 namespace {
 
@@ -33,8 +34,8 @@ struct DiscRun {
     trainer = std::make_unique<Trainer>(*model, disc::mse_loss_fn(), disc::data_inputs(kPoints),
                                         optim::Adam{.lr = 0.02}, o);
     disc::Data d = disc::make_data(keys[0], kPoints);
-    trainer->set_resident(0, d.x);
-    trainer->set_resident(1, d.y);
+    trainer->set_resident("x", d.x);
+    trainer->set_resident("y", d.y);
   }
 };
 
@@ -92,16 +93,15 @@ TEST(PjrtTrainerLane, LoadStateEvalAndSyncMoveDataToAndFromTheDevice) {
   dev.trainer->step({});
   EXPECT_EQ(host.trainer->read_last().loss, dev.trainer->read_last().loss);
 
-  auto pred = [](nn::Module& m, std::span<const trace::Tensor> d) {
-    return std::vector<trace::Tensor>{m(d[0])};
-  };
-  int he = host.trainer->add_eval(pred, {{DType::f32, Shape{20, 2}}});
-  int de = dev.trainer->add_eval(pred, {{DType::f32, Shape{20, 2}}});
-  std::vector<Array> grid{disc::grid_points(4, 5)}, grid2 = grid;
+  int he = host.trainer->add_eval(disc::predict_fn(), {{"x", {DType::f32, Shape{20, 2}}}});
+  int de = dev.trainer->add_eval(disc::predict_fn(), {{"x", {DType::f32, Shape{20, 2}}}});
+  Batch grid{{"x", disc::grid_points(4, 5)}}, grid2 = grid;
   Array hp = host.trainer->run_eval(he, grid)[0];
   Array dp = dev.trainer->run_eval(de, grid2)[0];
   EXPECT_TRUE(hp.bitwise_equal(dp));
-  EXPECT_FALSE(grid2[0].empty());  // the caller's data is left in place
+  // The caller's data is lent, never consumed: left in place on both lanes.
+  EXPECT_TRUE(grid[0].second.bitwise_equal(disc::grid_points(4, 5)));
+  EXPECT_TRUE(grid2[0].second.bitwise_equal(disc::grid_points(4, 5)));
   // The parameters were lent to the evaluation and are still resident: training goes on.
   host.trainer->step({});
   dev.trainer->step({});
@@ -131,7 +131,7 @@ TEST(PjrtTrainerLane, CrossCheckComparesOneStepWithoutChangingState) {
   for (size_t i = 0; i < before.size(); ++i)
     EXPECT_TRUE(before[i].second.bitwise_equal(after[i].second)) << before[i].first;
   EXPECT_THROW(host.trainer->cross_check({}), Error);
-  EXPECT_THROW(dev.trainer->cross_check({Array::scalar(1.0f)}), Error);  // disc takes none
+  EXPECT_THROW(dev.trainer->cross_check({{"w", Array::scalar(1.0f)}}), Error);  // disc takes none
 }
 
 TEST(PjrtTrainerLane, ChooseLaneSaysWhichAndWhyInOneLine) {
@@ -174,8 +174,8 @@ TEST(PjrtTrainerLane, PrecisionAndDeterministicOptionsReachTheCompiler) {
   EXPECT_EQ(tlaloc::testing::last_options, runtime::pjrt::serialize(want));
   DiscRun host(nullptr);
   disc::Data d = disc::make_data(keys[0], kPoints);
-  t.set_resident(0, d.x);
-  t.set_resident(1, d.y);
+  t.set_resident("x", d.x);
+  t.set_resident("y", d.y);
   CrossCheck c = t.cross_check({});
   EXPECT_EQ(c.max_abs, 0.0);
   t.step({});

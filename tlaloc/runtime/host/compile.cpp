@@ -74,8 +74,40 @@ class HostExecutable final : public Executable {
     if (profile_ && profiled_runs_ > 0) print_profile();
   }
 
-  std::vector<Array> run(std::span<const Array> inputs) override {
-    check_inputs(inputs);
+  runtime::Buffer to_lane(Array a) override { return runtime::Buffer(std::move(a)); }
+  Array from_lane(const runtime::Buffer&) override {
+    fail("{}: the host lane has no device buffers", function().name);
+  }
+
+  // Host buffers are the arrays themselves: they are taken out, run on, and put back (the
+  // donated ones stay empty).
+  std::vector<runtime::Buffer> execute_buffers(std::span<runtime::Buffer> args,
+                                               bool donate) override {
+    for (size_t i = 0; i < args.size(); ++i)
+      if (!args[i].on_host())
+        fail("{}: input {}{} is a device buffer; the host lane runs on host arrays",
+             function().name, i, input_label(int(i)));
+    std::vector<Array> in(args.size());
+    for (size_t i = 0; i < args.size(); ++i) in[i] = args[i].take_array();
+    auto give_back = [&] {
+      for (size_t i = 0; i < args.size(); ++i)
+        if (in[i].raw() != nullptr) args[i] = runtime::Buffer(std::move(in[i]));
+    };
+    std::vector<Array> out;
+    try {
+      out = donate ? execute_donated(in) : execute_arrays(in);
+    } catch (...) {
+      give_back();
+      throw;
+    }
+    give_back();
+    std::vector<runtime::Buffer> res;
+    res.reserve(out.size());
+    for (Array& a : out) res.emplace_back(std::move(a));
+    return res;
+  }
+
+  std::vector<Array> execute_arrays(std::span<const Array> inputs) override {
     std::vector<Array> outs = alloc_outputs();
     bind(inputs, outs);
     copy_inputs_out(outs);
@@ -84,19 +116,14 @@ class HostExecutable final : public Executable {
     return outs;
   }
 
-  std::vector<Array> run_donated(std::span<Array> inputs) override {
+  std::vector<Array> execute_donated(std::span<Array> inputs) override {
     const ir::Function& fn = function();
-    if (int(inputs.size()) != fn.num_inputs())
-      fail("{}: expected {} inputs, got {}", fn.name, fn.num_inputs(), inputs.size());
     for (size_t a = 0; a < fn.aliases.size(); ++a) {
       int j = fn.aliases[a].input;
-      if (inputs[size_t(j)].raw() == nullptr)
-        fail("{}: donated input {}{} is empty (already donated?)", fn.name, j, input_name(j));
       for (size_t b = 0; b < a; ++b)
         if (inputs[size_t(fn.aliases[b].input)].raw() == inputs[size_t(j)].raw())
           fail("{}: donated inputs {} and {} share storage", fn.name, fn.aliases[b].input, j);
     }
-    check_inputs(inputs);
     std::vector<Array> outs(size_t(fn.num_outputs()));
     std::vector<bool> donated_direct(size_t(fn.num_outputs()), false);
     for (size_t a = 0; a < fn.aliases.size(); ++a)
@@ -132,12 +159,6 @@ class HostExecutable final : public Executable {
   }
 
  private:
-  std::string input_name(int j) const {
-    const auto& names = function().input_names;
-    return size_t(j) < names.size() && !names[size_t(j)].empty() ? " (" + names[size_t(j)] + ")"
-                                                                 : "";
-  }
-
   std::vector<Array> alloc_outputs() const {
     const ir::Function& fn = function();
     std::vector<Array> outs;

@@ -45,11 +45,13 @@ struct Options {
 };
 
 // Verifies `f` and compiles it. Throws tlaloc::Error if f fails verification or an input is
-// donated to two outputs. run() / run_donated() throw tlaloc::Error naming the input (index
-// and name) and both types on a wrong input count, dtype or shape; run_donated also on an
-// empty (already donated) donated input. A donated output is updated in place when every read
-// of its input happens before (or element-wise within) the loop writing it; otherwise it is
-// computed aside and copied into the donated storage, which it then owns either way.
+// donated to two outputs. Every run throws tlaloc::Error naming the input (index and name) on
+// a wrong input count, an empty (already donated) input, or a dtype or shape that differs;
+// a donating run also when two donated inputs share storage. The host lane's buffers are the
+// Arrays themselves: upload() and a donating run(buffers) move them, never copy. A donated
+// output is updated in place when every read of its input happens before (or element-wise
+// within) the loop writing it; otherwise it is computed aside and copied into the donated
+// storage, which it then owns either way.
 std::unique_ptr<Executable> compile(const ir::Function& f, Options options = {});
 
 // Number of executables compiled by this process (for "one compiled executable" checks).

@@ -28,29 +28,37 @@ std::vector<Buffer> PjrtExecutable::run_buffers(std::span<Buffer> args, bool don
   return client_.execute(*exe_, args, out_types_, donation(donate));
 }
 
-std::vector<Array> PjrtExecutable::run(std::span<const Array> inputs) {
-  check_inputs(inputs);
-  std::vector<Buffer> args;
-  for (const Array& a : inputs) args.push_back(client_.to_device(a));
-  std::vector<Buffer> out = run_buffers(args, false);
-  std::vector<Array> res;
-  for (const Buffer& b : out) res.push_back(client_.to_host(b));
-  return res;
+runtime::Buffer PjrtExecutable::to_lane(Array a) { return runtime::Buffer(client_.to_device(a)); }
+
+Array PjrtExecutable::from_lane(const runtime::Buffer& device) {
+  return client_.to_host(device.device());
 }
 
-std::vector<Array> PjrtExecutable::run_donated(std::span<Array> inputs) {
-  std::vector<bool> d = donation(true);
-  for (size_t i = 0; i < inputs.size() && i < d.size(); ++i)
-    if (d[i] && inputs[i].empty())
-      fail("{}: donated input {} is empty (already donated)", function().name, i);
-  check_inputs(inputs);
-  std::vector<Buffer> args;
-  for (const Array& a : inputs) args.push_back(client_.to_device(a));
-  for (size_t i = 0; i < d.size(); ++i)
-    if (d[i]) inputs[i] = Array();  // the caller gave this input up
-  std::vector<Buffer> out = run_buffers(args, true);
-  std::vector<Array> res;
-  for (const Buffer& b : out) res.push_back(client_.to_host(b));
+std::vector<runtime::Buffer> PjrtExecutable::execute_buffers(std::span<runtime::Buffer> args,
+                                                             bool donate) {
+  const std::vector<bool> d = donation(donate);
+  // The client runs on its own buffers: device arguments are moved out for the call and moved
+  // back unless donated; host arguments are copied in.
+  std::vector<Buffer> dev(args.size());
+  auto give_back = [&] {  // what was moved out and not consumed
+    for (size_t i = 0; i < args.size(); ++i)
+      if (!args[i].on_host() && !dev[i].empty()) args[i].device() = std::move(dev[i]);
+  };
+  std::vector<Buffer> out;
+  try {
+    for (size_t i = 0; i < args.size(); ++i)
+      dev[i] = args[i].on_host() ? client_.to_device(args[i].array()) : std::move(args[i].device());
+    out = run_buffers(dev, donate);
+  } catch (...) {
+    give_back();
+    throw;
+  }
+  give_back();  // donated device buffers come back empty
+  for (size_t i = 0; i < args.size(); ++i)
+    if (d[i]) args[i] = runtime::Buffer();
+  std::vector<runtime::Buffer> res;
+  res.reserve(out.size());
+  for (Buffer& b : out) res.emplace_back(std::move(b));
   return res;
 }
 

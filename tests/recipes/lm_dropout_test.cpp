@@ -7,10 +7,11 @@
 #include <cmath>
 
 #include "support/train_test_util.h"
-#include "tlaloc/train/lm.h"
+#include "tlaloc/recipes/lm.h"
 
 using namespace tlaloc;
 using namespace tlaloc::train;
+namespace lm = tlaloc::recipes::lm;
 
 namespace {
 
@@ -32,9 +33,10 @@ LmRun train(uint64_t key_seed, int steps) {
   r.model->init(random::key(1));
   r.trainer = std::make_unique<Trainer>(*r.model, lm::loss_fn(4), lm::data_inputs(64, 2, true),
                                         lm::bench_optimizer());
-  r.trainer->set_resident(0, corpus());
+  r.trainer->set_resident("tokens", corpus());
   for (int s = 0; s < steps; ++s)
-    r.trainer->step({Array::from<int32_t>({2}, {s, 3 * s + 1}), lm::dropout_key(key_seed, s)});
+    r.trainer->step({{"starts", Array::from<int32_t>({2}, {s, 3 * s + 1})},
+                     {"dropout_key", lm::dropout_key(key_seed, s)}});
   return r;
 }
 
@@ -57,9 +59,10 @@ TEST(LmDropout, KeyIsAStepInputAndRunsReproduce) {
   // Evaluation has no key input: the model is captured in eval mode (identity dropout), so
   // two runs of it agree and need no key.
   Trainer* t = run.trainer.get();
-  int id = t->add_eval(lm::loss_fn(4), {{DType::s32, Shape{64}}, {DType::s32, Shape{2}}});
+  int id = t->add_eval(lm::loss_fn(4),
+                       {{"tokens", {DType::s32, Shape{64}}}, {"starts", {DType::s32, Shape{2}}}});
   EXPECT_FALSE(run.model->training());
-  std::vector<Array> in{corpus(), Array::from<int32_t>({2}, {0, 7})};
+  Batch in{{"tokens", corpus()}, {"starts", Array::from<int32_t>({2}, {0, 7})}};
   double l1 = t->run_eval(id, in)[0].at(0), l2 = t->run_eval(id, in)[0].at(0);
   EXPECT_EQ(l1, l2);
   EXPECT_TRUE(std::isfinite(l1));

@@ -1,4 +1,4 @@
-#include "tlaloc/train/generate.h"
+#include "tlaloc/recipes/generate.h"
 
 #include <algorithm>
 #include <charconv>
@@ -6,11 +6,11 @@
 #include <numeric>
 
 #include "tlaloc/random/random.h"
+#include "tlaloc/recipes/lm.h"
 #include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/train/checkpointing.h"
-#include "tlaloc/train/lm.h"
 
-namespace tlaloc::train::lm {
+namespace tlaloc::recipes::lm {
 
 namespace {
 
@@ -67,8 +67,8 @@ std::unique_ptr<nn::CausalLM> load_model(const io::Checkpoint& c) {
   nn::CausalLMConfig config = config_from_checkpoint(c);
   check_fits_in_memory(config, 8, c.source);  // the model and the decoder's copy, f32
   auto model = std::make_unique<nn::CausalLM>(config);
-  restore_model(*model, c);
-  require_finite(c.params, c.source, "parameter");
+  train::restore_model(*model, c);
+  train::require_finite(c.params, c.source, "parameter");
   return model;
 }
 
@@ -168,4 +168,4 @@ std::vector<int32_t> generate(Decoder& d, std::span<const int32_t> prompt, int64
   return out;
 }
 
-}  // namespace tlaloc::train::lm
+}  // namespace tlaloc::recipes::lm

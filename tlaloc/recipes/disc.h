@@ -1,6 +1,6 @@
 // The disc demo (the seed case study every lane reproduces): an MLP 2 -> 16 -> 16 -> 1 with ReLU
 // learns "+1 inside the disc centred (0.15, -0.10) of radius 0.70, -1 outside" from points in
-// [-1, 1]², MSE loss, full-batch Adam (lr 0.02).
+// [-1, 1]², MSE loss, full-batch Adam (lr 0.02). `tlaloc train disc` is run().
 #pragma once
 
 #include <memory>
@@ -8,9 +8,11 @@
 
 #include "tlaloc/nn/layers.h"
 #include "tlaloc/random/key.h"
+#include "tlaloc/recipes/common.h"
+#include "tlaloc/train/step_bench.h"
 #include "tlaloc/train/trainer.h"
 
-namespace tlaloc::train::disc {
+namespace tlaloc::recipes::disc {
 
 inline constexpr double kCenterX = 0.15, kCenterY = -0.10, kRadius = 0.70;
 
@@ -27,9 +29,12 @@ Data make_data(random::Key key, int64_t n);
 // Sequential(Linear(2,16), ReLU, Linear(16,16), ReLU, Linear(16,1)).
 std::shared_ptr<nn::Sequential> make_model();
 
-// mean((model(x) - y)²); data inputs x [n,2], y [n,1], both resident (full batch).
-LossFn mse_loss_fn();
-std::vector<DataInput> data_inputs(int64_t n);
+// mean((model(x) - y)²) of data inputs "x" f32 [n,2] and "y" f32 [n,1], both resident (full
+// batch).
+train::LossFn mse_loss_fn();
+std::vector<train::DataInput> data_inputs(int64_t n);
+// model(x): predictions f32 [n,1] of data input "x" f32 [n,2] (for evaluation).
+train::LossFn predict_fn();
 
 // The demo's train step (512 points, Adam lr 0.02 inside the program), for export and tests.
 optim::TrainStep train_step(int64_t points = 512);
@@ -43,4 +48,20 @@ std::string ascii_boundary(const Array& pred, int rows, int cols, int* disagreei
 // The grid cell centres, f32 [rows*cols, 2], row-major from the top (y = +1) left (x = -1).
 Array grid_points(int rows, int cols);
 
-}  // namespace tlaloc::train::disc
+// `tlaloc train disc`: `points` training points and `heldout` test points drawn from the seed's
+// keys, `steps` full-batch Adam steps (lr `lr`) through train::fit (checkpoints only with
+// common.save; Ctrl-C / SIGTERM stop it), then the ASCII picture of the learned boundary,
+// the held-out accuracy and the number of compiled executables, printed to common.out.
+struct Config {
+  Common common;
+  int64_t steps = 600;
+  double lr = 0.02;
+  int64_t points = 512;
+  int64_t heldout = 1024;
+};
+train::FitResult run(const Config& c);
+
+// `tlaloc bench step`'s disc case: the demo's step (512 points, seed 20260921).
+train::StepBenchCase bench_case(int threads);
+
+}  // namespace tlaloc::recipes::disc

@@ -1,4 +1,4 @@
-// Generation (train/generate.h): the KV-cache decoder against recomputing the whole prefix
+// Generation (recipes/generate.h): the KV-cache decoder against recomputing the whole prefix
 // (tests/support/lm_oracle.h) for greedy and sampled text past the context (sliding window);
 // determinism per seed; the sampler against hand-computed probabilities; checkpoint metadata.
 #include <gtest/gtest.h>
@@ -10,10 +10,10 @@
 
 #include "support/lm_oracle.h"
 #include "tlaloc/random/random.h"
-#include "tlaloc/train/generate.h"
+#include "tlaloc/recipes/generate.h"
 
 using namespace tlaloc;
-using train::lm::SampleOptions;
+using recipes::lm::SampleOptions;
 
 namespace {
 
@@ -66,11 +66,11 @@ TEST(Generate, KvCacheEqualsRecomputeGreedyAndSampledPastTheContext) {
     SCOPED_TRACE(fmt::format("kv_heads {}", kv));
     nn::CausalLM m(small(kv));
     m.init(random::key(3));
-    train::lm::Decoder d(m);
+    recipes::lm::Decoder d(m);
     for (SampleOptions o : {SampleOptions{.temperature = 0}, SampleOptions{.temperature = 1.5},
                             SampleOptions{.temperature = 0.8, .top_k = 5, .seed = 9}}) {
       SCOPED_TRACE(fmt::format("T {} top_k {}", o.temperature, o.top_k));
-      auto cached = train::lm::generate(d, kPrompt, 16, o);  // 5 + 16 tokens > context 6
+      auto cached = recipes::lm::generate(d, kPrompt, 16, o);  // 5 + 16 tokens > context 6
       EXPECT_EQ(cached, generate_by_recompute(m, kPrompt, 16, o));
       EXPECT_EQ(d.window(), 6);
     }
@@ -80,7 +80,7 @@ TEST(Generate, KvCacheEqualsRecomputeGreedyAndSampledPastTheContext) {
 TEST(Generate, WindowSlidesByRecomputingTheKeptTokens) {
   nn::CausalLM m(small(2));
   m.init(random::key(3));
-  train::lm::Decoder d(m);
+  recipes::lm::Decoder d(m);
   for (int i = 0; i < 6; ++i) d.push(int32_t(60 + i));
   EXPECT_EQ(d.steps_run(), 6);
   d.push(1);  // drops token 60, re-feeds 61..65 at positions 0..4, then 1 at 5
@@ -95,7 +95,7 @@ TEST(Generate, WindowSlidesByRecomputingTheKeptTokens) {
   std::vector<int32_t> long_prompt{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   SampleOptions o{.temperature = 1.0, .seed = 6};
   const int64_t before = d.steps_run();
-  auto got = train::lm::generate(d, long_prompt, 3, o);
+  auto got = recipes::lm::generate(d, long_prompt, 3, o);
   EXPECT_EQ(d.steps_run() - before, 6 + 2 * 6);  // 6 prompt steps, then 2 slides of 6 steps
   EXPECT_EQ(got, generate_by_recompute(m, long_prompt, 3, o));
 }
@@ -103,14 +103,14 @@ TEST(Generate, WindowSlidesByRecomputingTheKeptTokens) {
 TEST(Generate, SameSeedSameTextOtherSeedOtherText) {
   nn::CausalLM m(small(4));
   m.init(random::key(5));
-  train::lm::Decoder d(m);
+  recipes::lm::Decoder d(m);
   SampleOptions a{.temperature = 1.0, .seed = 1}, b{.temperature = 1.0, .seed = 2};
-  auto a1 = train::lm::generate(d, kPrompt, 32, a), a2 = train::lm::generate(d, kPrompt, 32, a);
-  auto b1 = train::lm::generate(d, kPrompt, 32, b);
+  auto a1 = recipes::lm::generate(d, kPrompt, 32, a), a2 = recipes::lm::generate(d, kPrompt, 32, a);
+  auto b1 = recipes::lm::generate(d, kPrompt, 32, b);
   EXPECT_EQ(a1, a2);
   EXPECT_NE(a1, b1);
   EXPECT_EQ(a1.size(), 32u);
-  EXPECT_TRUE(train::lm::generate(d, kPrompt, 0, a).empty());
+  EXPECT_TRUE(recipes::lm::generate(d, kPrompt, 0, a).empty());
 }
 
 TEST(Generate, SamplerFollowsHandComputedProbabilities) {
@@ -122,7 +122,7 @@ TEST(Generate, SamplerFollowsHandComputedProbabilities) {
     int ones = 0;
     auto keys = random::split(random::key(17), n);
     for (int i = 0; i < n; ++i) {
-      int32_t t = train::lm::sample_token(l, {.temperature = T, .top_k = 2}, keys[size_t(i)]);
+      int32_t t = recipes::lm::sample_token(l, {.temperature = T, .top_k = 2}, keys[size_t(i)]);
       ASSERT_TRUE(t == 0 || t == 1) << t;
       ones += t;
     }
@@ -130,16 +130,16 @@ TEST(Generate, SamplerFollowsHandComputedProbabilities) {
     EXPECT_NEAR(double(ones) / n, p1, 0.025) << "T " << T;  // ~3.5 standard deviations
   }
   for (auto& k : random::split(random::key(1), 20)) {
-    EXPECT_EQ(train::lm::sample_token(l, {.temperature = 1, .top_k = 1}, k), 1);
-    EXPECT_EQ(train::lm::sample_token(l, {.temperature = 0}, k), 1);
+    EXPECT_EQ(recipes::lm::sample_token(l, {.temperature = 1, .top_k = 1}, k), 1);
+    EXPECT_EQ(recipes::lm::sample_token(l, {.temperature = 0}, k), 1);
   }
   std::vector<float> tie{2.0f, 5.0f, 5.0f};
-  EXPECT_EQ(train::lm::sample_token(tie, {.temperature = 0}, random::key(0)), 1);
+  EXPECT_EQ(recipes::lm::sample_token(tie, {.temperature = 0}, random::key(0)), 1);
 }
 
 TEST(Generate, BadInputIsAnError) {
   nn::CausalLM m(small(2));
-  train::lm::Decoder d(m);
+  recipes::lm::Decoder d(m);
   auto msg = [](auto&& f) {
     try {
       f();
@@ -148,22 +148,22 @@ TEST(Generate, BadInputIsAnError) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(msg([&] { train::lm::generate(d, {}, 3, {}); }).find("prompt is empty"),
+  EXPECT_NE(msg([&] { recipes::lm::generate(d, {}, 3, {}); }).find("prompt is empty"),
             std::string::npos);
-  EXPECT_NE(msg([&] { train::lm::generate(d, kPrompt, -1, {}); }).find("-1 tokens"),
+  EXPECT_NE(msg([&] { recipes::lm::generate(d, kPrompt, -1, {}); }).find("-1 tokens"),
             std::string::npos);
   EXPECT_NE(msg([&] {
-              train::lm::generate(d, kPrompt, 3, {.temperature = -0.5});
+              recipes::lm::generate(d, kPrompt, 3, {.temperature = -0.5});
             }).find("temperature -0.5"),
             std::string::npos);
   EXPECT_NE(msg([&] {
-              train::lm::generate(d, kPrompt, 3, {.temperature = NAN});
+              recipes::lm::generate(d, kPrompt, 3, {.temperature = NAN});
             }).find("temperature nan"),
             std::string::npos);
-  EXPECT_NE(msg([&] { train::lm::generate(d, kPrompt, 3, {.top_k = -2}); }).find("top_k -2"),
+  EXPECT_NE(msg([&] { recipes::lm::generate(d, kPrompt, 3, {.top_k = -2}); }).find("top_k -2"),
             std::string::npos);
   EXPECT_NE(msg([&] {
-              train::lm::generate(d, std::vector<int32_t>{300}, 3, {});
+              recipes::lm::generate(d, std::vector<int32_t>{300}, 3, {});
             }).find("prompt token 300"),
             std::string::npos);
 }
@@ -196,13 +196,13 @@ TEST(Generate, ModelSizesComeFromCheckpointMetadata) {
     io::save_checkpoint(path.string(), c);
     io::Checkpoint back = io::load_checkpoint(path.string());
     std::filesystem::remove(path);
-    auto loaded = train::lm::load_model(back);  // tied inferred from the missing head.weight
+    auto loaded = recipes::lm::load_model(back);  // tied inferred from the missing head.weight
     EXPECT_EQ(loaded->config().tied, tied);
     EXPECT_EQ(loaded->config().kv_heads, 2);
     EXPECT_EQ(loaded->config().context, 6);
     SampleOptions o{.temperature = 1.0, .seed = 4};
-    train::lm::Decoder d1(m), d2(*loaded);
-    EXPECT_EQ(train::lm::generate(d1, kPrompt, 10, o), train::lm::generate(d2, kPrompt, 10, o));
+    recipes::lm::Decoder d1(m), d2(*loaded);
+    EXPECT_EQ(recipes::lm::generate(d1, kPrompt, 10, o), recipes::lm::generate(d2, kPrompt, 10, o));
   }
 }
 
@@ -215,12 +215,12 @@ TEST(Generate, NormAndGeluChoicesComeFromCheckpointMetadata) {
   io::Checkpoint c = lm_checkpoint(m);
   c.user["norm"] = "rmsnorm";
   c.user["gelu"] = "none";
-  auto loaded = train::lm::load_model(c);
+  auto loaded = recipes::lm::load_model(c);
   EXPECT_EQ(loaded->config().norm, "rmsnorm");
   EXPECT_EQ(loaded->config().gelu, "none");
   SampleOptions o{.temperature = 1.0, .seed = 4};
-  train::lm::Decoder d1(m), d2(*loaded);
-  EXPECT_EQ(train::lm::generate(d1, kPrompt, 10, o), train::lm::generate(d2, kPrompt, 10, o));
+  recipes::lm::Decoder d1(m), d2(*loaded);
+  EXPECT_EQ(recipes::lm::generate(d1, kPrompt, 10, o), recipes::lm::generate(d2, kPrompt, 10, o));
 }
 
 TEST(Generate, NonLmCheckpointsAreRefusedByName) {
@@ -228,7 +228,7 @@ TEST(Generate, NonLmCheckpointsAreRefusedByName) {
   io::Checkpoint c = lm_checkpoint(m);
   auto refuse = [](io::Checkpoint k, const std::string& want) {
     try {
-      train::lm::load_model(k);
+      recipes::lm::load_model(k);
       ADD_FAILURE() << "accepted; want " << want;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
@@ -267,7 +267,7 @@ TEST(Generate, NonFiniteCheckpointsAndLogitsAreRefused) {
       a = bad;
     }
   try {
-    train::lm::load_model(c);
+    recipes::lm::load_model(c);
     ADD_FAILURE() << "a NaN parameter was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("test.safetensors: parameter 'pos_emb.weight' holds 1 "
@@ -277,7 +277,7 @@ TEST(Generate, NonFiniteCheckpointsAndLogitsAreRefused) {
   }
   auto refused = [](std::vector<float> l, SampleOptions o, const std::string& want) {
     try {
-      train::lm::sample_token(l, o, random::key(0));
+      recipes::lm::sample_token(l, o, random::key(0));
       ADD_FAILURE() << "accepted; want " << want;
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
@@ -288,20 +288,20 @@ TEST(Generate, NonFiniteCheckpointsAndLogitsAreRefused) {
   refused({0.0f}, {.temperature = INFINITY}, "temperature inf must be finite and >= 0");
   // -inf logits (masked tokens) are fine: never drawn.
   for (auto& k : random::split(random::key(2), 10))
-    EXPECT_EQ(train::lm::sample_token(std::vector<float>{-INFINITY, 0.0f, -INFINITY}, {}, k), 1);
+    EXPECT_EQ(recipes::lm::sample_token(std::vector<float>{-INFINITY, 0.0f, -INFINITY}, {}, k), 1);
 }
 
 TEST(Generate, TinyTemperatureIsGreedyAndTokensStream) {
   // logits / 1e-300 overflow f32; softmax((l - max) / T) puts all mass on the argmax (token 2).
   std::vector<float> l{1.0f, -3.0f, 2.5f, 2.0f};
   for (auto& k : random::split(random::key(4), 20))
-    EXPECT_EQ(train::lm::sample_token(l, {.temperature = 1e-300}, k), 2);
+    EXPECT_EQ(recipes::lm::sample_token(l, {.temperature = 1e-300}, k), 2);
   nn::CausalLM m(small(4));
   m.init(random::key(6));
-  train::lm::Decoder d(m);
+  recipes::lm::Decoder d(m);
   std::vector<int32_t> streamed;
   SampleOptions o{.temperature = 0.9, .seed = 8};
-  auto out = train::lm::generate(d, kPrompt, 12, o, [&](int32_t t) { streamed.push_back(t); });
+  auto out = recipes::lm::generate(d, kPrompt, 12, o, [&](int32_t t) { streamed.push_back(t); });
   EXPECT_EQ(streamed, out);
   EXPECT_EQ(out, generate_by_recompute(m, kPrompt, 12, o));
 }

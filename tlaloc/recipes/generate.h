@@ -18,7 +18,7 @@
 #include "tlaloc/random/key.h"
 #include "tlaloc/runtime/executable.h"
 
-namespace tlaloc::train::lm {
+namespace tlaloc::recipes::lm {
 
 // Model sizes from the metadata of a `tlaloc train lm` checkpoint (user.recipe = "lm",
 // user.layers, d_model, heads, kv_heads, context, d_ff; tied when there is no head.weight).
@@ -82,4 +82,4 @@ std::vector<int32_t> generate(Decoder& d, std::span<const int32_t> prompt, int64
                               const SampleOptions& o,
                               const std::function<void(int32_t)>& on_token = {});
 
-}  // namespace tlaloc::train::lm
+}  // namespace tlaloc::recipes::lm

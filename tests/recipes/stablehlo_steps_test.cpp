@@ -5,9 +5,9 @@
 #include "support/stablehlo_roundtrip.h"
 #include "support/train_test_util.h"
 #include "tlaloc/optim/optimizer.h"
-#include "tlaloc/train/disc.h"
-#include "tlaloc/train/fmnist.h"
-#include "tlaloc/train/lm.h"
+#include "tlaloc/recipes/disc.h"
+#include "tlaloc/recipes/fmnist.h"
+#include "tlaloc/recipes/lm.h"
 
 using namespace tlaloc;
 
@@ -28,15 +28,15 @@ std::vector<Array> step_inputs(const optim::TrainStep& s, std::vector<Array> dat
 }  // namespace
 
 TEST(StableHloSteps, DiscTrainStep) {
-  auto s = train::disc::train_step(64);
-  auto d = train::disc::make_data(random::key(1), 64);
+  auto s = recipes::disc::train_step(64);
+  auto d = recipes::disc::make_data(random::key(1), 64);
   std::string text = tlaloc::testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {d.x, d.y}));
   EXPECT_NE(text.find("tf.aliasing_output"), std::string::npos);
 }
 
 TEST(StableHloSteps, FmnistTrainStep) {
   const int64_t rows = 300, batch = 32;
-  auto s = train::fmnist::train_step(rows, batch);
+  auto s = recipes::fmnist::train_step(rows, batch);
   Array images = random::uniform(random::key(2), Shape{rows, 784});
   Array labels = random::randint(random::key(3), Shape{rows}, 0, 10);
   Array idx = random::randint(random::key(4), Shape{batch}, 0, rows);
@@ -49,12 +49,13 @@ TEST(StableHloSteps, FmnistTrainStep) {
 TEST(StableHloSteps, LmTrainStepWithDropoutRmsNormErfGelu) {
   nn::CausalLM m(train_test::tiny_lm("rmsnorm", "none", 0.2));
   m.init(random::key(5));
-  auto s = train::build_train_step(m, train::lm::loss_fn(4), train::lm::data_inputs(64, 2, true),
-                                   train::lm::bench_optimizer());
+  auto s =
+      train::build_train_step(m, recipes::lm::loss_fn(4), recipes::lm::data_inputs(64, 2, true),
+                              recipes::lm::bench_optimizer());
   Array tokens = random::randint(random::key(6), Shape{64}, 0, 256);
   Array starts = Array::from<int32_t>({2}, {3, 40});
   tlaloc::testing::expect_stablehlo_roundtrip(
-      s.fn, step_inputs(s, {tokens, starts, train::lm::dropout_key(1, 0)}));
+      s.fn, step_inputs(s, {tokens, starts, recipes::lm::dropout_key(1, 0)}));
 }
 
 // The LM step with LayerNorm and the tanh GELU (the lm recipe's choices, `tlaloc export lm`):
@@ -62,8 +63,9 @@ TEST(StableHloSteps, LmTrainStepWithDropoutRmsNormErfGelu) {
 TEST(StableHloSteps, LmTrainStepWithLayerNormTanhGelu) {
   nn::CausalLM m(train_test::tiny_lm("layernorm", "tanh", 0));
   m.init(random::key(7));
-  auto s = train::build_train_step(m, train::lm::loss_fn(4), train::lm::data_inputs(64, 2, false),
-                                   train::lm::bench_optimizer());
+  auto s =
+      train::build_train_step(m, recipes::lm::loss_fn(4), recipes::lm::data_inputs(64, 2, false),
+                              recipes::lm::bench_optimizer());
   Array tokens = random::randint(random::key(8), Shape{64}, 0, 256);
   Array starts = Array::from<int32_t>({2}, {5, 31});
   std::string text =

@@ -1,15 +1,18 @@
 // The byte-level causal language model recipe (vocab 256). The token stream is resident on the
 // lane; a step takes only the start offsets of its windows (s32 [batch]) and gathers
 // tokens[start .. start + context] inside the program. Loss: mean next-byte cross-entropy (nats).
+// `tlaloc train lm` is run(); `tlaloc sample` generates from its checkpoints (generate.h).
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "tlaloc/nn/transformer.h"
+#include "tlaloc/recipes/common.h"
+#include "tlaloc/train/step_bench.h"
 #include "tlaloc/train/trainer.h"
 
-namespace tlaloc::train::lm {
+namespace tlaloc::recipes::lm {
 
 // The benchmark model: 2 layers, d_model 128, 4 heads, MLP 512 (GELU), LayerNorm with biases,
 // vocab 256, context 16, untied head.
@@ -18,14 +21,15 @@ inline constexpr int64_t kBenchBatch = 4;
 // AdamW lr 3e-3, weight decay 0.01 (the benchmark's optimizer).
 optim::AdamW bench_optimizer();
 
-// Data inputs: tokens s32 [n_tokens] (resident), starts s32 [batch], and with dropout_key a
-// per-step dropout_key u32[2] (see dropout_key()).
-std::vector<DataInput> data_inputs(int64_t n_tokens, int64_t batch, bool dropout_key = false);
+// Data inputs: "tokens" s32 [n_tokens] (resident), "starts" s32 [batch], and with dropout_key
+// a per-step "dropout_key" u32[2] (see dropout_key()).
+std::vector<train::DataInput> data_inputs(int64_t n_tokens, int64_t batch,
+                                          bool dropout_key = false);
 // Mean cross-entropy of model(tokens[s : s+context]) against tokens[s+1 : s+context+1] over
 // the windows starting at `starts` (each start must be <= n_tokens - context - 1; larger ones
-// are clamped by the gather). With a third data input (dropout_key) the model is captured in
-// training mode with that key bound (Module::bind_key); with two, in eval mode.
-LossFn loss_fn(int64_t context);
+// are clamped by the gather). With a "dropout_key" data input the model is captured in
+// training mode with that key bound (Module::bind_key); without, in eval mode.
+train::LossFn loss_fn(int64_t context);
 // The dropout key of step `step`: fold_in(split(key(seed), 2)[1], step) as u32[2] key data, so
 // a resumed run draws the same masks.
 Array dropout_key(uint64_t seed, int64_t step);
@@ -56,4 +60,25 @@ double unigram_bits_per_byte(const Array& train, const Array& eval);
 // `count` window starts drawn uniformly from [0, n_tokens - context - 1] by `key`.
 Array random_starts(uint64_t seed, int64_t step, int64_t count, int64_t n_tokens, int64_t context);
 
-}  // namespace tlaloc::train::lm
+// `tlaloc train lm`: the model `model` trained on `text` (default_corpus() when empty), its
+// last val_fraction held out, `steps` steps of `batch` random windows (AdamW lr, wd) through
+// train::fit; then the validation loss on val_windows evenly spaced windows against the unigram
+// baseline, printed to common.out. Sizes, dropout and the memory a model needs are checked
+// before the corpus is read. Throws tlaloc::Error for those, unreadable text, a non-finite
+// training or validation loss (nothing saved) and fit's errors.
+struct Config {
+  Config() { common.save = "lm.safetensors"; }
+  Common common;
+  std::vector<std::string> text;
+  nn::CausalLMConfig model = bench_config();
+  int64_t batch = kBenchBatch;
+  int64_t steps = 2000;
+  double lr = 3e-3, wd = 0.01, val_fraction = 0.1;
+  int64_t val_windows = 512;
+};
+train::FitResult run(const Config& c);
+
+// `tlaloc bench step --model lm`: the benchmark model's step on 4096 resident random bytes.
+train::StepBenchCase bench_case(int threads);
+
+}  // namespace tlaloc::recipes::lm

@@ -1,0 +1,340 @@
+// train::fit on a small regression whose batches (row indices, a per-step input by name) are
+// shuffled per epoch: the log / evaluation / metrics cadence, a stopped-and-resumed run equal
+// bit for bit to an uninterrupted one, a diverged run that keeps the good checkpoint, SIGTERM
+// and SIGINT (saved, stopped, handlers restored), and options refused before any work.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "support/error_of.h"
+#include "support/train_test_util.h"
+#include "tlaloc/io/checkpoint.h"
+#include "tlaloc/nn/losses.h"
+#include "tlaloc/random/random.h"
+#include "tlaloc/recipes/disc.h"
+#include "tlaloc/train/fit.h"
+
+using namespace tlaloc;
+using namespace tlaloc::train;
+namespace disc = tlaloc::recipes::disc;
+
+using tlaloc::testing::error_of;
+
+namespace {
+
+constexpr int64_t kRows = 48, kBatch = 8, kPerEpoch = kRows / kBatch;
+
+struct TrainRun {
+  std::shared_ptr<nn::Sequential> model = disc::make_model();
+  std::unique_ptr<Trainer> trainer;
+};
+
+TrainRun make_run(uint64_t init_seed, double lr = 0.02) {
+  TrainRun r;
+  r.model->init(random::key(init_seed));
+  LossFn loss = [](nn::Module& m, const Inputs& d) {
+    trace::Tensor x = trace::take_rows(d["x"], d["idx"]), y = trace::take_rows(d["y"], d["idx"]);
+    return std::vector<trace::Tensor>{nn::mse_loss(m(x), y)};
+  };
+  std::vector<DataInput> data{{"x", {DType::f32, Shape{kRows, 2}}, true},
+                              {"y", {DType::f32, Shape{kRows, 1}}, true},
+                              {"idx", {DType::s32, Shape{kBatch}}, false}};
+  TrainerOptions o;
+  o.schedule = optim::parse_schedule("cosine", 3 * kPerEpoch);
+  r.trainer = std::make_unique<Trainer>(*r.model, loss, data, optim::Adam{.lr = lr}, o);
+  disc::Data d = disc::make_data(random::key(2), kRows);
+  r.trainer->set_resident("x", d.x);
+  r.trainer->set_resident("y", d.y);
+  return r;
+}
+
+// Batch p.batch of epoch p.epoch's shuffled order.
+Batch batch_at(const StepPosition& p) {
+  auto order =
+      random::permutation_indices(random::fold_in(random::key(3), uint32_t(p.epoch)), kRows);
+  std::vector<int32_t> idx(order.begin() + p.batch * kBatch,
+                           order.begin() + (p.batch + 1) * kBatch);
+  return {{"idx", Array::from(Shape{kBatch}, idx)}};
+}
+
+// Captures what fit prints.
+struct Output {
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* f = open_memstream(&buf, &len);
+  ~Output() {
+    std::fclose(f);
+    std::free(buf);
+  }
+  std::string text() {
+    std::fflush(f);
+    return std::string(buf, len);
+  }
+};
+
+struct Scratch {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tlaloc_fit_" + std::to_string(getpid()));
+  Scratch() { std::filesystem::create_directories(dir); }
+  ~Scratch() { std::filesystem::remove_all(dir); }
+  std::string operator()(const std::string& name) const { return (dir / name).string(); }
+};
+
+FitOptions options(std::FILE* out) {
+  FitOptions o;
+  o.name = "test fit";
+  o.steps = 3 * kPerEpoch;
+  o.steps_per_epoch = kPerEpoch;
+  o.items_per_step = kBatch;
+  o.items_per_epoch = kRows;
+  o.log_every = 4;
+  o.progress = false;
+  o.seed = 5;
+  o.metadata = {{"recipe", "test"}};
+  o.out = out;
+  return o;
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST(Fit, EpochsLogEvaluateAndWriteMetricsOnTheirCadence) {
+  Scratch tmp;
+  Output out;
+  TrainRun r = make_run(1);
+  FitOptions o = options(out.f);
+  o.eval_every = 9;
+  o.metrics = tmp("m.csv");
+  o.eval_metrics = {"val"};
+  FitCallbacks cb;
+  cb.batch = batch_at;
+  std::vector<int64_t> logged;
+  std::vector<double> losses;
+  cb.on_log = [&](const StepLog& l) {
+    logged.push_back(l.step);
+    losses.push_back(l.report.loss);
+  };
+  std::vector<EvalPoint> evals;
+  cb.evaluate = [&](const EvalPoint& p) {
+    evals.push_back(p);
+    return Metrics{{"val", double(p.step)}};
+  };
+  int ends = 0;
+  cb.on_end = [&](int64_t steps_run, double) { ends += steps_run == 3 * kPerEpoch; };
+  FitResult res = fit(*r.trainer, o, cb);
+  EXPECT_EQ(res.steps, 3 * kPerEpoch);
+  EXPECT_FALSE(res.interrupted || res.stopped);
+  EXPECT_EQ(ends, 1);
+  // Every 4 batches of an epoch and at its last batch.
+  EXPECT_EQ(logged, (std::vector<int64_t>{4, 6, 10, 12, 16, 18}));
+  // Epoch ends at steps 6, 12, 18; eval_every at 9 and 18 (before that epoch's end).
+  ASSERT_EQ(evals.size(), 5u);
+  std::vector<int64_t> at;
+  for (const auto& p : evals) at.push_back(p.step);
+  EXPECT_EQ(at, (std::vector<int64_t>{6, 9, 12, 18, 18}));
+  EXPECT_TRUE(evals[0].epoch_end);
+  EXPECT_EQ(evals[0].items, kRows);
+  EXPECT_FALSE(evals[1].epoch_end);
+  EXPECT_EQ(evals[1].epoch, 1);
+  EXPECT_EQ(evals[1].items, 3 * kBatch);  // 3 batches into the second epoch
+  EXPECT_TRUE(evals[2].epoch_end);
+  EXPECT_EQ(evals[2].epoch, 1);
+  EXPECT_EQ(evals[2].train_loss, (losses[2] + losses[3]) / 2);  // steps 10 and 12
+  EXPECT_FALSE(evals[3].epoch_end);
+  EXPECT_TRUE(evals[4].epoch_end);
+  EXPECT_EQ(out.text(), "");  // no --save: nothing printed without a progress bar
+
+  std::istringstream csv(file_text(tmp("m.csv")));
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(csv, line);) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 1u + 6 + 5);
+  EXPECT_EQ(rows[0], "kind,step,epoch,train_loss,val,seconds");
+  auto fields = [](const std::string& row) {
+    std::vector<std::string> f;
+    std::istringstream in(row);
+    for (std::string x; std::getline(in, x, ',');) f.push_back(x);
+    return f;
+  };
+  auto step = fields(rows[1]), epoch = fields(rows[3]), eval = fields(rows[4]);
+  ASSERT_EQ(step.size(), 6u);
+  EXPECT_EQ(step[0] + step[1] + step[2], "step41");
+  EXPECT_EQ(std::stod(step[3]), losses[0]);  // shortest text that reads back exactly
+  EXPECT_EQ(step[4], "");                    // no evaluation in a step row
+  EXPECT_EQ(epoch[0] + epoch[1] + epoch[2] + epoch[4], "epoch616");
+  EXPECT_EQ(eval[0] + eval[1] + eval[2] + eval[4], "eval929");
+
+  if (access("/dev/full", W_OK) == 0) {  // a full disk is an error, not a cut file
+    TrainRun r2 = make_run(1);
+    o.metrics = "/dev/full";
+    EXPECT_NE(error_of([&] { fit(*r2.trainer, o, cb); }).find("--metrics /dev/full: cannot write"),
+              std::string::npos);
+  }
+}
+
+TEST(Fit, AStoppedAndResumedRunEqualsAnUninterruptedOneBitwise) {
+  Scratch tmp;
+  Output out;
+  FitCallbacks cb;
+  cb.batch = batch_at;
+  std::vector<double> full_losses, resumed_losses;
+  TrainRun full = make_run(1);
+  cb.on_log = [&](const StepLog& l) { full_losses.push_back(l.report.loss); };
+  fit(*full.trainer, options(out.f), cb);
+
+  // Stopped inside the second epoch, saved, resumed into a differently initialised model.
+  TrainRun part = make_run(1);
+  FitOptions o = options(out.f);
+  o.save = tmp("a.safetensors");
+  o.stop_after = 8;
+  cb.on_log = nullptr;
+  FitResult stopped = fit(*part.trainer, o, cb);
+  EXPECT_TRUE(stopped.stopped);
+  EXPECT_EQ(stopped.steps, 8);
+  EXPECT_EQ(io::load_checkpoint(*o.save).step, 8);
+
+  TrainRun resumed = make_run(99);
+  o.stop_after = 0;
+  o.resume = o.save;
+  o.save = tmp("b.safetensors");
+  cb.on_log = [&](const StepLog& l) { resumed_losses.push_back(l.report.loss); };
+  FitResult res = fit(*resumed.trainer, o, cb);
+  EXPECT_EQ(res.steps, 3 * kPerEpoch);
+  train_test::expect_same_state(*full.trainer, *resumed.trainer);
+  // Logged after the resume: steps 10, 12, 16, 18 (the last four of the full run's six).
+  ASSERT_EQ(resumed_losses.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(resumed_losses[i], full_losses[2 + i]) << i;
+  std::string text = out.text();
+  EXPECT_NE(text.find("stopped after 8 steps (--stop-after)"), std::string::npos) << text;
+  EXPECT_NE(text.find("resumed from " + tmp("a.safetensors") + " at step 8"), std::string::npos);
+  EXPECT_NE(text.find("saved " + tmp("b.safetensors") + " (step 18)"), std::string::npos);
+
+  // Another seed, another recipe, a finished run: refused by name.
+  TrainRun again = make_run(1);
+  o.seed = 6;
+  EXPECT_NE(error_of([&] { fit(*again.trainer, o, cb); }).find("it was trained with --seed 5"),
+            std::string::npos);
+  o.seed = 5;
+  o.metadata = {{"recipe", "other"}};
+  EXPECT_NE(error_of([&] {
+              fit(*again.trainer, o, cb);
+            }).find("it is a `tlaloc train test` checkpoint, this is `tlaloc train other`"),
+            std::string::npos);
+  o.metadata = {{"recipe", "test"}};
+  o.resume = tmp("b.safetensors");
+  EXPECT_NE(error_of([&] {
+              fit(*again.trainer, o, cb);
+            }).find("it is at step 18 already; this run ends at step 18: nothing to train"),
+            std::string::npos);
+  EXPECT_EQ(again.trainer->steps_taken(), 0);
+}
+
+TEST(Fit, ANonFiniteLossStopsTheRunAndKeepsTheGoodCheckpoint) {
+  Scratch tmp;
+  Output out;
+  FitCallbacks cb;
+  cb.batch = batch_at;
+  TrainRun good = make_run(1);
+  FitOptions o = options(out.f);
+  o.steps = kPerEpoch;
+  o.save = tmp("good.safetensors");
+  fit(*good.trainer, o, cb);
+  const std::string saved = file_text(*o.save);
+
+  TrainRun wild = make_run(1, 1e30);  // diverges at once
+  o.steps = 3 * kPerEpoch;
+  o.log_every = 1;
+  o.resume = o.save;
+  std::string e = error_of([&] { fit(*wild.trainer, o, cb); });
+  EXPECT_NE(e.find("test fit: the training loss is "), std::string::npos) << e;
+  EXPECT_NE(e.find("no checkpoint written"), std::string::npos) << e;
+  EXPECT_EQ(file_text(*o.save), saved);
+
+  // A checkpoint holding NaN is refused on resume, naming the tensor.
+  io::Checkpoint c = io::load_checkpoint(*o.save);
+  c.params[0].second.data<float>()[0] = NAN;
+  io::save_checkpoint(tmp("nan.safetensors"), c);
+  TrainRun r = make_run(1);
+  o.resume = tmp("nan.safetensors");
+  e = error_of([&] { fit(*r.trainer, o, cb); });
+  EXPECT_NE(e.find("tensor '" + c.params[0].first + "' holds 1 NaN or inf values"),
+            std::string::npos)
+      << e;
+}
+
+TEST(Fit, SigtermAndSigintSaveStopAndRestoreTheHandlers) {
+  Scratch tmp;
+  for (int sig : {SIGTERM, SIGINT}) {
+    Output out;
+    TrainRun r = make_run(1);
+    FitOptions o = options(out.f);
+    if (sig == SIGTERM) o.save = tmp("s.safetensors");
+    FitCallbacks cb;
+    cb.batch = [&](const StepPosition& p) {
+      if (p.step == 3) std::raise(sig);  // arrives during step 4
+      return batch_at(p);
+    };
+    struct sigaction before {};
+    sigaction(sig, nullptr, &before);
+    FitResult res = fit(*r.trainer, o, cb);
+    EXPECT_TRUE(res.interrupted);
+    EXPECT_EQ(res.signal, sig);
+    EXPECT_EQ(res.steps, 4);
+    std::string text = out.text();
+    if (sig == SIGTERM) {
+      EXPECT_EQ(io::load_checkpoint(*o.save).step, 4);
+      EXPECT_NE(text.find("interrupted at step 4: continue with --resume " + *o.save),
+                std::string::npos)
+          << text;
+    } else {
+      EXPECT_NE(text.find("interrupted at step 4 (no --save: nothing saved)"), std::string::npos)
+          << text;
+    }
+    struct sigaction now {};
+    sigaction(sig, nullptr, &now);
+    EXPECT_EQ(now.sa_handler, before.sa_handler);
+  }
+}
+
+TEST(Fit, OptionsAreCheckedBeforeAnyWork) {
+  Scratch tmp;
+  Output out;
+  TrainRun r = make_run(1);
+  auto refused = [&](const std::function<void(FitOptions&)>& edit) {
+    FitOptions o = options(out.f);
+    edit(o);
+    std::string e = error_of([&] { fit(*r.trainer, o, {}); });
+    EXPECT_EQ(r.trainer->steps_taken(), 0) << e;
+    return e;
+  };
+  EXPECT_EQ(refused([](FitOptions& o) { o.resume = ""; }),
+            "test fit: --resume is empty (an unset variable?); omit it to train from scratch");
+  EXPECT_EQ(refused([](FitOptions& o) { o.save = ""; }), "test fit: --save is empty");
+  EXPECT_EQ(
+      refused([&](FitOptions& o) { o.save = tmp("no/x.safetensors"); }),
+      "test fit: --save " + tmp("no/x.safetensors") + ": folder " + tmp("no") + " does not exist");
+  EXPECT_EQ(refused([&](FitOptions& o) { o.save = tmp(""); }),
+            "test fit: --save " + tmp("") + " is a folder; give a file name");
+  EXPECT_EQ(refused([&](FitOptions& o) { o.metrics = tmp.dir.string(); }),
+            "test fit: --metrics " + tmp.dir.string() + " is a folder; give a file name");
+  EXPECT_EQ(refused([](FitOptions& o) { o.save_every = -1; }),
+            "test fit: --save-every -1 must be >= 0");
+  EXPECT_EQ(refused([](FitOptions& o) { o.steps = 0; }),
+            "test fit: the run has 0 steps; it needs at least 1");
+  // A batch without its per-step input: Trainer::step names it; nothing ran.
+  FitCallbacks cb;
+  cb.batch = [](const StepPosition&) { return Batch{{"rows", Array::scalar(1)}}; };
+  std::string e = error_of([&] { fit(*r.trainer, options(out.f), cb); });
+  EXPECT_EQ(e, "Trainer::step: no input is named 'rows' (it takes idx)");
+  EXPECT_EQ(r.trainer->steps_taken(), 0);
+}

@@ -1,0 +1,39 @@
+#include "tlaloc/recipes/common.h"
+
+#include <fmt/format.h>
+
+namespace tlaloc::recipes {
+
+train::TrainerOptions trainer_options(const Common& c) {
+  train::LaneChoice lane = train::choose_lane(c.lane);
+  fmt::print(c.out, "{}\n", lane.line);
+  train::TrainerOptions t;
+  t.lane = lane.lane;
+  if (c.precision_highest) t.pjrt.emit.precision = stablehlo::Precision::HIGHEST;
+  if (c.deterministic) t.pjrt.compile.overrides.push_back({"xla_gpu_deterministic_ops", true});
+  t.num_threads = c.threads;
+  return t;
+}
+
+train::FitOptions fit_options(const Common& c, std::string name, int64_t steps,
+                              std::map<std::string, std::string> metadata) {
+  train::FitOptions f;
+  f.name = std::move(name);
+  f.steps = steps;
+  f.log_every = c.log_every;
+  f.save = c.save;
+  f.save_every = c.save_every;
+  f.stop_after = c.stop_after;
+  f.resume = c.resume;
+  f.seed = c.seed;
+  f.metadata = std::move(metadata);
+  f.metrics = c.metrics;
+  f.out = c.out;
+  return f;
+}
+
+void check_options(const Common& c, const std::string& name) {
+  train::check(fit_options(c, name, 1, {}));
+}
+
+}  // namespace tlaloc::recipes

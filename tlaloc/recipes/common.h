@@ -1,0 +1,48 @@
+// What the recipes (tlaloc/recipes: disc, fmnist, lm) share: the options of every
+// `tlaloc train` recipe, the lane choice and the train::fit options made from them.
+//
+// A recipe is a reusable training job: its model, data inputs (by name) and loss, plus a
+// run(Config) that trains with train::fit and prints its report to Common::out. `tlaloc train
+// <recipe>` only parses flags into the Config and calls run().
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "tlaloc/train/fit.h"
+#include "tlaloc/train/trainer.h"
+
+namespace tlaloc::recipes {
+
+struct Common {
+  uint64_t seed = 20260921;           // every random draw (data, init, shuffles)
+  int64_t log_every = 50;             // read the loss every N batches
+  int threads = 0;                    // host lane threads (0: OpenMP's default)
+  std::string schedule = "constant";  // optim::parse_schedule's names
+  int64_t warmup = 0;                 // linear warm-up steps
+  train::Lane lane = train::Lane::host;
+  bool precision_highest = false;  // pjrt lane: full-f32 dots (else XLA may use TF32)
+  bool deterministic = false;      // pjrt lane: xla_gpu_deterministic_ops
+  // Checkpoints and metrics (train::FitOptions of the same names).
+  std::optional<std::string> save, resume;
+  int64_t save_every = 0, stop_after = 0;
+  std::string metrics;
+  std::FILE* out = stdout;
+};
+
+// Resolves c.lane (train::choose_lane: auto takes pjrt when a plugin and a device are found),
+// prints the lane's one line to c.out and returns trainer options for it (lane, --precision,
+// --deterministic, threads). Throws tlaloc::Error with that line when pjrt cannot start.
+train::TrainerOptions trainer_options(const Common& c);
+
+// fit options of a run named `name` ("train fmnist") of `steps` steps whose checkpoints carry
+// `metadata` (its "recipe" field names the recipe; all are checked on resume).
+train::FitOptions fit_options(const Common& c, std::string name, int64_t steps,
+                              std::map<std::string, std::string> metadata);
+
+// Checks the checkpoint and metrics options (train::check) before any work is done.
+void check_options(const Common& c, const std::string& name);
+
+}  // namespace tlaloc::recipes

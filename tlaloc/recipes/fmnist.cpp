@@ -1,0 +1,268 @@
+#include "tlaloc/recipes/fmnist.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "tlaloc/nn/losses.h"
+#include "tlaloc/random/random.h"
+#include "tlaloc/runtime/host/compile.h"
+#include "tlaloc/train/checkpointing.h"
+
+namespace tlaloc::recipes::fmnist {
+
+using train::DataInput;
+using train::Inputs;
+using train::LossFn;
+
+std::vector<int64_t> parse_sizes(const std::string& s, const std::string& what) {
+  std::vector<int64_t> out;
+  size_t pos = 0;
+  while (pos <= s.size()) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    std::string tok = s.substr(pos, end - pos);
+    char* rest = nullptr;
+    long long v = std::strtoll(tok.c_str(), &rest, 10);
+    if (tok.empty() || *rest != '\0' || v <= 0)
+      fail("{} '{}': expected positive sizes separated by commas, e.g. 512,256", what, s);
+    out.push_back(v);
+    pos = end + 1;
+  }
+  return out;
+}
+
+std::shared_ptr<nn::Sequential> make_model(const std::vector<int64_t>& hidden) {
+  std::vector<int64_t> sizes{kPixels};
+  sizes.insert(sizes.end(), hidden.begin(), hidden.end());
+  sizes.push_back(kClasses);
+  return nn::mlp(sizes);
+}
+
+std::vector<DataInput> data_inputs(int64_t n, int64_t batch) {
+  return {{"images", {DType::f32, Shape{n, kPixels}}, true},
+          {"labels", {DType::s32, Shape{n}}, true},
+          {"idx", {DType::s32, Shape{batch}}, false},
+          {"weight", {DType::f32, Shape{batch}}, false}};
+}
+
+LossFn loss_fn() {
+  return [](nn::Module& m, const Inputs& d) {
+    trace::Tensor x = trace::take_rows(d["images"], d["idx"]);
+    trace::Tensor y = trace::take_rows(d["labels"], d["idx"]);
+    return std::vector<trace::Tensor>{nn::cross_entropy(m(x), y, d["weight"])};
+  };
+}
+
+LossFn logits_fn() {
+  return [](nn::Module& m, const Inputs& d) { return std::vector<trace::Tensor>{m(d["images"])}; };
+}
+
+optim::TrainStep train_step(int64_t rows, int64_t batch, const std::vector<int64_t>& hidden) {
+  auto model = make_model(hidden);
+  model->init(random::key(20260921));
+  return train::build_train_step(*model, loss_fn(), data_inputs(rows, batch),
+                                 optim::AdamW{.lr = 1e-3, .weight_decay = 1e-2});
+}
+
+std::vector<int32_t> epoch_order(random::Key key, int64_t epoch, int64_t n) {
+  return random::permutation_indices(random::fold_in(key, uint32_t(epoch)), n);
+}
+
+int64_t steps_per_epoch(int64_t n, int64_t batch) { return (n + batch - 1) / batch; }
+
+train::Batch make_batch(const std::vector<int32_t>& order, int64_t b, int64_t batch) {
+  int64_t n = int64_t(order.size());
+  if (b < 0 || b >= steps_per_epoch(n, batch))
+    fail("fmnist: batch {} out of range for {} rows in batches of {}", b, n, batch);
+  Array idx(DType::s32, Shape{batch});
+  Array w(DType::f32, Shape{batch});
+  int32_t* ip = idx.data<int32_t>();
+  float* wp = w.data<float>();
+  for (int64_t i = 0; i < batch; ++i) {
+    int64_t r = b * batch + i;
+    bool real = r < n;
+    ip[i] = real ? order[size_t(r)] : 0;
+    wp[i] = real ? 1.0f : 0.0f;
+  }
+  train::Batch out;
+  out.emplace_back("idx", std::move(idx));
+  out.emplace_back("weight", std::move(w));
+  return out;
+}
+
+Metrics evaluate(const Array& logits, const Array& labels) {
+  if (logits.shape().rank() != 2 || logits.shape()[1] != kClasses ||
+      labels.numel() != logits.shape()[0])
+    fail("fmnist::evaluate: logits {} and labels {} disagree", describe(logits), describe(labels));
+  Metrics m;
+  m.confusion.assign(kClasses, std::vector<int64_t>(kClasses, 0));
+  const float* z = logits.data<float>();
+  const int32_t* y = labels.data<int32_t>();
+  int64_t n = labels.numel(), correct = 0;
+  double loss = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = z + i * kClasses;
+    int best = 0;
+    double mx = row[0];
+    for (int c = 1; c < kClasses; ++c)
+      if (row[c] > mx) mx = row[c], best = c;
+    double s = 0;
+    for (int c = 0; c < kClasses; ++c) s += std::exp(double(row[c]) - mx);
+    loss += std::log(s) + mx - row[y[i]];
+    correct += best == y[i];
+    m.confusion[size_t(y[i])][size_t(best)]++;
+  }
+  m.loss = loss / double(n);
+  m.accuracy = double(correct) / double(n);
+  return m;
+}
+
+std::string format_confusion(const Metrics& m) {
+  std::string out = fmt::format("{:>14} |", "true \\ pred");
+  for (int c = 0; c < kClasses; ++c) out += fmt::format(" {:>5}", c);
+  out += " | accuracy\n" + std::string(15, '-') + "+" + std::string(6 * kClasses, '-') +
+         "-+---------\n";
+  for (int t = 0; t < kClasses; ++t) {
+    int64_t total = 0;
+    for (int64_t v : m.confusion[size_t(t)]) total += v;
+    out += fmt::format("{:>11} {:>2} |", io::kFashionMnistClasses[size_t(t)], t);
+    for (int c = 0; c < kClasses; ++c)
+      out += fmt::format(" {:>5}", m.confusion[size_t(t)][size_t(c)]);
+    double acc = total ? double(m.confusion[size_t(t)][size_t(t)]) / double(total) : 0;
+    out += fmt::format(" | {:6.2f}%\n", 100 * acc);
+  }
+  return out;
+}
+
+namespace {
+
+io::ImageSet first_rows(io::ImageSet s, int64_t n) {
+  if (n <= 0 || n >= s.labels.numel()) return s;
+  Array img(DType::f32, Shape{n, s.images.shape()[1]});
+  Array lab(DType::s32, Shape{n});
+  std::memcpy(img.raw(), s.images.raw(), img.nbytes());
+  std::memcpy(lab.raw(), s.labels.raw(), lab.nbytes());
+  s.images = std::move(img);
+  s.labels = std::move(lab);
+  return s;
+}
+
+std::vector<int64_t> hidden_of(const io::Checkpoint& c) {
+  auto it = c.user.find("hidden");
+  if (c.user.count("recipe") == 0 || c.user.at("recipe") != "fmnist" || it == c.user.end())
+    fail("{}: not a `tlaloc train fmnist` checkpoint (no recipe=fmnist / hidden metadata)",
+         c.source);
+  return parse_sizes(it->second, c.source + ": metadata user.hidden");
+}
+
+}  // namespace
+
+train::FitResult run(const Config& c) {
+  std::FILE* out = c.common.out;
+  check_options(c.common, "train fmnist");
+  auto hidden = parse_sizes(c.hidden, "--hidden");
+  if (c.batch <= 0) fail("--batch must be positive, got {}", c.batch);
+  io::ImageSet train_set = first_rows(io::load_fashion_mnist(c.data, true), c.limit);
+  io::ImageSet test_set = io::load_fashion_mnist(c.data, false);
+  const int64_t n = train_set.labels.numel();
+  const int64_t spe = steps_per_epoch(n, c.batch);
+  const int64_t total_steps = spe * c.epochs;
+  // The default warm-up (one epoch, shortened for short runs) goes with warmup-cosine only; an
+  // explicit --warmup is checked as given.
+  int64_t warmup = c.common.warmup;
+  if (!c.warmup_given)
+    warmup = c.common.schedule == "warmup-cosine" ? std::min(warmup, total_steps - 1) : 0;
+  auto schedule = optim::parse_schedule(c.common.schedule, total_steps, warmup);
+  train::TrainerOptions topt = trainer_options(c.common);  // fails before the model is built
+  topt.schedule = schedule;
+
+  auto keys = random::split(random::key(c.common.seed), 2);  // [init, shuffle]
+  auto model = make_model(hidden);
+  model->init(keys[0]);
+  fmt::print(out, "{}\nparameters: {}\n", model->to_string(), model->num_parameters());
+  fmt::print(out, "data: {} training rows, {} test rows from {}\n", n, test_set.labels.numel(),
+             c.data);
+
+  const int64_t compiled_before = train::compiled_executables(topt.lane);
+  train::Trainer trainer(*model, loss_fn(), data_inputs(n, c.batch),
+                         optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
+  const int64_t train_executables = train::compiled_executables(topt.lane) - compiled_before;
+  fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
+             trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
+  int eval_id = trainer.add_eval(logits_fn(), {{"images", {DType::f32, test_set.images.shape()}}});
+  trainer.set_resident("images", std::move(train_set.images));
+  trainer.set_resident("labels", std::move(train_set.labels));
+
+  train::FitOptions f = fit_options(c.common, "train fmnist", total_steps,
+                                    {{"recipe", "fmnist"},
+                                     {"hidden", c.hidden},
+                                     {"batch", std::to_string(c.batch)},
+                                     {"train_rows", std::to_string(n)}});
+  f.steps_per_epoch = spe;
+  f.items_per_step = c.batch;
+  f.items_per_epoch = n;
+  f.eval_metrics = {"test_loss", "test_accuracy"};
+  train::FitCallbacks cb;
+  std::vector<int32_t> order;  // the order of the epoch `order_epoch`
+  int64_t order_epoch = -1;
+  cb.batch = [&](const train::StepPosition& p) {
+    if (p.epoch != order_epoch) order = epoch_order(keys[1], p.epoch, n);
+    order_epoch = p.epoch;
+    return make_batch(order, p.batch, c.batch);
+  };
+  Metrics last{};
+  train::Batch test_in{{"images", std::move(test_set.images)}};
+  auto evaluate_test = [&] {
+    return evaluate(trainer.run_eval(eval_id, test_in)[0], test_set.labels);
+  };
+  cb.evaluate = [&](const train::EvalPoint& p) -> train::Metrics {
+    last = evaluate_test();
+    fmt::print(out,
+               "epoch {}: train loss {:.4f}  test loss {:.4f}  test accuracy {:.2f}%  ({:.2f} s, "
+               "{:.0f} samples/s)\n",
+               p.epoch + 1, p.train_loss, last.loss, 100 * last.accuracy, p.seconds,
+               double(p.items) / p.seconds);
+    return {{"test_loss", last.loss}, {"test_accuracy", last.accuracy}};
+  };
+  cb.on_end = [&](int64_t, double) {
+    if (last.confusion.empty()) last = evaluate_test();
+    fmt::print(out, "\nconfusion matrix (test set, rows: true class, columns: predicted):\n{}",
+               format_confusion(last));
+    fmt::print(out, "test accuracy {:.2f}%\n", 100 * last.accuracy);
+    fmt::print(out, "compiled executables: {} for training ({} in all, with evaluation)\n",
+               train_executables, train::compiled_executables(topt.lane) - compiled_before);
+  };
+  return train::fit(trainer, f, cb);
+}
+
+CheckpointEval evaluate_checkpoint(const std::string& path, const std::string& data) {
+  io::Checkpoint c = io::load_checkpoint(path);
+  auto model = make_model(hidden_of(c));
+  train::restore_model(*model, c);
+  io::ImageSet test = io::load_fashion_mnist(data, false);
+  auto named = model->named_parameters();
+  std::vector<ir::TensorType> types{{DType::f32, test.images.shape()}};
+  for (auto& p : named) types.push_back({p.param->value.dtype(), p.param->value.shape()});
+  ir::Function f = trace::capture(
+      [&](std::span<const trace::Tensor> in) {
+        model->bind(in.subspan(1));
+        return std::vector<trace::Tensor>{(*model)(in[0])};
+      },
+      types);
+  auto exe = runtime::host::compile(f);
+  std::vector<Array> inputs;
+  inputs.push_back(std::move(test.images));
+  for (auto& p : named) inputs.push_back(p.param->value);
+  CheckpointEval e;
+  e.step = c.step;
+  e.parameters = model->num_parameters();
+  e.images = test.labels.numel();
+  e.metrics = evaluate(exe->run(inputs)[0], test.labels);
+  return e;
+}
+
+}  // namespace tlaloc::recipes::fmnist

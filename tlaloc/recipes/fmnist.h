@@ -1,0 +1,94 @@
+// The Fashion-MNIST recipe: an MLP classifier (784 -> hidden... -> 10, ReLU) trained with AdamW
+// inside the compiled step. The training set is resident on the lane; each step takes only its
+// batch's row indices (s32 [batch]) and row weights (f32 [batch]: 1, or 0 for the padding of
+// the last partial batch, so the step never recompiles). `tlaloc train fmnist` is run(),
+// `tlaloc eval` is evaluate_checkpoint().
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "tlaloc/io/idx.h"
+#include "tlaloc/nn/layers.h"
+#include "tlaloc/random/key.h"
+#include "tlaloc/recipes/common.h"
+#include "tlaloc/train/trainer.h"
+
+namespace tlaloc::recipes::fmnist {
+
+inline constexpr int64_t kPixels = 784, kClasses = 10;
+
+// "512,256" -> {512, 256}. Throws tlaloc::Error naming `what` unless every entry is a positive
+// integer.
+std::vector<int64_t> parse_sizes(const std::string& s, const std::string& what);
+
+// nn::mlp({784, hidden..., 10}).
+std::shared_ptr<nn::Sequential> make_model(const std::vector<int64_t>& hidden);
+
+// Data inputs of the step: "images" f32 [n, 784] and "labels" s32 [n] (resident), then "idx"
+// s32 [batch] and "weight" f32 [batch] (per step).
+std::vector<train::DataInput> data_inputs(int64_t n, int64_t batch);
+// Weighted mean softmax cross-entropy of model(images[idx]) against labels[idx].
+train::LossFn loss_fn();
+// Logits f32 [n, 10] of the model for "images" f32 [n, 784] (for evaluation).
+train::LossFn logits_fn();
+
+// The default job's train step (60000 resident rows, batch 128, MLP 784-256-10, AdamW lr 1e-3
+// wd 1e-2 inside the program), for export and tests.
+optim::TrainStep train_step(int64_t rows = 60000, int64_t batch = 128,
+                            const std::vector<int64_t>& hidden = {256});
+
+// The order of the training rows in `epoch` (0-based): a permutation of [0, n) drawn from
+// fold_in(key, epoch), so any epoch's order is recomputed exactly on resume.
+std::vector<int32_t> epoch_order(random::Key key, int64_t epoch, int64_t n);
+int64_t steps_per_epoch(int64_t n, int64_t batch);  // ceil(n / batch)
+// Batch `b` of an epoch's order: "idx" s32 [batch] and "weight" f32 [batch]; the tail of the
+// last partial batch repeats row 0 with weight 0. Throws tlaloc::Error for b out of range.
+train::Batch make_batch(const std::vector<int32_t>& order, int64_t b, int64_t batch);
+
+struct Metrics {
+  double loss = 0;                              // mean cross-entropy (nats)
+  double accuracy = 0;                          // fraction
+  std::vector<std::vector<int64_t>> confusion;  // [true][predicted], 10 x 10
+};
+// Metrics of logits f32 [n, 10] against labels s32 [n], computed on the host in f64.
+Metrics evaluate(const Array& logits, const Array& labels);
+// The confusion matrix with class names and per-class accuracy, as text.
+std::string format_confusion(const Metrics& m);
+
+// `tlaloc train fmnist`: the MLP `hidden` trained with AdamW (lr, wd) in batches of `batch` for
+// `epochs` epochs over the training set of `data` (its first `limit` rows when > 0) through
+// train::fit, the test set evaluated after every epoch; prints the model, each epoch's losses
+// and test accuracy, the confusion matrix and the compiled executables to common.out. The
+// default schedule is warm-up (one epoch, shortened to the run) then cosine; an explicit
+// --warmup (warmup_given) is used as given. Throws tlaloc::Error for bad sizes, unreadable data
+// and fit's errors.
+struct Config {
+  Config() {
+    common.schedule = "warmup-cosine";
+    common.warmup = 469;
+    common.save = "fmnist.safetensors";
+  }
+  Common common;
+  std::string data = io::kFashionMnistDir;
+  std::string hidden = "256";
+  int64_t epochs = 5;
+  int64_t batch = 128;
+  double lr = 3e-3, wd = 1e-2;
+  int64_t limit = 0;  // use only the first N training rows (tests, quick runs)
+  bool warmup_given = false;
+};
+train::FitResult run(const Config& c);
+
+// `tlaloc eval`: the test-set metrics of a `tlaloc train fmnist` checkpoint (its hidden sizes
+// read from its metadata), computed on the host lane. Throws tlaloc::Error for another
+// recipe's checkpoint, mismatched tensors or unreadable data.
+struct CheckpointEval {
+  int64_t step = 0;
+  int64_t parameters = 0;
+  int64_t images = 0;
+  Metrics metrics;
+};
+CheckpointEval evaluate_checkpoint(const std::string& path, const std::string& data);
+
+}  // namespace tlaloc::recipes::fmnist

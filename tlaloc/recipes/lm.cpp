@@ -1,0 +1,260 @@
+#include "tlaloc/recipes/lm.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <unistd.h>
+
+#include "tlaloc/io/checkpoint.h"
+#include "tlaloc/nn/losses.h"
+#include "tlaloc/random/random.h"
+
+namespace tlaloc::recipes::lm {
+
+using trace::Tensor;
+using train::DataInput;
+using train::Inputs;
+using train::LossFn;
+
+nn::CausalLMConfig bench_config() { return {}; }
+
+optim::AdamW bench_optimizer() { return {.lr = 3e-3, .weight_decay = 0.01}; }
+
+std::vector<DataInput> data_inputs(int64_t n_tokens, int64_t batch, bool dropout_key) {
+  std::vector<DataInput> in{{"tokens", {DType::s32, Shape{n_tokens}}, true},
+                            {"starts", {DType::s32, Shape{batch}}, false}};
+  if (dropout_key) in.push_back({"dropout_key", {DType::u32, Shape{2}}, false});
+  return in;
+}
+
+LossFn loss_fn(int64_t context) {
+  return [context](nn::Module& m, const Inputs& d) {
+    const Tensor& starts = d["starts"];
+    const int64_t B = starts.dim(0);
+    Tensor pos = trace::reshape(starts, {B, 1}) + trace::iota(Shape{1, context + 1}, 1);
+    Tensor win = trace::take_rows(d["tokens"], pos);  // [B, context + 1]
+    Tensor x = trace::slice(win, 1, 0, context), y = trace::slice(win, 1, 1, context + 1);
+    const bool dropout = d.contains("dropout_key");
+    m.train(dropout);
+    if (dropout) m.bind_key(d["dropout_key"]);
+    Tensor logits = m(x);
+    Tensor flat = trace::reshape(logits, {B * context, logits.dim(2)});
+    return std::vector<Tensor>{nn::cross_entropy(flat, trace::reshape(y, {B * context}))};
+  };
+}
+
+optim::TrainStep bench_train_step(int64_t n_tokens, uint64_t seed) {
+  nn::CausalLM model(bench_config());
+  model.init(random::key(seed));
+  return train::build_train_step(model, loss_fn(model.config().context),
+                                 data_inputs(n_tokens, kBenchBatch), bench_optimizer());
+}
+
+Array read_corpus(const std::vector<std::string>& files) {
+  std::vector<int32_t> tok;
+  for (const auto& f : files) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(f, ec))
+      fail("lm: text file {} is a directory (pass its files)", f);
+    if (std::filesystem::is_character_file(f, ec) || std::filesystem::is_block_file(f, ec))
+      fail("lm: text file {} is a device, not a file (it may never end)", f);
+    std::ifstream in(f, std::ios::binary);
+    if (!in) fail("lm: cannot read text file {}", f);
+    std::vector<char> bytes;
+    try {
+      bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    } catch (const std::ios_base::failure& e) {
+      fail("lm: cannot read text file {}: {}", f, e.what());
+    }
+    for (char c : bytes) tok.push_back(int32_t(static_cast<unsigned char>(c)));
+  }
+  if (tok.empty()) fail("lm: the corpus ({} files) is empty", files.size());
+  return Array::from(Shape{int64_t(tok.size())}, tok);
+}
+
+std::vector<std::string> default_corpus(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (!e.is_regular_file()) continue;  // symlinks to off/ and subfolders are skipped
+    std::string ext = e.path().extension().string();
+    if (ext == ".dat" || ext == ".u8") continue;
+    out.push_back(e.path().string());
+  }
+  if (ec || out.empty())
+    fail("lm: no fortunes text files in {} (install Debian's fortunes package or pass --text)",
+         dir);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+double unigram_bits_per_byte(const Array& train, const Array& eval) {
+  std::vector<double> count(256, 1.0);
+  const int32_t* t = train.data<int32_t>();
+  for (int64_t i = 0; i < train.numel(); ++i) count[size_t(t[i])] += 1;
+  double total = double(train.numel()) + 256.0, bits = 0;
+  const int32_t* e = eval.data<int32_t>();
+  for (int64_t i = 0; i < eval.numel(); ++i) bits -= std::log2(count[size_t(e[i])] / total);
+  return bits / double(eval.numel());
+}
+
+double parameter_count(const nn::CausalLMConfig& c) {
+  if (c.vocab <= 0 || c.context <= 0 || c.d_model <= 0 || c.layers <= 0 || c.heads <= 0 ||
+      c.kv_heads <= 0 || c.d_ff <= 0)
+    return 0;
+  const double d = double(c.d_model), ff = double(c.d_ff), v = double(c.vocab);
+  const double kv = double(c.kv_heads) * d / double(c.heads);  // k / v projection outputs
+  const double norm = c.norm == "rmsnorm" ? d : 2 * d;
+  const double block =
+      2 * norm + (d * d + d) * 2 + (d * kv + kv) * 2 + (d * ff + ff) + (ff * d + d);
+  return v * d + double(c.context) * d + double(c.layers) * block + norm + (c.tied ? 0 : v * d);
+}
+
+void check_fits_in_memory(const nn::CausalLMConfig& c, double bytes_per_parameter,
+                          const std::string& what) {
+  const double n = parameter_count(c), need = n * bytes_per_parameter;
+  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  if (have > 0 && need > have)
+    fail(
+        "{}: a model of {:.4g} parameters needs about {:.1f} GiB ({} bytes each), more than this "
+        "machine's {:.1f} GiB of memory",
+        what, n, need / kGiB, bytes_per_parameter, have / kGiB);
+}
+
+Array dropout_key(uint64_t seed, int64_t step) {
+  random::Key k = random::split(random::key(seed), 2)[1];
+  return random::key_data(random::fold_in(k, uint32_t(step)));
+}
+
+Array random_starts(uint64_t seed, int64_t step, int64_t count, int64_t n_tokens, int64_t context) {
+  random::Key k = random::fold_in(random::key(seed), uint32_t(step));
+  return random::randint(k, Shape{count}, 0, n_tokens - context);
+}
+
+namespace {
+
+Array tokens_range(const Array& t, int64_t begin, int64_t end) {
+  Array out(DType::s32, Shape{end - begin});
+  std::memcpy(out.raw(), t.data<int32_t>() + begin, size_t(end - begin) * 4);
+  return out;
+}
+
+// Checked before the corpus is read or anything is compiled, so a typo fails at once.
+void check_config(const Config& c) {
+  if (c.batch < 1) fail("train lm: --batch {} must be >= 1", c.batch);
+  const auto& m = c.model;
+  if (m.heads < 1 || m.kv_heads < 1 || m.d_model % m.heads != 0 || m.heads % m.kv_heads != 0)
+    fail(
+        "train lm: --d-model {} must be a multiple of --heads {}, itself a multiple of --kv-heads "
+        "{} (MHA: equal, GQA: a divisor, MQA: 1)",
+        m.d_model, m.heads, m.kv_heads);
+  if (!(m.dropout >= 0 && m.dropout < 1))
+    fail("train lm: --dropout {} must be in [0, 1) (1 zeroes every activation)", m.dropout);
+  check_options(c.common, "train lm");
+  // Parameters, gradients and AdamW's two moments: 4 f32 per parameter.
+  check_fits_in_memory(m, 16, "train lm");
+}
+
+}  // namespace
+
+train::FitResult run(const Config& c) {
+  std::FILE* out = c.common.out;
+  check_config(c);
+  train::TrainerOptions topt = trainer_options(c.common);  // fails before any work
+  auto files = c.text.empty() ? default_corpus() : c.text;
+  Array all = read_corpus(files);
+  const int64_t n = all.numel(), ctx = c.model.context;
+  const int64_t nval = int64_t(double(n) * c.val_fraction), ntrain = n - nval;
+  if (ntrain <= ctx + 1 || nval <= ctx + 1)
+    fail("train lm: {} bytes are too few for context {} and a {} validation split", n, ctx,
+         c.val_fraction);
+  Array train_tok = tokens_range(all, 0, ntrain), val_tok = tokens_range(all, ntrain, n);
+  fmt::print(out, "corpus: {} files, {} bytes ({} train, {} validation)\n", files.size(), n, ntrain,
+             nval);
+  topt.schedule = optim::parse_schedule(c.common.schedule, c.steps, c.common.warmup);
+  nn::CausalLM model(c.model);
+  model.init(random::key(c.common.seed));
+  fmt::print(out, "{}\nparameters: {}\n", model.to_string(), model.num_parameters());
+  const bool dropout = c.model.dropout > 0;
+  train::Trainer trainer(model, loss_fn(ctx), data_inputs(ntrain, c.batch, dropout),
+                         optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
+  fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
+             trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
+  const int64_t nw = std::min(c.val_windows, nval - ctx - 1);
+  int eval_id = trainer.add_eval(
+      loss_fn(ctx), {{"tokens", {DType::s32, Shape{nval}}}, {"starts", {DType::s32, Shape{nw}}}});
+  Array starts(DType::s32, Shape{nw});
+  for (int64_t i = 0; i < nw; ++i)
+    starts.data<int32_t>()[i] = int32_t(i * (nval - ctx - 1) / std::max<int64_t>(nw, 1));
+  trainer.set_resident("tokens", std::move(train_tok));
+
+  const auto& m = c.model;
+  train::FitOptions f = fit_options(c.common, "train lm", c.steps,
+                                    {{"recipe", "lm"},
+                                     {"layers", std::to_string(m.layers)},
+                                     {"d_model", std::to_string(m.d_model)},
+                                     {"heads", std::to_string(m.heads)},
+                                     {"kv_heads", std::to_string(m.kv_heads)},
+                                     {"context", std::to_string(ctx)},
+                                     {"d_ff", std::to_string(m.d_ff)},
+                                     {"tied", m.tied ? "true" : "false"},
+                                     {"norm", m.norm},
+                                     {"gelu", m.gelu},
+                                     {"dropout", io::exact(m.dropout)},
+                                     {"batch", std::to_string(c.batch)}});
+  f.progress_value = "loss (bits/byte)";
+  f.progress_unit = std::log(2.0);
+  f.progress_mean = false;
+  train::FitCallbacks cb;
+  cb.batch = [&](const train::StepPosition& p) {
+    train::Batch in{{"starts", random_starts(c.common.seed, p.step, c.batch, ntrain, ctx)}};
+    if (dropout) in.emplace_back("dropout_key", dropout_key(c.common.seed, p.step));
+    return in;
+  };
+  cb.on_end = [&](int64_t, double) {
+    train::Batch in{{"tokens", val_tok}, {"starts", starts}};
+    const double bpb = trainer.run_eval(eval_id, in)[0].at(0) / std::log(2.0);
+    if (!std::isfinite(bpb))
+      fail(
+          "train lm: the validation loss is {} at step {} (diverged; try a lower --lr); no "
+          "checkpoint written",
+          bpb, trainer.steps_taken());
+    fmt::print(out,
+               "validation: {:.4f} bits/byte (model)  vs  {:.4f} bits/byte (unigram baseline)\n",
+               bpb, unigram_bits_per_byte(all, val_tok));
+  };
+  return train::fit(trainer, f, cb);
+}
+
+train::StepBenchCase bench_case(int threads) {
+  train::StepBenchCase c;
+  const int64_t n = 4096, ctx = bench_config().context;
+  c.title = fmt::format(
+      "benchmark LM step (2 layers, d_model 128, 4 heads, MLP 512 GELU, ctx 16, batch 4x16, "
+      "AdamW in the program; {} parameters)",
+      nn::CausalLM(bench_config()).num_parameters());
+  c.make_model = [] {
+    auto m = std::make_shared<nn::CausalLM>(bench_config());
+    m->init(random::key(20260921));
+    return std::shared_ptr<nn::Module>(m);
+  };
+  c.loss = loss_fn(ctx);
+  c.data = data_inputs(n, kBenchBatch);
+  c.resident = {{"tokens", random::randint(random::key(7), Shape{n}, 0, 256)}};
+  c.per_step = [n, ctx](int64_t s) {
+    return train::Batch{{"starts", random_starts(1, s, kBenchBatch, n, ctx)}};
+  };
+  c.opt = bench_optimizer();
+  c.num_threads = threads;
+  return c;
+}
+
+}  // namespace tlaloc::recipes::lm

@@ -1,0 +1,266 @@
+#include "tlaloc/train/fit.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+
+#include "tlaloc/train/checkpointing.h"
+#include "tlaloc/train/progress.h"
+
+namespace tlaloc::train {
+
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+
+extern "C" void on_stop_signal(int sig) {
+  if (g_signal) _exit(130);  // a second signal: stop now, without saving
+  g_signal = sig;
+}
+
+// SIGINT and SIGTERM set g_signal while it lives; the previous handlers come back after.
+class SignalGuard {
+ public:
+  explicit SignalGuard(bool on) : on_(on) {
+    if (!on_) return;
+    g_signal = 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGTERM, &sa, &old_term_);
+  }
+  ~SignalGuard() {
+    if (!on_) return;
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+  SignalGuard(const SignalGuard&) = delete;
+  SignalGuard& operator=(const SignalGuard&) = delete;
+  int signal() const { return on_ ? int(g_signal) : 0; }
+
+ private:
+  bool on_;
+  struct sigaction old_int_ {
+  }, old_term_{};
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// The metrics CSV (FitOptions::metrics): every row is flushed and checked.
+class MetricsCsv {
+ public:
+  explicit MetricsCsv(const FitOptions& o) : o_(o) {
+    if (o.metrics.empty()) return;
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(o.metrics, ec);
+    const bool fresh = ec || size == 0;
+    f_ = std::fopen(o.metrics.c_str(), "a");
+    if (!f_)
+      fail("{}: --metrics {}: cannot open for writing: {}", o.name, o.metrics,
+           std::strerror(errno));
+    if (!fresh) return;
+    std::string header = "kind,step,epoch,train_loss,";
+    for (const auto& m : o.eval_metrics) header += m + ",";
+    write(header + "seconds\n");
+  }
+  ~MetricsCsv() {
+    if (f_) std::fclose(f_);
+  }
+  MetricsCsv(const MetricsCsv&) = delete;
+  MetricsCsv& operator=(const MetricsCsv&) = delete;
+
+  void step_row(int64_t step, int64_t epoch, double loss, double seconds) {
+    if (!f_) return;
+    std::string row = fmt::format("step,{},{},{},", step, epoch + 1, loss);
+    row += std::string(o_.eval_metrics.size(), ',');
+    write(row + fmt::format("{}\n", seconds));
+  }
+  void eval_row(const char* kind, const EvalPoint& p, const Metrics& m) {
+    if (!f_) return;
+    std::string row = fmt::format("{},{},{},{},", kind, p.step, p.epoch + 1, p.train_loss);
+    for (const auto& name : o_.eval_metrics) {
+      auto it = std::find_if(m.begin(), m.end(), [&](const auto& v) { return v.first == name; });
+      if (it == m.end()) fail("{}: the evaluation reported no '{}'", o_.name, name);
+      row += fmt::format("{},", it->second);
+    }
+    write(row + fmt::format("{}\n", p.seconds));
+  }
+
+ private:
+  void write(const std::string& s) {
+    if (std::fputs(s.c_str(), f_) < 0 || std::fflush(f_) != 0 || std::ferror(f_))
+      fail("{}: --metrics {}: cannot write: {}", o_.name, o_.metrics, std::strerror(errno));
+  }
+  const FitOptions& o_;
+  std::FILE* f_ = nullptr;
+};
+
+void check_file_option(const FitOptions& o, const char* flag, const std::string& path) {
+  if (path.empty()) fail("{}: {} is empty", o.name, flag);
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+    fail("{}: {} {}: folder {} does not exist", o.name, flag, path, dir.string());
+  if (std::filesystem::is_directory(path, ec))
+    fail("{}: {} {} is a folder; give a file name", o.name, flag, path);
+}
+
+void resume(Trainer& t, const FitOptions& o) {
+  const std::string& path = *o.resume;
+  io::Checkpoint c = load_resume(path, o.metadata, o.seed);
+  if (c.step >= o.steps)
+    fail("--resume {}: it is at step {} already; this run ends at step {}: nothing to train", path,
+         c.step, o.steps);
+  // A resumed run must start from finite numbers: NaN / inf would only train into NaN.
+  for (const io::NamedArrays* arrays : {&c.params, &c.optimizer_state})
+    require_finite(*arrays, "--resume " + c.source, "tensor");
+  restore(t, c);
+  fmt::print(o.out, "resumed from {} at step {}\n", path, t.steps_taken());
+}
+
+}  // namespace
+
+void check(const FitOptions& o) {
+  if (o.steps < 1) fail("{}: the run has {} steps; it needs at least 1", o.name, o.steps);
+  if (o.log_every < 1) fail("{}: --log-every {} must be >= 1", o.name, o.log_every);
+  const std::pair<const char*, int64_t> counts[] = {{"--save-every", o.save_every},
+                                                    {"--stop-after", o.stop_after},
+                                                    {"--eval-every", o.eval_every},
+                                                    {"steps per epoch", o.steps_per_epoch}};
+  for (const auto& [flag, v] : counts)
+    if (v < 0) fail("{}: {} {} must be >= 0", o.name, flag, v);
+  if (o.resume && o.resume->empty())
+    fail("{}: --resume is empty (an unset variable?); omit it to train from scratch", o.name);
+  if (o.save) check_file_option(o, "--save", *o.save);
+  if (!o.metrics.empty()) check_file_option(o, "--metrics", o.metrics);
+}
+
+FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
+  check(o);
+  if (o.resume) resume(t, o);
+  const int64_t first = t.steps_taken();
+  const bool by_epoch = o.steps_per_epoch > 0;
+  const int64_t spe = by_epoch ? o.steps_per_epoch : o.steps;
+  const int64_t epoch_items = o.items_per_epoch > 0 ? o.items_per_epoch : spe * o.items_per_step;
+  auto batch = [&](int64_t s) {
+    return cb.batch ? cb.batch(StepPosition{s, s / spe, s % spe}) : Batch{};
+  };
+  if (o.cross_check && t.lane() == Lane::pjrt) {  // one step of both lanes on the next batch
+    CrossCheck c = t.cross_check(batch(first));
+    fmt::print(
+        o.out,
+        "cross-check (one step, host lane vs pjrt lane): max |diff| {:.3e}, relative {:.3e}{}\n",
+        c.max_abs, c.max_rel, c.worst.empty() ? "" : fmt::format(" (largest in {})", c.worst));
+  }
+  MetricsCsv csv(o);
+  SignalGuard signals(o.handle_signals);
+
+  auto check_loss = [&](double l) {
+    if (!std::isfinite(l))
+      fail(
+          "{}: the training loss is {} at step {} (diverged; try a lower --lr); no checkpoint "
+          "written",
+          o.name, l, t.steps_taken());
+  };
+  auto save = [&] {
+    if (!o.save) return;
+    if (t.steps_taken() > first) check_loss(t.read_last().loss);
+    io::save_checkpoint(*o.save, to_checkpoint(t, o.seed, t.steps_taken(), o.metadata));
+    fmt::print(o.out, "saved {} (step {})\n", *o.save, t.steps_taken());
+  };
+  if (cb.on_start) cb.on_start();
+
+  FitResult r;
+  const auto run_start = std::chrono::steady_clock::now();
+  while (t.steps_taken() < o.steps) {
+    const int64_t epoch = t.steps_taken() / spe, first_b = t.steps_taken() % spe;
+    const int64_t end_b = std::min(spe, o.steps - epoch * spe);
+    // Items done after `b` batches: within the epoch, or since this process started.
+    auto done = [&](int64_t b) {
+      return by_epoch ? std::min(epoch_items, b * o.items_per_step)
+                      : (b - first) * o.items_per_step;
+    };
+    std::optional<Progress> bar;
+    if (o.progress) {
+      std::string label =
+          by_epoch ? fmt::format("epoch {}/{}", epoch + 1, (o.steps + spe - 1) / spe)
+                   : (first > 0 ? fmt::format("{} (from step {})", o.name, first) : o.name);
+      bar.emplace(label, by_epoch ? epoch_items : done(o.steps), o.out);
+      bar->set_value_name(o.progress_value);
+    }
+    const auto epoch_start = std::chrono::steady_clock::now();
+    double loss_sum = 0, last = NAN, eval_seconds = 0;
+    int64_t reads = 0;
+    auto bar_value = [&] {
+      return (o.progress_mean ? (reads ? loss_sum / double(reads) : NAN) : last) / o.progress_unit;
+    };
+    auto evaluate = [&](const char* kind, bool epoch_end, int64_t b) {
+      if (!cb.evaluate) return;
+      const auto t0 = std::chrono::steady_clock::now();
+      EvalPoint p{t.steps_taken(),
+                  epoch,
+                  epoch_end,
+                  loss_sum / double(std::max<int64_t>(reads, 1)),
+                  seconds_since(epoch_start) - eval_seconds,
+                  done(b) - done(first_b)};
+      Metrics m = cb.evaluate(p);
+      csv.eval_row(kind, p, m);
+      eval_seconds += seconds_since(t0);
+    };
+    for (int64_t b = first_b; b < end_b; ++b) {
+      if (int sig = signals.signal()) {
+        if (bar) bar->finish(done(b), bar_value());
+        save();
+        if (o.save)
+          fmt::print(o.out, "interrupted at step {}: continue with --resume {}\n", t.steps_taken(),
+                     *o.save);
+        else
+          fmt::print(o.out, "interrupted at step {} (no --save: nothing saved)\n", t.steps_taken());
+        r.interrupted = true;
+        r.signal = sig;
+        r.steps = t.steps_taken();
+        return r;
+      }
+      if (o.stop_after > 0 && t.steps_taken() >= o.stop_after) {
+        save();
+        fmt::print(o.out, "stopped after {} steps (--stop-after)\n", t.steps_taken());
+        r.stopped = true;
+        r.steps = t.steps_taken();
+        return r;
+      }
+      t.step(batch(t.steps_taken()));
+      if ((b + 1) % o.log_every == 0 || b + 1 == end_b) {
+        StepLog log{t.steps_taken(), epoch, b, t.read_last()};
+        check_loss(log.report.loss);
+        loss_sum += log.report.loss;
+        last = log.report.loss;
+        ++reads;
+        if (bar) bar->update(done(b + 1), bar_value());
+        csv.step_row(t.steps_taken(), epoch, log.report.loss,
+                     seconds_since(epoch_start) - eval_seconds);
+        if (cb.on_log) cb.on_log(log);
+      }
+      if (o.eval_every > 0 && t.steps_taken() % o.eval_every == 0) evaluate("eval", false, b + 1);
+      if (o.save_every > 0 && t.steps_taken() % o.save_every == 0) save();
+    }
+    if (bar) bar->finish(done(end_b), bar_value());
+    if (by_epoch) evaluate("epoch", true, end_b);
+  }
+  if (cb.on_end) cb.on_end(t.steps_taken() - first, seconds_since(run_start));
+  save();
+  r.steps = t.steps_taken();
+  return r;
+}
+
+}  // namespace tlaloc::train

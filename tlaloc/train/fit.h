@@ -1,0 +1,137 @@
+// fit: the training loop every recipe shares. It runs a Trainer for a number of steps (or of
+// epochs of a fixed number of steps), asking a callback for each step's per-step inputs; reads
+// the loss every `log_every` batches (the only per-step download) for the progress bar, the
+// log callback and the metrics CSV; evaluates at each epoch's end and / or every N steps;
+// saves checkpoints every N steps, at the end and when interrupted; resumes from a checkpoint.
+//
+// Guarantees:
+//   * Resume is a bitwise continuation: the checkpoint restores parameters, optimizer state and
+//     the schedule position (steps taken), and the batch callback is asked for the same
+//     positions an uninterrupted run asks for, so the data order and the trajectory are the same.
+//   * A NaN / inf training loss stops the run with a tlaloc::Error (when it is read, and before
+//     every save): a checkpoint holding a diverged run is never written over a good one.
+//   * SIGINT and SIGTERM (while fit runs): the first one stops the run before its next step,
+//     saves a checkpoint (when `save` is set) and fit returns with `interrupted` set; a second
+//     one exits the process at once with status 130.
+//   * Every write of the metrics CSV is checked: a full disk is a tlaloc::Error, not a cut file.
+//
+// Output (to FitOptions::out): "resumed from F at step N", the pjrt lane's cross-check line,
+// the progress bar, "saved F (step N)", "interrupted at step N: continue with --resume F",
+// "stopped after N steps (--stop-after)". Messages name the options after `tlaloc train`'s
+// flags (--save, --resume, ...), which the options below mirror.
+#pragma once
+
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tlaloc/train/trainer.h"
+
+namespace tlaloc::train {
+
+// Where a step is in the run. step: steps taken before it (0-based, counted from the start of
+// the run, resumed steps included); with epochs, epoch = step / steps_per_epoch and batch =
+// step % steps_per_epoch; without, epoch = 0 and batch = step.
+struct StepPosition {
+  int64_t step = 0, epoch = 0, batch = 0;
+};
+
+// A step whose outputs were read (every log_every batches and at the last batch of an epoch /
+// of the run). step: steps taken after it (1-based).
+struct StepLog {
+  int64_t step = 0, epoch = 0, batch = 0;
+  StepReport report;
+};
+
+// An evaluation point: an epoch's end (epoch_end) or every eval_every steps.
+struct EvalPoint {
+  int64_t step = 0;   // steps taken
+  int64_t epoch = 0;  // 0-based epoch the point is in (the one that ended)
+  bool epoch_end = false;
+  double train_loss = 0;  // mean of the losses read in this epoch by this process
+  double seconds = 0;     // this epoch's training time so far (evaluation excluded)
+  int64_t items = 0;      // items (FitOptions::items_per_step) trained in this epoch so far
+};
+
+// Named values an evaluation reports, written to the metrics CSV in FitOptions::eval_metrics
+// order (e.g. {"test_loss", 0.33}, {"test_accuracy", 0.88}).
+using Metrics = std::vector<std::pair<std::string, double>>;
+
+struct FitOptions {
+  std::string name = "fit";     // names the run in errors ("train fmnist: ...") and its bar
+  int64_t steps = 0;            // the run ends when the trainer has taken this many steps (>= 1)
+  int64_t steps_per_epoch = 0;  // > 0: the run is epochs of this many steps; 0: one pass
+  int64_t log_every = 50;       // read the loss every N batches of an epoch (>= 1)
+
+  // Progress bar (progress.h). With epochs: one bar per epoch, "epoch E/N", counting
+  // items_per_epoch items (a step trains items_per_step of them, the last batch what is left);
+  // without: one bar for the run, `name` (" (from step N)" when resumed), counting steps.
+  bool progress = true;
+  int64_t items_per_step = 1, items_per_epoch = 0;
+  std::string progress_value = "loss";  // the value's name in the bar
+  double progress_unit = 1;             // the bar shows loss / unit (e.g. ln 2: bits)
+  bool progress_mean = true;            // the epoch's mean of the read losses, else the last one
+
+  // Checkpoints (train/checkpointing.h): written to `save` every save_every steps (0: never),
+  // at the end and when interrupted; none at all when `save` is unset. `seed` and `metadata`
+  // (the recipe's fields, e.g. {"recipe", "fmnist"}) go into them and are checked on resume.
+  std::optional<std::string> save;
+  int64_t save_every = 0;
+  int64_t stop_after = 0;  // > 0: save and stop once this many steps are taken
+  std::optional<std::string> resume;
+  uint64_t seed = 0;
+  std::map<std::string, std::string> metadata;
+
+  // Evaluation: FitCallbacks::evaluate at each epoch's end and every eval_every steps (0: not
+  // by steps). Metrics CSV: appended to `metrics` (empty: none), columns kind, step, epoch,
+  // train_loss, the eval_metrics, seconds; one "step" row per loss read, one "epoch" / "eval"
+  // row per evaluation. A new or empty file gets the header first.
+  int64_t eval_every = 0;
+  std::string metrics;
+  std::vector<std::string> eval_metrics;
+
+  bool cross_check = true;     // pjrt lane: one step compared with the host lane first
+  bool handle_signals = true;  // SIGINT / SIGTERM as described at the top
+  std::FILE* out = stdout;
+};
+
+struct FitCallbacks {
+  // The per-step inputs of the step at `p` (Trainer::step's Batch). Must depend on p only:
+  // cross-checks and resumed runs ask again. Null: the step takes no per-step inputs.
+  std::function<Batch(const StepPosition& p)> batch;
+  // After resume and cross-check, just before the first step (e.g. a "training on ..." line).
+  std::function<void()> on_start;
+  // Each loss read (after the progress bar is updated).
+  std::function<void(const StepLog&)> on_log;
+  // Evaluation points; returns the values of FitOptions::eval_metrics (may print).
+  std::function<Metrics(const EvalPoint&)> evaluate;
+  // After the last step, before the final checkpoint: the final report. `seconds`: the
+  // training loop's wall time in this process. An exception stops fit before saving.
+  std::function<void(int64_t steps_run, double seconds)> on_end;
+};
+
+struct FitResult {
+  int64_t steps = 0;         // steps taken at the end (trainer.steps_taken())
+  bool interrupted = false;  // by a signal: saved (when `save` is set) and stopped early
+  int signal = 0;            // SIGINT or SIGTERM when interrupted
+  bool stopped = false;      // by stop_after
+};
+
+// Checks the options before any work: steps >= 1, log_every >= 1, save_every / stop_after /
+// eval_every / steps_per_epoch >= 0; `save` and `resume` not empty strings (an unset shell
+// variable must not train afresh over a checkpoint); `save`'s folder exists and `save` is not
+// a folder; `metrics` not a folder. Throws tlaloc::Error "<name>: --save ...".
+void check(const FitOptions& o);
+
+// Runs the loop described at the top on `t` (its resident inputs set, its lane chosen).
+// Resuming: loads o.resume (io::load_checkpoint), refuses another recipe's or seed's
+// checkpoint (metadata and seed compared, train::load_resume), one at or past o.steps (nothing
+// to train) and one holding NaN / inf, then restores it into `t`. Throws tlaloc::Error for
+// those, for a bad batch (Trainer::step's errors), a non-finite loss and I/O failures.
+FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb = {});
+
+}  // namespace tlaloc::train
