@@ -289,11 +289,13 @@ std::map<Op, std::vector<Case>> cases() {
     if (!ir::is_composite(op) || m.count(op) || !ir::composite(op).examples) continue;
     for (const ir::CompositeExample& e : ir::composite(op).examples()) {
       std::vector<Array> xs;
-      for (const ir::TensorType& t : e.operands) {
+      for (size_t k = 0; k < e.operands.size(); ++k) {
+        const ir::TensorType& t = e.operands[k];
         Array u = uniform(t.shape, seed++, 0, 1);
         std::vector<double> v = u.to_doubles();
+        const auto [lo, hi] = e.range(k);
         for (double& d : v)
-          d = is_floating(t.dtype) ? 2 * d - 1
+          d = is_floating(t.dtype) ? lo + d * (hi - lo)
               : t.dtype == DType::i1
                   ? double(d < 0.5)
                   : std::floor(double(e.int_lo) + d * double(e.int_hi - e.int_lo));

@@ -345,17 +345,19 @@ TEST(StablehloEmit, CompositesPrintTheirDecomposition) {
     std::string text = shlo::emit(f);
     EXPECT_EQ(text, shlo::emit(plain));
     EXPECT_EQ(text.find("tlaloc."), std::string::npos);
-    const bool attention = op == Op::attention || op == Op::attention_grad;
-    const bool ce = op == Op::cross_entropy || op == Op::cross_entropy_grad;
-    EXPECT_NE(text.find(attention             ? "stablehlo.dot_general"
-                        : ce                  ? "stablehlo.exponential"
-                        : op == Op::gelu      ? "stablehlo.tanh"
-                        : op == Op::gelu_grad ? "stablehlo.divide"
-                                              : "stablehlo.rsqrt"),
-              std::string::npos);
-    if (attention) {
-      EXPECT_NE(text.find("stablehlo.exponential"), std::string::npos);
-    }
+    // An op each decomposition must contain.
+    const std::map<Op, const char*> marker = {{Op::attention, "stablehlo.dot_general"},
+                                              {Op::attention_grad, "stablehlo.dot_general"},
+                                              {Op::cross_entropy, "stablehlo.exponential"},
+                                              {Op::cross_entropy_grad, "stablehlo.exponential"},
+                                              {Op::gelu, "stablehlo.tanh"},
+                                              {Op::gelu_grad, "stablehlo.divide"},
+                                              {Op::layer_norm, "stablehlo.rsqrt"},
+                                              {Op::layer_norm_grad, "stablehlo.rsqrt"},
+                                              {Op::adam_update, "stablehlo.sqrt"},
+                                              {Op::sgd_update, "stablehlo.select"}};
+    auto it = marker.find(op);
+    EXPECT_NE(text.find(it == marker.end() ? "stablehlo." : it->second), std::string::npos);
   }
 }
 

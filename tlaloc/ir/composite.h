@@ -10,6 +10,7 @@
 // trace, autodiff and the host runtime's kernel interface), so ir stays free of them.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <span>
 #include <string_view>
@@ -29,11 +30,16 @@ namespace tlaloc::ir {
 class Builder;
 
 // An instance of the composite for the tests that walk the records: operand types and attrs.
-// Integer operands are drawn in [int_lo, int_hi); i1 operands are random.
+// Integer operands are drawn in [int_lo, int_hi); i1 operands are random; float operand k in
+// [ranges[k][0], ranges[k][1]) (for k past the end of ranges: [-1, 1)).
 struct CompositeExample {
   std::vector<TensorType> operands;
   Attrs attrs;
   int64_t int_lo = 0, int_hi = 1;
+  std::vector<std::array<double, 2>> ranges = {};
+  std::array<double, 2> range(size_t k) const {
+    return k < ranges.size() ? ranges[k] : std::array<double, 2>{-1, 1};
+  }
 };
 
 struct Composite {

@@ -22,63 +22,45 @@ struct Group {
   double wd;
 };
 
-// One parameter's update. g: the raw gradient in the master dtype; scale: the f64 scalar that
-// unscales and clips it (the gradient the formulas see is g·scale). Per-element work is kept
-// small by folding scalars together: Adam's m and v take g with the scale folded into their
-// coefficients, and the bias corrections enter as α = lr·√(1−β2^t)/(1−β1^t) and
-// ε̂ = eps·√(1−β2^t) (Kingma & Ba 2015, end of section 2), so p' = p − α·m / (√v + ε̂).
-// Returns p' and writes the new state tensors into st (indexed like the layout).
-Tensor update_param(const Optimizer& opt, const Group& grp, const Tensor& step, const Tensor& t64,
-                    Tensor p, const Tensor& g, const Tensor& scale, const StateLayout& layout,
-                    int i, std::vector<Tensor>& st) {
-  const DType dt = p.dtype();
-  auto slot = [&](StateKind k) { return layout.find(i, k); };
+// One parameter's update: one tlaloc.adam_update / tlaloc.sgd_update composite
+// (composites/optimizer_update.cpp has the formulas and their op sequence). g: the raw gradient
+// in the master dtype; scale: the f64 scalar that unscales and clips it; skip: found-inf (every
+// result then equals its old value). Returns p' and writes the new state tensors into st
+// (indexed like the layout).
+Tensor update_param(const Optimizer& opt, const Group& grp, const Tensor& step, const Tensor& p,
+                    const Tensor& g, const Tensor& scale, const Tensor& skip,
+                    const StateLayout& layout, int i, std::vector<Tensor>& st) {
+  std::vector<int> slots;
+  std::vector<double> params;
+  ir::Op op = ir::Op::adam_update;
   if (const SGD* o = std::get_if<SGD>(&opt)) {
-    Tensor d = g * astype(o->maximize ? -scale : scale, dt);
-    if (grp.wd != 0) d = d + p * grp.wd;
-    if (o->momentum != 0) {
-      int s = slot(StateKind::momentum_buffer);
-      Tensor damped = o->dampening == 0 ? d : d * (1 - o->dampening);
-      Tensor first = equal(step, trace::scalar(0, DType::s32));
-      Tensor buf = select_scalar(first, d, st[size_t(s)] * o->momentum + damped);
-      st[size_t(s)] = buf;
-      d = o->nesterov ? d + buf * o->momentum : buf;
-    }
-    return p - d * astype(grp.lr, dt);
+    op = ir::Op::sgd_update;
+    if (o->momentum != 0) slots.push_back(layout.find(i, StateKind::momentum_buffer));
+    params = {o->momentum, o->dampening, grp.wd, double(o->nesterov), double(o->maximize)};
+  } else {
+    std::visit(
+        [&](const auto& o) {
+          if constexpr (!std::is_same_v<std::decay_t<decltype(o)>, SGD>) {
+            slots = {layout.find(i, StateKind::exp_avg), layout.find(i, StateKind::exp_avg_sq)};
+            if (o.amsgrad) slots.push_back(layout.find(i, StateKind::max_exp_avg_sq));
+            params = {o.betas[0],
+                      o.betas[1],
+                      o.eps,
+                      grp.wd,
+                      double(std::holds_alternative<AdamW>(opt)),
+                      double(o.amsgrad),
+                      double(o.maximize)};
+          }
+        },
+        opt);
   }
-  const bool decoupled = std::holds_alternative<AdamW>(opt);
-  std::visit(
-      [&](const auto& o) {
-        if constexpr (!std::is_same_v<std::decay_t<decltype(o)>, SGD>) {
-          const double b1 = o.betas[0], b2 = o.betas[1];
-          Tensor bc1 = 1.0 - pow(trace::scalar(b1, DType::f64), t64);
-          Tensor bc2_sqrt = sqrt(1.0 - pow(trace::scalar(b2, DType::f64), t64));
-          Tensor alpha = astype(grp.lr * bc2_sqrt / bc1, dt);
-          Tensor eps_hat = astype(o.eps * bc2_sqrt, dt);
-          Tensor s = o.maximize ? -scale : scale;
-          int sm = slot(StateKind::exp_avg), sv = slot(StateKind::exp_avg_sq);
-          Tensor m, v;
-          if (grp.wd != 0 && !decoupled) {  // L2: the gradient itself is needed
-            Tensor gl = g * astype(s, dt) + p * grp.wd;
-            m = st[size_t(sm)] * b1 + gl * (1 - b1);
-            v = st[size_t(sv)] * b2 + gl * gl * (1 - b2);
-          } else {
-            m = st[size_t(sm)] * b1 + g * astype(s * (1 - b1), dt);
-            Tensor gc = g * astype(s * std::sqrt(1 - b2), dt);  // scaled before squaring
-            v = st[size_t(sv)] * b2 + gc * gc;
-          }
-          if (grp.wd != 0 && decoupled) p = p * astype(1.0 - grp.lr * grp.wd, dt);
-          st[size_t(sm)] = m;
-          st[size_t(sv)] = v;
-          if (o.amsgrad) {
-            int sx = slot(StateKind::max_exp_avg_sq);
-            v = st[size_t(sx)] = maximum(st[size_t(sx)], v);
-          }
-          p = p - alpha * (m / (sqrt(v) + eps_hat));
-        }
-      },
-      opt);
-  return p;
+  ir::Builder& b = p.builder();
+  std::vector<ir::ValueId> ops{p.id(), g.id()};
+  for (int s : slots) ops.push_back(st[size_t(s)].id());
+  for (const Tensor* t : {&step, &grp.lr, &scale, &skip}) ops.push_back(t->id());
+  std::vector<ir::ValueId> r = b.composite(op, ops, params);
+  for (size_t k = 0; k < slots.size(); ++k) st[size_t(slots[k])] = Tensor(&b, r[k + 1]);
+  return Tensor(&b, r[0]);
 }
 
 }  // namespace
@@ -229,16 +211,16 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
     scale = scale * astype(coef, DType::f64);
   }
 
-  // The update, then the skip: every output is select(found_inf, old, new).
+  // The updates, each skipping itself when found_inf is set; then the step count.
   Tensor step = state[size_t(ts.state.step_index())];
-  Tensor t64 = astype(step + 1.0, DType::f64);
   std::vector<Tensor> new_state = state;
   std::vector<Tensor> new_params(static_cast<size_t>(num_params));
   for (size_t gi = 0; gi < ts.groups.size(); ++gi)
     for (int i : ts.groups[gi].params)
-      new_params[size_t(i)] = update_param(opt, groups[gi], step, t64, params[size_t(i)],
-                                           grads[size_t(i)], scale, ts.state, i, new_state);
-  new_state[size_t(ts.state.step_index())] = step + 1.0;
+      new_params[size_t(i)] = update_param(opt, groups[gi], step, params[size_t(i)],
+                                           grads[size_t(i)], scale, found_inf, ts.state, i,
+                                           new_state);
+  new_state[size_t(ts.state.step_index())] = select_scalar(found_inf, step, step + 1.0);
 
   std::vector<ir::ValueId> results;
   std::vector<std::string> names;
@@ -252,11 +234,11 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
     names.push_back(out_name(r, r == 0 ? "loss" : fmt::format("aux{}", r - 1)));
   }
   for (int i = 0; i < num_params; ++i) {
-    results.push_back(select_scalar(found_inf, params[size_t(i)], new_params[size_t(i)]).id());
+    results.push_back(new_params[size_t(i)].id());
     names.push_back(pnames[size_t(i)]);
   }
   for (int j = 0; j < ts.state.size(); ++j) {
-    results.push_back(select_scalar(found_inf, state[size_t(j)], new_state[size_t(j)]).id());
+    results.push_back(new_state[size_t(j)].id());
     names.push_back(ts.state.slots[size_t(j)].name);
   }
   results.push_back(found_inf.id());

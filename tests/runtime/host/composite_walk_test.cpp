@@ -19,18 +19,20 @@ const bool kRegistered = [] {
   return true;
 }();
 
-// Inputs for an instance: floats in [-1, 1), integers in [int_lo, int_hi), i1 alternating.
-std::vector<Array> inputs(const ir::CompositeExample& e, uint64_t seed) {
+// Inputs for an instance: floats in the example's ranges, integers in [int_lo, int_hi), i1
+// alternating, starting with !flip (so a scalar predicate is tried both ways).
+std::vector<Array> inputs(const ir::CompositeExample& e, uint64_t seed, bool flip) {
   std::vector<Array> in;
-  for (const ir::TensorType& t : e.operands) {
+  for (size_t k = 0; k < e.operands.size(); ++k) {
+    const ir::TensorType& t = e.operands[k];
     if (is_floating(t.dtype)) {
-      in.push_back(lcg_array(t.dtype, t.shape, seed++));
+      in.push_back(lcg_array(t.dtype, t.shape, seed++, e.range(k)[0], e.range(k)[1]));
       continue;
     }
     std::vector<double> v = lcg_doubles(t.shape.numel(), seed++, 0, 1);
     for (size_t i = 0; i < v.size(); ++i)
       v[i] = t.dtype == DType::i1
-                 ? double(i % 3 != 1)
+                 ? double((i % 3 != 1) != flip)
                  : std::floor(double(e.int_lo) + v[i] * double(e.int_hi - e.int_lo));
     in.push_back(Array::from_doubles(t.dtype, t.shape, v));
   }
@@ -44,20 +46,22 @@ TEST(HostKernel, composites_match_their_decompositions) {
     ASSERT_TRUE(c.examples) << c.name << " gives no instances for the walking tests";
     uint64_t seed = 1;
     for (const ir::CompositeExample& e : c.examples()) {
-      SCOPED_TRACE(std::string(c.name));
       ir::Builder b("instance");
       std::vector<ir::ValueId> p;
       for (const ir::TensorType& t : e.operands) p.push_back(b.parameter(t));
       const ir::Function f = b.build(b.composite(op, p, e.attrs.params));
-      const std::vector<Array> in = inputs(e, seed);
-      seed += 10;
-      const std::vector<Array> got = run_all(f, in);
-      const std::vector<Array> want = passes::interpret(passes::expand_composites(f), in);
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t r = 0; r < got.size(); ++r) {
-        const double tol = got[r].dtype() == DType::f64 ? 1e-11 : 2e-5;
-        expect_values(got[r], want[r].to_doubles(), tol);
+      for (bool flip : {false, true}) {
+        SCOPED_TRACE(std::string(c.name) + (flip ? " (i1 inputs flipped)" : ""));
+        const std::vector<Array> in = inputs(e, seed, flip);
+        const std::vector<Array> got = run_all(f, in);
+        const std::vector<Array> want = passes::interpret(passes::expand_composites(f), in);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t r = 0; r < got.size(); ++r) {
+          const double tol = got[r].dtype() == DType::f64 ? 1e-11 : 2e-5;
+          expect_values(got[r], want[r].to_doubles(), tol);
+        }
       }
+      seed += 10;
     }
   }
 }

@@ -8,18 +8,6 @@
 
 namespace tlaloc::host_test {
 
-int fused_adam_updates(const ir::Function& f) {
-  const auto plan = runtime::host::make_plan(f, {.num_threads = 1});
-  int fused = 0;
-  for (const auto& k : plan.steps) {
-    const size_t at = k->label.find(" adam)");
-    if (at == std::string::npos) continue;
-    const size_t from = k->label.rfind(' ', at - 1) + 1;  // ", N adam)"
-    fused += std::stoi(k->label.substr(from, at - from));
-  }
-  return fused;
-}
-
 std::set<ir::Op>& tested_ops() {
   static std::set<ir::Op> s;
   return s;

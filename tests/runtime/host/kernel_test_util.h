@@ -45,9 +45,6 @@ std::vector<double> flat(const std::vector<Array>& xs);
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Adam updates the host runtime runs as one instruction in f's 1-thread plan (the ", N adam)"
-// of its fused groups' labels; program.cpp: fuse_adam).
-int fused_adam_updates(const ir::Function& f);
 
 // n values uniform in [lo, hi) from a 64-bit LCG seeded by `seed` (test inputs, not a random
 // API); as an Array of dtype dt and shape s.

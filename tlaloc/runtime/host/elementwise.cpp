@@ -139,7 +139,6 @@ struct GroupKernel : Kernel {
 struct ProgramBuilder::Impl {
   int64_t n;
   int max_threads;
-  int adam_updates = 0;
   Recording rec;
   std::vector<LoadMap> maps;
   std::vector<int32_t> reads, writes, in_place;
@@ -279,7 +278,6 @@ std::unique_ptr<Kernel> ProgramBuilder::finish() {
     }
   for (int mask = 0; mask < 1 << preds.size(); ++mask) {
     k->variants.push_back(compile_variant(I.rec, k->maps, preds, mask));
-    I.adam_updates = std::max(I.adam_updates, k->variants.back().adam_updates);
     k->nscratch = std::max(k->nscratch, k->variants.back().nscratch);
     k->nslots = std::max(k->nslots, k->variants.back().nslots);
   }
@@ -294,7 +292,5 @@ std::unique_ptr<Kernel> ProgramBuilder::finish() {
     for (int32_t x : v.cyclic_inputs) std::erase(k->in_place, x);
   return k;
 }
-
-int ProgramBuilder::adam_updates() const { return impl_->adam_updates; }
 
 }  // namespace tlaloc::runtime::host

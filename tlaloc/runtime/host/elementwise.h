@@ -42,8 +42,6 @@ class ProgramBuilder {
   // Full reduction (to a scalar) of the register over all n elements into `value`.
   void reduce(int reg, ir::ReduceKind kind, DType dtype, int32_t value);
   std::unique_ptr<Kernel> finish();
-  // After finish(): Adam updates run as one instruction (the most over the variants).
-  int adam_updates() const;
 
  private:
   struct Impl;

@@ -40,11 +40,9 @@ InstrFn select_scalar_fn(DType dtype);
 InstrFn convert_fn(DType from, DType to);
 InstrFn chain_fn(ir::Op inner, ir::Op outer, DType t, bool right, bool sa, bool sb, bool sc,
                  bool scaled_c);
-InstrFn adam_fn(bool decay);  // instr_adam.cpp
 }  // namespace isa_avx2
 #endif
 namespace isa_baseline {
-InstrFn adam_fn(bool decay);  // instr_adam.cpp
 }  // namespace isa_baseline
 
 namespace {
@@ -82,6 +80,5 @@ InstrFn chain_fn(ir::Op inner, ir::Op outer, DType t, bool right, bool sa, bool 
   return TLALOC_DISPATCH(chain_fn(inner, outer, t, right, sa, sb, sc, scaled_c));
 }
 
-InstrFn adam_fn(bool decay) { return TLALOC_DISPATCH(adam_fn(decay)); }
 
 }  // namespace tlaloc::runtime::host

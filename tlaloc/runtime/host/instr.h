@@ -34,8 +34,6 @@ struct Instr {
   InstrFn fn = nullptr;
   int32_t dst = -1, a = -1, b = -1, c = -1;  // registers
   int32_t e = -1;                            // chain: register scaling c (chain_fn scaled_c)
-  // adam (adam_fn): results m', v' then scalars b1, c1, b2, c2, eps, alpha, decay (-1: none).
-  std::array<int32_t, 9> x = {-1, -1, -1, -1, -1, -1, -1, -1, -1};
   int32_t value = -1;            // load / store: IR value whose storage is used
   const LoadMap* map = nullptr;  // load
 };
@@ -64,12 +62,6 @@ InstrFn op_fn(ir::Op op, DType dtype, ir::Comparison cmp, int scalar = kBlocks);
 // nullptr when not available (then run the ops as separate instructions).
 InstrFn chain_fn(ir::Op inner, ir::Op outer, DType dtype, bool right, bool sa, bool sb, bool sc,
                  bool scaled_c = false);
-// Adam's update in one loop over f32 blocks g (a), m (b), v (c), p (e), each op rounded as
-// separately: m' = m·b1 + g·c1, v' = v·b2 + (g·c2)², p' = p·decay − alpha·(m' / (√v' + eps))
-// (`p·decay` is p when Instr::x[8] is -1), into dst (p') and x[0] (m'), x[1] (v'); the scalars
-// are broadcast registers x[2..8]. Every element's inputs are read before its results are
-// written, so a result may share an input's storage (donated state).
-InstrFn adam_fn(bool decay);
 // select whose predicate register holds one broadcast value.
 InstrFn select_scalar_fn(DType dtype);
 // convert between dtypes (compute types); nullptr when it is a register alias.

@@ -394,10 +394,9 @@ class Planner {
     }
     if (stores > 0 || !G.reduces.empty()) {
       auto k = b.finish();
-      const int adam = b.adam_updates();
-      k->label = fmt::format("fused x{}{} n={} ({} stored{}):", G.members.size(),
+      k->label = fmt::format("fused x{}{} n={} ({} stored):", G.members.size(),
                              G.reduces.empty() ? "" : fmt::format(" +{} reduce", G.reduces.size()),
-                             G.n, stores, adam ? fmt::format(", {} adam", adam) : "");
+                             G.n, stores);
       for (size_t i = 0; i < G.members.size() && i < 40; ++i)
         k->label += fmt::format(" {}", ir::op_name(f_.nodes[size_t(G.members[i])].op));
       emit(std::move(k));

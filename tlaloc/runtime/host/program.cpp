@@ -16,14 +16,11 @@ std::vector<int> reads_of(const VInstr& v) {
   std::vector<int> r;
   for (int x : {v.a, v.b, v.c, v.e})
     if (x >= 0) r.push_back(x);
-  for (int x : v.more_in)
-    if (x >= 0) r.push_back(x);
   return r;
 }
 std::vector<int> writes_of(const VInstr& v) {
-  std::vector<int> w = v.more_out;
-  if (v.dst >= 0) w.insert(w.begin(), v.dst);
-  return w;
+  if (v.dst >= 0) return {v.dst};
+  return {};
 }
 
 // Per register: how many times instructions read it, and the op instruction writing it (-1).
@@ -138,111 +135,6 @@ void scale_chains(const Recording& rec, std::vector<VInstr>& code) {
   code = std::move(out);
 }
 
-// The ops of an Adam update over f32 blocks (update.cpp's decoupled / no-decay form),
-//   m' = m·b1 + g·c1,  v' = v·b2 + (g·c2)·(g·c2),  p' = p·decay − alpha·(m' / (√v' + eps)),
-// with b1 ... decay broadcast values and the intermediates used nowhere else, become one adam
-// instruction (adam_fn) where the subtract was: one pass over the block instead of 12. Adds and
-// multiplies match with their operands in either order (IR passes may reorder them): the
-// same value, though where two NaNs meet the one whose sign and payload survive may differ, as
-// it may in any loop whose operands the compiler commutes. m' and v' may have other uses after
-// the subtract, or stores (moved after it); g, m, v and p must not be m' or v' themselves.
-void fuse_adam(const Recording& rec, std::vector<VInstr>& code) {
-  std::vector<int> uses, writer;
-  count_uses(rec, code, uses, writer);
-  auto once = [&](int r) { return r >= 0 && rec.once[size_t(r)] != 0; };
-  auto block = [&](int r) { return r >= 0 && !once(r); };
-  std::vector<char> gone(code.size(), 0), moved(code.size(), 0);
-  std::vector<std::vector<int>> after(code.size());  // stores moved after an adam instruction
-  std::vector<int> taken;                            // instructions of the current match
-  // The f32 block op `op` writing r, read `n` times in all (any number when n is 0), or nullptr.
-  auto def = [&](int r, ir::Op op, int n) -> const VInstr* {
-    if (!block(r) || writer[size_t(r)] < 0 || (n && uses[size_t(r)] != n)) return nullptr;
-    const VInstr& v = code[size_t(writer[size_t(r)])];
-    if (gone[size_t(writer[size_t(r)])] || v.op != op || v.dtype != DType::f32 || v.once ||
-        v.c >= 0)
-      return nullptr;
-    taken.push_back(writer[size_t(r)]);
-    return &v;
-  };
-  // r = op(x, s) or op(s, x), read n times, with x a block and s one broadcast value.
-  auto split = [&](int r, ir::Op op, int n, int& x, int& s) {
-    const VInstr* v = def(r, op, n);
-    if (!v || once(v->a) == once(v->b)) return false;
-    x = once(v->a) ? v->b : v->a;
-    s = once(v->a) ? v->a : v->b;
-    return true;
-  };
-  // r = x + y in either order, with x = m·b1 (or v·b2) and y = g·c1 (or (g·c2)²) recognised by
-  // `second` (which sets g); sets the first product's block and scalar.
-  auto sum = [&](const VInstr* v, auto second, int& x, int& s) {
-    for (int o = 0; o < 2; ++o) {
-      const size_t mark = taken.size();
-      if (second(o ? v->a : v->b) && split(o ? v->b : v->a, ir::Op::multiply, 1, x, s)) return true;
-      taken.resize(mark);
-    }
-    return false;
-  };
-  for (size_t j = 0; j < code.size(); ++j) {
-    VInstr& sub = code[j];
-    if (sub.kind != VKind::op || sub.op != ir::Op::subtract || sub.dtype != DType::f32 ||
-        sub.once || !block(sub.a) || !block(sub.b))
-      continue;
-    taken.clear();
-    int q, alpha, den, eps, g = -1, c1, c2, m, b1, v, b2, p = sub.a, decay = -1;
-    const VInstr *Q, *S, *MN, *VN;
-    auto square = [&](int r) {  // (g·c2)·(g·c2): sets g, c2
-      const VInstr* gg = def(r, ir::Op::multiply, 1);
-      return gg && gg->a == gg->b && split(gg->a, ir::Op::multiply, 2, g, c2);
-    };
-    auto gradient = [&](int r) {  // g·c1 with the g of the square
-      int x;
-      return split(r, ir::Op::multiply, 1, x, c1) && x == g;
-    };
-    if (!split(sub.b, ir::Op::multiply, 1, q, alpha) || !(Q = def(q, ir::Op::divide, 1)) ||
-        !split(Q->b, ir::Op::add, 1, den, eps) || !(S = def(den, ir::Op::sqrt, 1)) ||
-        !(MN = def(Q->a, ir::Op::add, 0)) || !(VN = def(S->a, ir::Op::add, 0)) || MN == VN ||
-        !sum(VN, square, v, b2) || !sum(MN, gradient, m, b1))
-      continue;
-    if (const size_t mark = taken.size(); !split(sub.a, ir::Op::multiply, 1, p, decay)) {
-      taken.resize(mark);
-      p = sub.a;
-      decay = -1;
-    }
-    const int mn = MN->dst, vn = VN->dst;
-    bool ok = true;
-    for (int r : {g, m, v, p}) ok &= r != mn && r != vn;
-    // Other readers of m' or v' before the subtract must be stores, which move after it.
-    const int first = *std::min_element(taken.begin(), taken.end());
-    std::vector<int> stores;
-    for (size_t k = size_t(first); k < j && ok; ++k)
-      if (!contains(taken, int(k))) {
-        const std::vector<int> r = reads_of(code[k]);
-        if (!contains(r, mn) && !contains(r, vn)) continue;
-        ok = code[k].kind == VKind::store;
-        stores.push_back(int(k));
-      }
-    if (!ok) continue;
-    for (int k : taken) gone[size_t(k)] = 1;
-    for (int k : stores) moved[size_t(k)] = 1;
-    after[j] = std::move(stores);
-    sub.kind = VKind::adam;
-    sub.fn = adam_fn(decay >= 0);
-    sub.fn_sa = sub.fn_sb = nullptr;
-    sub.a = g;
-    sub.b = m;
-    sub.c = v;
-    sub.e = p;
-    sub.more_out = {mn, vn};
-    sub.more_in = {b1, c1, b2, c2, eps, alpha, decay};
-  }
-  std::vector<VInstr> out;
-  for (size_t i = 0; i < code.size(); ++i) {
-    if (!gone[i] && !moved[i]) out.push_back(std::move(code[i]));
-    for (int k : after[i]) out.push_back(std::move(code[size_t(k)]));
-  }
-  code = std::move(out);
-}
-
 // The stores that run after the block (`lates`, indices into code) in an order where a store
 // of a value read in place from an input's storage (a select passing an input through) comes
 // before every store that may overwrite that storage; otherwise in recorded order. Stores in
@@ -277,7 +169,6 @@ std::vector<size_t> order_late_stores(const Recording& rec, const std::vector<VI
 Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
                         const std::vector<int>& preds, int mask) {
   std::vector<VInstr> code = resolve(rec, preds, mask);
-  fuse_adam(rec, code);
   chain(rec, code);
   scale_chains(rec, code);
   const size_t nv = size_t(rec.nvregs());
@@ -402,14 +293,10 @@ Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
     in.b = slot(v.b);
     in.c = slot(v.c);
     in.e = slot(v.e);
-    for (size_t j = 0; j < v.more_out.size(); ++j) in.x[j] = slot(v.more_out[j]);
-    for (size_t j = 0; j < v.more_in.size(); ++j) in.x[v.more_out.size() + j] = slot(v.more_in[j]);
     if (v.map >= 0) in.map = &maps[size_t(v.map)];
     (i < prologue ? p.prologue : p.body).push_back(in);
   }
   p.cyclic_inputs = std::move(cyclic);
-  p.adam_updates = int(std::count_if(code.begin(), code.end(),
-                                     [](const VInstr& v) { return v.kind == VKind::adam; }));
   for (FusedReduce r : rec.reduces) {
     r.slot = slot(r.slot);
     p.reduces.push_back(r);

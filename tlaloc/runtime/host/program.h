@@ -16,7 +16,7 @@ namespace tlaloc::runtime::host {
 
 inline constexpr int kMaxPredicates = 3;
 
-enum class VKind : uint8_t { load, op, select, store, use, chain, adam };
+enum class VKind : uint8_t { load, op, select, store, use, chain };
 
 struct VInstr {
   explicit VInstr(VKind k, InstrFn f = nullptr) : kind(k), fn(f) {}
@@ -28,8 +28,7 @@ struct VInstr {
   bool right = false;                        // chain: c is outer's left operand
   DType dtype = DType::f32;                  // op: operand dtype
   int dst = -1, a = -1, b = -1, c = -1;      // virtual registers
-  int e = -1;                                // chain: broadcast register scaling c; adam: p
-  std::vector<int> more_out, more_in;        // adam: results m', v'; its scalars (Instr::x)
+  int e = -1;                                // chain: broadcast register scaling c
   int32_t value = -1;                        // load / store: IR value whose storage is used
   int map = -1;                              // load: index of its LoadMap
   bool once = false;  // prologue: runs once per thread (scalar broadcasts and ops on them)
@@ -62,7 +61,6 @@ struct Program {
   std::vector<Instr> prologue, body;
   std::vector<Binding> bindings;
   std::vector<FusedReduce> reduces;
-  int adam_updates = 0;  // adam instructions (fused Adam updates) in the body
   // Inputs read in place by stores after the block that could not be ordered before the stores
   // overwriting them (a cycle): the kernel must not be given their storage to write in place.
   std::vector<int32_t> cyclic_inputs;
@@ -73,8 +71,7 @@ struct Program {
 // directly when no later instruction reads storage that output may share (else stores it after
 // the block), runs an arithmetic op whose result only feeds the next one in the same loop as it
 // (chain_fn), folds a block-times-broadcast multiply that only feeds a chain's third operand
-// into that chain, runs the ops of an Adam update (see adam_fn) as one instruction, picks
-// scalar-operand loops, and allocates slots by liveness.
+// into that chain, picks scalar-operand loops, and allocates slots by liveness.
 Program compile_variant(const Recording& rec, const std::vector<LoadMap>& maps,
                         const std::vector<int>& preds, int mask);
 

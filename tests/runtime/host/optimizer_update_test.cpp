@@ -1,19 +1,23 @@
-// The fused Adam instruction on the optimizer's own programs (optim::append_update): Adam and
-// AdamW with and without weight decay, amsgrad, maximize, two parameter groups, bf16 parameters
-// (f32 masters), loss scaling and clipping, and a skipped non-finite step. Three steps each,
-// fused == unfused bitwise on 1 and 2 threads (donated), and close to optim::reference_step.
+// The optimizer update composites (composites/optimizer_update.cpp) on the optimizer's own
+// programs (optim::append_update): Adam and AdamW with and without weight decay, amsgrad,
+// maximize, two parameter groups, bf16 parameters (f32 masters), loss scaling and clipping, SGD,
+// and a skipped non-finite step. Four steps each: adam_update's host kernel is bitwise its
+// decomposition run as plain ops (fused or not, 1 and 2 threads, donated), and both are close
+// to optim::reference_step (f64 per element from the published formulas).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "kernel_test_util.h"
 #include "tlaloc/optim/update.h"
+#include "tlaloc/passes/expand.h"
 #include "tlaloc/runtime/host/compile.h"
+#include "tlaloc/runtime/host/kernels.h"
+#include "tlaloc/runtime/host/plan.h"
 #include "tlaloc/trace/tensor.h"
 
 namespace tlaloc::optim {
 namespace {
-using host_test::fused_adam_updates;
 using trace::Tensor;
 
 // G(grads..., params...) = (Σ sum(p·g), grads...): gradients are inputs.
@@ -45,30 +49,43 @@ struct Case {
   UpdateOptions options;
   DType pdtype = DType::f32;
   double grad_scale = 1;
-  int fused;  // Adam instructions expected in the plan
 };
 
-TEST(HostAdamFusionOptim, FusedEqualsUnfusedAndTheReferenceStep) {
+// Steps of f's plan that are the adam_update kernel.
+int adam_kernels(const ir::Function& f) {
+  int n = 0;
+  for (const auto& k :
+       runtime::host::make_plan(runtime::host::expand_for_host(f), {.num_threads = 1}).steps)
+    n += k->label.starts_with("tlaloc.adam_update");
+  return n;
+}
+
+TEST(HostOptimizerUpdate, KernelIsItsDecompositionBitwiseAndNearTheReference) {
   const std::vector<Shape> shapes = {Shape{1000}, Shape{37, 300}, Shape{}};
   UpdateOptions groups;
   groups.groups = {{"a", {0, 2}, 0.003, 0.0}, {"b", {1}, std::nullopt, 0.05}};
   UpdateOptions clip;
   clip.max_norm = 0.5;
   const std::vector<Case> cases = {
-      {"adam", Adam{.lr = 0.01}, {}, DType::f32, 1, 2},
-      {"adam_l2", Adam{.lr = 0.01, .weight_decay = 0.1}, {}, DType::f32, 1, 0},
-      {"adamw", AdamW{.lr = 0.01, .weight_decay = 0.1}, {}, DType::f32, 1, 2},
-      {"adamw_wd0", AdamW{.lr = 0.01, .weight_decay = 0}, {}, DType::f32, 1, 2},
-      {"amsgrad", AdamW{.lr = 0.01, .amsgrad = true}, {}, DType::f32, 1, 0},
-      {"maximize", Adam{.lr = 0.01, .maximize = true}, {}, DType::f32, 1, 2},
-      {"groups", AdamW{.lr = 0.01}, groups, DType::f32, 1, 2},
-      {"bf16", AdamW{.lr = 0.01}, {}, DType::bf16, 1, 2},
-      {"scaled_clipped", Adam{.lr = 0.01}, clip, DType::f32, 256, 2},
+      {"adam", Adam{.lr = 0.01}, {}, DType::f32, 1},
+      {"adam_l2", Adam{.lr = 0.01, .weight_decay = 0.1}, {}, DType::f32, 1},
+      {"adamw", AdamW{.lr = 0.01, .weight_decay = 0.1}, {}, DType::f32, 1},
+      {"adamw_wd0", AdamW{.lr = 0.01, .weight_decay = 0}, {}, DType::f32, 1},
+      {"amsgrad", AdamW{.lr = 0.01, .amsgrad = true}, {}, DType::f32, 1},
+      {"maximize", Adam{.lr = 0.01, .maximize = true}, {}, DType::f32, 1},
+      {"groups", AdamW{.lr = 0.01}, groups, DType::f32, 1},
+      {"bf16", AdamW{.lr = 0.01}, {}, DType::bf16, 1},
+      {"scaled_clipped", Adam{.lr = 0.01}, clip, DType::f32, 256},
+      {"sgd_momentum", SGD{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01}, {}, DType::f32, 1},
+      {"sgd_nesterov", SGD{.lr = 0.05, .momentum = 0.9, .nesterov = true}, {}, DType::f32, 1},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     TrainStep ts = append_update(c.opt, given_grads_fn(shapes, c.pdtype), 3, c.options);
-    EXPECT_EQ(fused_adam_updates(ts.fn), c.fused);
+    const bool sgd = std::holds_alternative<SGD>(c.opt);
+    const ir::Function decomposed = passes::expand_composites(ts.fn);
+    EXPECT_EQ(adam_kernels(ts.fn), sgd ? 0 : 3);
+    EXPECT_EQ(adam_kernels(decomposed), 0);
     const std::vector<double> lr = ts.group_lr();
     std::vector<Array> init = {wave(shapes[0], 0.5, 0.37, 0), wave(shapes[1], 0.2, 0.011, 0.1),
                                wave(shapes[2], 1, 0, 0)};
@@ -78,10 +95,11 @@ TEST(HostAdamFusionOptim, FusedEqualsUnfusedAndTheReferenceStep) {
       std::vector<Array> params, state;
     };
     std::vector<Run> runs;
-    for (bool fuse : {true, false})
-      for (int threads : {1, 2})
-        runs.push_back({runtime::host::compile(ts.fn, {.num_threads = threads, .fuse = fuse}), init,
-                        init_state(ts.state)});
+    for (const ir::Function* f : std::vector<const ir::Function*>{&ts.fn, &decomposed})
+      for (bool fuse : {true, false})
+        for (int threads : {1, 2})
+          runs.push_back({runtime::host::compile(*f, {.num_threads = threads, .fuse = fuse}), init,
+                          init_state(ts.state)});
     for (int step = 0; step < 4; ++step) {
       SCOPED_TRACE(fmt::format("step {}", step));
       std::vector<Array> grads = {wave(shapes[0], 3, 0.71 + step, 0.1),
