@@ -261,6 +261,31 @@ struct Shr {
   }
 };
 
+// double -> float rounding to odd, so that a following rounding to bf16 / f16 is exact RNE.
+inline float to_float_odd(double x) {
+  float f = float(x);
+  if (double(f) == x || std::isnan(x) || std::isinf(f)) return f;
+  if (std::fabs(double(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
+  uint32_t u = f32_bits(f) | 1u;
+  return bits_f32(u);
+}
+// convert's value semantics (StableHLO): to i1, x != 0; float to integer, truncated toward zero,
+// saturated, NaN to 0; otherwise the C++ conversion (integers wrap, floats round to nearest).
+template <class D, class S>
+D convert(S x) {
+  if constexpr (std::is_same_v<D, uint8_t>) {
+    return x != S(0) ? 1 : 0;
+  } else if constexpr (!kInt<S> && kInt<D>) {
+    if (x != x) return 0;
+    constexpr double lo = double(std::numeric_limits<D>::min());
+    constexpr double hi = double(std::numeric_limits<D>::max());
+    if (double(x) <= lo) return std::numeric_limits<D>::min();
+    if (double(x) >= hi) return std::numeric_limits<D>::max();
+    return D(x);
+  } else {
+    return D(x);
+  }
+}
 // An op without a scalar formula (structural ops; convert, compare, select and clamp, whose
 // loops are written out by the host lane and the evaluator).
 struct None {

@@ -4,9 +4,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <type_traits>
 
 #include "tlaloc/ir/builder.h"
 #include "tlaloc/ir/composite.h"
+#include "tlaloc/ir/formula.h"
 
 namespace tlaloc::passes {
 namespace {
@@ -41,119 +44,6 @@ double wrap(DType t, int64_t v) {
   return t == DType::s32 ? double(int32_t(u)) : double(u);
 }
 
-// Float -> integer: truncate, saturate, NaN -> 0.
-double to_int(DType t, double v) {
-  if (std::isnan(v)) return 0;
-  double lo = t == DType::s32 ? -2147483648.0 : 0.0;
-  double hi = t == DType::s32 ? 2147483647.0 : 4294967295.0;
-  return std::clamp(std::trunc(v), lo, hi);
-}
-
-double convert_value(DType from, DType to, double v) {
-  if (to == DType::i1) return v != 0.0 ? 1 : 0;
-  if (is_integer(to) && is_floating(from)) return to_int(to, v);
-  if (is_integer(to)) return wrap(to, int64_t(v));
-  return v;  // to a float: Array rounds
-}
-
-double unary(Op op, DType t, double x) {
-  bool integer = !is_floating(t);
-  switch (op) {
-    case Op::negate:
-      return integer ? wrap(t, -int64_t(x)) : -x;
-    case Op::abs:
-      return integer ? wrap(t, std::abs(int64_t(x))) : std::fabs(x);
-    case Op::sign:
-      if (std::isnan(x)) return x;
-      return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
-    case Op::exponential:
-      return std::exp(x);
-    case Op::log:
-      return std::log(x);
-    case Op::log_plus_one:
-      return std::log1p(x);
-    case Op::tanh:
-      return std::tanh(x);
-    case Op::logistic:
-      return 1.0 / (1.0 + std::exp(-x));
-    case Op::sqrt:
-      return std::sqrt(x);
-    case Op::rsqrt:
-      return 1.0 / std::sqrt(x);
-    case Op::floor:
-      return std::floor(x);
-    default:
-      fail("evaluate: {} is not a unary op", ir::op_name(op));
-  }
-}
-
-double int_binary(Op op, DType t, double xa, double xb) {
-  int64_t a = int64_t(xa), b = int64_t(xb);
-  uint32_t ua = uint32_t(uint64_t(a)), ub = uint32_t(uint64_t(b));
-  bool s = t == DType::s32;
-  switch (op) {
-    case Op::add:
-      return wrap(t, a + b);
-    case Op::subtract:
-      return wrap(t, a - b);
-    case Op::multiply:
-      return wrap(t, a * b);
-    case Op::divide:
-      if (b == 0) return s ? -1.0 : 4294967295.0;
-      return wrap(t, a / b);  // INT_MIN / -1 wraps to INT_MIN
-    case Op::remainder:
-      if (b == 0) return xa;
-      return wrap(t, a % b);
-    case Op::maximum:
-      return std::max(xa, xb);
-    case Op::minimum:
-      return std::min(xa, xb);
-    case Op::and_:
-      return wrap(t, ua & ub);
-    case Op::or_:
-      return wrap(t, ua | ub);
-    case Op::xor_:
-      return wrap(t, ua ^ ub);
-    case Op::shift_left:
-      return ub >= 32 ? 0.0 : wrap(t, int64_t(uint32_t(ua << ub)));
-    case Op::shift_right_logical:
-      return ub >= 32 ? 0.0 : wrap(t, int64_t(ua >> ub));
-    default:
-      fail("evaluate: {} is not an integer binary op", ir::op_name(op));
-  }
-}
-
-double binary(Op op, DType t, double a, double b) {
-  if (t == DType::i1) {
-    bool x = a != 0, y = b != 0;
-    if (op == Op::and_) return x && y;
-    if (op == Op::or_) return x || y;
-    if (op == Op::xor_) return x != y;
-    fail("evaluate: {} on i1", ir::op_name(op));
-  }
-  if (is_integer(t)) return int_binary(op, t, a, b);
-  switch (op) {
-    case Op::add:
-      return a + b;
-    case Op::subtract:
-      return a - b;
-    case Op::multiply:
-      return a * b;
-    case Op::divide:
-      return a / b;
-    case Op::maximum:
-      return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
-    case Op::minimum:
-      return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
-    case Op::power:
-      return std::pow(a, b);
-    case Op::remainder:
-      return std::fmod(a, b);
-    default:
-      fail("evaluate: {} on {}", ir::op_name(op), name(t));
-  }
-}
-
 bool compare(ir::Comparison c, double a, double b) {
   switch (c) {
     case ir::Comparison::EQ:
@@ -170,6 +60,95 @@ bool compare(ir::Comparison c, double a, double b) {
       return a >= b;
   }
   return false;
+}
+
+// ---- elementwise ops in the host lane's compute types, with the shared scalar formulas ------
+
+// Calls fn.template operator()<T>() with dtype t's compute type (float for f32 / bf16 / f16,
+// uint8_t for i1), as the host lane computes.
+template <class Fn>
+void by_compute(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::f64:
+      return fn.template operator()<double>();
+    case DType::s32:
+      return fn.template operator()<int32_t>();
+    case DType::u32:
+      return fn.template operator()<uint32_t>();
+    case DType::i1:
+      return fn.template operator()<uint8_t>();
+    default:
+      return fn.template operator()<float>();
+  }
+}
+
+template <class T>
+constexpr int type_bit = std::is_floating_point_v<T>   ? ir::scalar::kF
+                         : std::is_same_v<T, int32_t>  ? ir::scalar::kS
+                         : std::is_same_v<T, uint32_t> ? ir::scalar::kU
+                                                       : ir::scalar::kB;
+
+template <class T>
+std::vector<T> values(const Array& a) {
+  std::vector<double> d = a.to_doubles();
+  std::vector<T> v(d.size());
+  for (size_t i = 0; i < d.size(); ++i) v[i] = T(d[i]);
+  return v;
+}
+
+// An op with a scalar formula (ir/formula.h), element by element; nullopt for other ops.
+std::optional<Vals> by_formula(const ir::Node& n, std::span<const Array* const> ops) {
+  std::optional<Vals> out;
+  ir::with_formula(n.op, [&]<class F>() {
+    by_compute(ops[0]->dtype(), [&]<class T>() {
+      if constexpr ((F::types & type_bit<T>) != 0) {
+        const std::vector<T> a = values<T>(*ops[0]);
+        Vals r(a.size());
+        if constexpr (ir::kUnaryFormula<F>) {
+          for (size_t i = 0; i < a.size(); ++i) r[i] = double(F::template f<T>(a[i]));
+        } else {
+          const std::vector<T> b = values<T>(*ops[1]);
+          for (size_t i = 0; i < a.size(); ++i) r[i] = double(F::template f<T>(a[i], b[i]));
+        }
+        out = std::move(r);
+      }
+    });
+  });
+  return out;
+}
+
+// convert as the host lane converts (ir/scalar.h): to bf16 / f16 with one rounding.
+Vals convert_values(const Array& x, DType to) {
+  Vals r(size_t(x.numel()));
+  by_compute(x.dtype(), [&]<class S>() {
+    const std::vector<S> v = values<S>(x);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (to == DType::bf16 || to == DType::f16) {
+        if constexpr (std::is_same_v<S, float>)
+          r[i] = v[i];
+        else
+          r[i] = ir::scalar::to_float_odd(double(v[i]));
+        continue;
+      }
+      by_compute(to, [&]<class D>() { r[i] = double(ir::scalar::convert<D, S>(v[i])); });
+    }
+  });
+  return r;
+}
+
+// clamp(lo, x, hi) = min(max(x, lo), hi) with the formulas' NaN and signed-zero rules; lo and hi
+// may be scalars.
+Vals clamp_values(std::span<const Array* const> ops) {
+  Vals r(size_t(ops[1]->numel()));
+  by_compute(ops[1]->dtype(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, uint8_t>) {
+      const std::vector<T> lo = values<T>(*ops[0]), x = values<T>(*ops[1]), hi = values<T>(*ops[2]);
+      for (size_t i = 0; i < x.size(); ++i)
+        r[i] = double(ir::scalar::Min::f<T>(ir::scalar::Max::f<T>(x[i], lo[lo.size() == 1 ? 0 : i]),
+                                            hi[hi.size() == 1 ? 0 : i]));
+    }
+  });
+  return r;
 }
 
 // Starts of a dynamic slice of `sizes` in `shape`, clamped to [0, dim - size].
@@ -383,23 +362,23 @@ Array evaluate(const ir::Node& n, std::span<const Array* const> ops) {
       });
       break;
     case ir::OpKind::Unary:
-      for (size_t i = 0; i < r.size(); ++i)
-        r[i] = n.op == Op::convert ? convert_value(ops[0]->dtype(), t, in[0][i])
-                                   : unary(n.op, t, in[0][i]);
-      break;
     case ir::OpKind::Binary:
-      for (size_t i = 0; i < r.size(); ++i)
-        r[i] = n.op == Op::compare ? compare(n.attrs.comparison_direction, in[0][i], in[1][i])
-                                   : binary(n.op, ops[0]->dtype(), in[0][i], in[1][i]);
+      if (n.op == Op::convert) {
+        r = convert_values(*ops[0], t);
+      } else if (n.op == Op::compare) {
+        for (size_t i = 0; i < r.size(); ++i)
+          r[i] = compare(n.attrs.comparison_direction, in[0][i], in[1][i]);
+      } else if (auto v = by_formula(n, ops)) {
+        r = std::move(*v);
+      } else {
+        fail("evaluate: {} on {} has no formula", ir::op_name(n.op), name(ops[0]->dtype()));
+      }
       break;
     case ir::OpKind::Ternary:
-      for (size_t i = 0; i < r.size(); ++i) {
-        if (n.op == Op::select) {
-          r[i] = el(0, i) != 0 ? in[1][i] : in[2][i];
-        } else {
-          double lo = el(0, i), x = in[1][i], hi = el(2, i);
-          r[i] = std::isnan(x) ? x : std::min(std::max(x, lo), hi);
-        }
+      if (n.op == Op::select) {
+        for (size_t i = 0; i < r.size(); ++i) r[i] = el(0, i) != 0 ? in[1][i] : in[2][i];
+      } else {
+        r = clamp_values(ops);
       }
       break;
     case ir::OpKind::Structural:

@@ -1,8 +1,9 @@
 // Reference evaluation of IR on host Arrays, for constant folding (and as a small interpreter
 // for tests). Plain loops, no speed goals. Semantics are StableHLO's
 // (https://openxla.org/stablehlo/spec) as narrowed in ir/builder.h:
-// * floating ops compute in double and round once to the result dtype (exact for add, subtract,
-//   multiply, divide, sqrt; within an ulp of a native f32 kernel for transcendental ops);
+// * elementwise ops with a scalar formula (ops.def, ir/scalar.h) apply it in the dtype's compute
+//   type (float for f32 / bf16 / f16), as the host lane's loops do, so folding and kernels agree
+//   bit for bit; convert and clamp use the same shared semantics;
 // * s32 / u32 arithmetic wraps; integer x / 0 = -1 (all ones for u32) and x % 0 = x; s32
 //   INT_MIN / -1 = INT_MIN; shifts by >= 32 (as unsigned) give 0;
 // * convert float -> integer truncates toward zero and saturates, NaN -> 0; x -> i1 is x != 0;

@@ -22,7 +22,7 @@
 #include <utility>
 
 #include "tlaloc/core/error.h"
-#include "tlaloc/ir/scalar.h"
+#include "tlaloc/ir/formula.h"
 
 #define TLALOC_INSTR_ISA isa_baseline
 #include "tlaloc/runtime/host/instr_loops.h"

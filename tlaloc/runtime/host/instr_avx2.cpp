@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "tlaloc/core/error.h"
-#include "tlaloc/ir/scalar.h"
+#include "tlaloc/ir/formula.h"
 
 #pragma GCC push_options
 #pragma GCC target("avx2")

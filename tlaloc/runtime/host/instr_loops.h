@@ -285,35 +285,12 @@ void round_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t 
   for (int64_t i = 0; i < n; ++i) d[i] = round_to<S>(a[i]);
 }
 
-// double -> float rounding to odd, so that a following rounding to bf16 / f16 is exact RNE.
-float to_float_odd(double x) {
-  float f = float(x);
-  if (double(f) == x || std::isnan(x) || std::isinf(f)) return f;
-  if (std::fabs(double(f)) > std::fabs(x)) f = std::nextafter(f, 0.0f);
-  uint32_t u = f32_bits(f) | 1u;
-  return bits_f32(u);
-}
-template <class D, class S>
-D convert_value(S x) {
-  if constexpr (std::is_same_v<D, uint8_t>) {
-    return x != S(0) ? 1 : 0;
-  } else if constexpr (!kInt<S> && kInt<D>) {
-    if (x != x) return 0;
-    constexpr double lo = double(std::numeric_limits<D>::min());
-    constexpr double hi = double(std::numeric_limits<D>::max());
-    if (double(x) <= lo) return std::numeric_limits<D>::min();
-    if (double(x) >= hi) return std::numeric_limits<D>::max();
-    return D(x);
-  } else {
-    return D(x);
-  }
-}
 template <class S, class D>
 void convert_loop(const Instr& in, void* const* r, void* const*, int64_t, int64_t n) {
   D* d = reg<D>(r, in.dst);
   const S* a = reg<S>(r, in.a);
   TLALOC_UNROLL
-  for (int64_t i = 0; i < n; ++i) d[i] = convert_value<D, S>(a[i]);
+  for (int64_t i = 0; i < n; ++i) d[i] = convert<D, S>(a[i]);
 }
 // Any source to bf16 / f16 with a single rounding.
 template <class S, DType To>
@@ -386,79 +363,17 @@ InstrFn select_scalar_fn(DType t) { return by_type<SelectScalarL, kF | kS | kU |
 
 InstrFn op_fn(Op op, DType t, ir::Comparison cmp, int scalar) {
   InstrFn f = nullptr;
+  // Ops with a scalar formula (ops.def): its loop over the block.
+  if (ir::with_formula(op, [&]<class F>() {
+        if constexpr (ir::kUnaryFormula<F>)
+          f = unary<F>(t);
+        else
+          f = binary<F>(t, scalar);
+      })) {
+    if (!f) fail("host runtime: no elementwise kernel for {} on {}", ir::op_name(op), name(t));
+    return f;
+  }
   switch (op) {
-    case Op::negate:
-      f = unary<Negate>(t);
-      break;
-    case Op::abs:
-      f = unary<Abs>(t);
-      break;
-    case Op::exponential:
-      f = unary<Exp>(t);
-      break;
-    case Op::log:
-      f = unary<Log>(t);
-      break;
-    case Op::log_plus_one:
-      f = unary<Log1p>(t);
-      break;
-    case Op::tanh:
-      f = unary<Tanh>(t);
-      break;
-    case Op::logistic:
-      f = unary<Logistic>(t);
-      break;
-    case Op::sqrt:
-      f = unary<Sqrt>(t);
-      break;
-    case Op::rsqrt:
-      f = unary<Rsqrt>(t);
-      break;
-    case Op::sign:
-      f = unary<Sign>(t);
-      break;
-    case Op::floor:
-      f = unary<Floor>(t);
-      break;
-    case Op::add:
-      f = binary<Add>(t, scalar);
-      break;
-    case Op::subtract:
-      f = binary<Sub>(t, scalar);
-      break;
-    case Op::multiply:
-      f = binary<Mul>(t, scalar);
-      break;
-    case Op::divide:
-      f = binary<Div>(t, scalar);
-      break;
-    case Op::maximum:
-      f = binary<Max>(t, scalar);
-      break;
-    case Op::minimum:
-      f = binary<Min>(t, scalar);
-      break;
-    case Op::power:
-      f = binary<Pow>(t, scalar);
-      break;
-    case Op::remainder:
-      f = binary<Rem>(t, scalar);
-      break;
-    case Op::and_:
-      f = binary<And>(t, scalar);
-      break;
-    case Op::or_:
-      f = binary<Or>(t, scalar);
-      break;
-    case Op::xor_:
-      f = binary<Xor>(t, scalar);
-      break;
-    case Op::shift_left:
-      f = binary<Shl>(t, scalar);
-      break;
-    case Op::shift_right_logical:
-      f = binary<Shr>(t, scalar);
-      break;
     case Op::compare:
       switch (cmp) {
         case ir::Comparison::EQ:
