@@ -231,6 +231,26 @@ const F* in(const Frame& fr, int32_t v) {
   return static_cast<const F*>(fr.ptr[v]);
 }
 
+// Whether any of the n values at x is an inf or a NaN (exponent bits all ones; an integer OR
+// over the bits, so the loop vectorizes).
+template <class F>
+bool any_non_finite(const F* x, int64_t n) {
+  using U = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
+  constexpr U e = sizeof(F) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  U any = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    U u;
+    std::memcpy(&u, x + i, sizeof u);
+    any |= U((u & e) == e);
+  }
+  return any != 0;
+}
+
+// Key j hidden from query row i (masked, or after it with causal).
+inline bool hidden(const AttentionKernel& a, const uint8_t* M, int64_t i, int64_t j) {
+  return j >= a.end(i) || (M && !M[j]);
+}
+
 template <class F>
 __attribute__((always_inline)) inline void forward_task(const AttentionKernel& a, const Frame& fr,
                                                         int64_t bh, F* acc) {
@@ -242,6 +262,12 @@ __attribute__((always_inline)) inline void forward_task(const AttentionKernel& a
   F* O = static_cast<F*>(fr.ptr[a.r0]) + (b * a.Hq + h) * a.S * a.Dv;
   F* L = static_cast<F*>(fr.ptr[a.r1]) + (b * a.Hq + h) * a.S;
   const F scale = F(a.scale), ninf = -INFINITY;
+  // The decomposition multiplies every value row by its weight, 0 for a hidden key: an inf or
+  // NaN there makes that output column NaN (as PyTorch's and JAX's reference attention do).
+  std::vector<int64_t> bad;
+  if (any_non_finite(V, a.T * a.Dv))
+    for (int64_t j = 0; j < a.T; ++j)
+      if (any_non_finite(V + j * a.Dv, a.Dv)) bad.push_back(j);
   F s[kTile];
   for (int64_t i = 0; i < a.S; ++i) {
     const F* qi = Q + i * a.D;
@@ -276,10 +302,14 @@ __attribute__((always_inline)) inline void forward_task(const AttentionKernel& a
       const F inv = F(1) / l;
       for (int64_t d = 0; d < a.Dv; ++d) oi[d] = acc[d] * inv;
       L[i] = m + std::log(l);
-    } else {
-      std::fill(oi, oi + a.Dv, F(0));
+    } else {  // no visible key (acc is 0), or a NaN / inf score made l NaN (acc is NaN)
+      std::copy(acc, acc + a.Dv, oi);
       L[i] = ninf;
     }
+    for (int64_t j : bad)
+      if (hidden(a, M, i, j))
+        for (int64_t d = 0; d < a.Dv; ++d)
+          if (!std::isfinite(V[j * a.Dv + d])) oi[d] = F(NAN);
   }
 }
 
@@ -295,6 +325,16 @@ __attribute__((always_inline)) inline void backward_task(const AttentionKernel& 
   std::fill(dK, dK + a.T * a.D, F(0));
   std::fill(dV, dV + a.T * a.Dv, F(0));
   const F scale = F(a.scale), ninf = -INFINITY;
+  // With an inf or NaN among the task's inputs, hidden keys take part with weight 0, as in the
+  // decomposition (0 times it is NaN there); otherwise they change nothing and are skipped.
+  bool dense = any_non_finite(K, a.T * a.D) || any_non_finite(V, a.T * a.Dv);
+  for (int64_t g = 0; g < a.G && !dense; ++g) {
+    const int64_t at = (b * a.Hq + kvh * a.G + g) * a.S;
+    dense = any_non_finite(in<F>(fr, a.q) + at * a.D, a.S * a.D) ||
+            any_non_finite(in<F>(fr, a.out) + at * a.Dv, a.S * a.Dv) ||
+            any_non_finite(in<F>(fr, a.dout) + at * a.Dv, a.S * a.Dv) ||
+            any_non_finite(in<F>(fr, a.lse) + at, a.S);
+  }
   for (int64_t g = 0; g < a.G; ++g) {
     const int64_t h = kvh * a.G + g;
     const F* Q = in<F>(fr, a.q) + (b * a.Hq + h) * a.S * a.D;
@@ -307,15 +347,18 @@ __attribute__((always_inline)) inline void backward_task(const AttentionKernel& 
       const F* qi = Q + i * a.D;
       const F* oi = O + i * a.Dv;
       const F* doi = dO + i * a.Dv;
-      const F lse = Lse[i];
-      if (lse == ninf) continue;  // no visible key: p = 0 everywhere
+      const F lse = Lse[i] == ninf ? F(0) : Lse[i];  // no visible key: p = 0 everywhere
+      if (Lse[i] == ninf && !dense) continue;
       const F delta = dotp(doi, oi, a.Dv);
       F* dqi = dQ + i * a.D;
-      const int64_t jend = a.end(i);
+      const int64_t vend = a.end(i), jend = dense ? a.T : vend;
       for (int64_t j = 0; j < jend; ++j) p[j] = scale * dotp(qi, K + j * a.D, a.D) - lse;
       for (int64_t j = 0; j < jend; ++j) p[j] = ir::scalar::fexp(p[j]);  // a vector loop
       for (int64_t j = 0; j < jend; ++j) {
-        if (M && !M[j]) continue;
+        if (j >= vend || (M && !M[j])) {  // hidden
+          if (!dense) continue;
+          p[j] = 0;
+        }
         const F* kj = K + j * a.D;
         const F* vj = V + j * a.Dv;
         F* dvj = dV + j * a.Dv;

@@ -1,6 +1,10 @@
 // The fused attention kernels against the composites' decomposition run by the IR interpreter
 // (the composite's meaning), for MHA / GQA / MQA, causal with S < T, key masks with rows that
 // see no key, several key tiles, f64 and f32.
+#include <fmt/format.h>
+
+#include <cmath>
+
 #include "kernel_test_util.h"
 #include "tests/support/composite_ops.h"
 #include "tlaloc/composites/composites.h"
@@ -93,6 +97,57 @@ KERNEL_TEST(attention_grad, one_key_by_hand) {
   expect_values(r[0], {0.75});
   expect_values(r[1], {0.5});
   expect_values(r[2], {1});
+}
+
+// Inf and NaN in slots a query does not see (a masked key, a future key with causal, a row
+// with no visible key): the kernels give what the decomposition gives, which is PyTorch's and
+// JAX's reference attention (masked scores -inf, then softmax · v): a hidden key's non-finite k
+// changes nothing in the forward, a hidden non-finite v makes that output column NaN (0 · inf),
+// and in the backward they reach the gradients through the zero weights.
+KERNEL_TEST(attention, non_finite_hidden_slots_as_the_decomposition) {
+  const double inf = kInf;
+  for (DType dt : {DType::f64, DType::f32}) {
+    for (int which = 0; which < 6; ++which) {
+      SCOPED_TRACE(fmt::format("{} case {}", name(dt), which));
+      const Cfg c{2, 4, 3, 4, 2, 5, 3, which % 2 == 0, true};
+      std::vector<Array> in = {lcg_array(dt, {c.B, c.Hq, c.S, c.D}, 11),
+                               lcg_array(dt, {c.B, c.Hkv, c.T, c.D}, 12),
+                               lcg_array(dt, {c.B, c.Hkv, c.T, c.Dv}, 13), key_mask(c)};
+      // Key 1 of batch 0 is masked; with causal, key 4 is after every query row but the last
+      // (S = 3 rows bottom-aligned on T = 5 keys: row 0 sees keys 0..2).
+      const int64_t key = which < 2 ? 1 : 4;
+      auto set = [&](Array& a, int64_t width, int64_t d, double v) {
+        std::vector<double> x = a.to_doubles();
+        x[size_t(key * width + d)] = v;  // batch 0, kv head 0
+        a = Array::from_doubles(dt, a.shape(), x);
+      };
+      if (which < 2 || which == 2) set(in[2], c.Dv, 1, which == 0 ? inf : std::nan(""));
+      if (which == 3) set(in[1], c.D, 2, -inf);
+      if (which == 4) set(in[2], c.Dv, 0, -inf);
+      if (which == 5) set(in[1], c.D, 0, std::nan(""));
+      std::vector<ir::TensorType> types;
+      for (auto& x : in) types.push_back({x.dtype(), x.shape()});
+      auto fwd = one_op_results(types, [&](ir::Builder& b, auto& p) {
+        return cop::attention(b, p[0], p[1], p[2], p[3], 0.7, c.causal);
+      });
+      std::vector<Array> out = run_all(fwd, in);
+      std::vector<Array> want = passes::interpret(passes::expand_composites(fwd), in);
+      for (size_t r = 0; r < 2; ++r) expect_values(out[r], want[r].to_doubles(), 1e-5);
+      std::vector<Array> gin = {
+          in[0], in[1], in[2], want[0], want[1], lcg_array(dt, want[0].shape(), 14), in[3]};
+      std::vector<ir::TensorType> gtypes;
+      for (auto& x : gin) gtypes.push_back({x.dtype(), x.shape()});
+      auto bwd = one_op_results(gtypes, [&](ir::Builder& b, auto& p) {
+        return cop::attention_grad(b, p[0], p[1], p[2], p[3], p[4], p[5], p[6], 0.7, c.causal);
+      });
+      std::vector<Array> g = run_all(bwd, gin);
+      std::vector<Array> gwant = passes::interpret(passes::expand_composites(bwd), gin);
+      for (size_t r = 0; r < 3; ++r) {
+        SCOPED_TRACE(fmt::format("gradient {}", r));
+        expect_values(g[r], gwant[r].to_doubles(), 1e-5);
+      }
+    }
+  }
 }
 
 }  // namespace
