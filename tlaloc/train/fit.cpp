@@ -171,7 +171,7 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
       fail(
           "{}: the training loss is {} at step {} (diverged; try a lower --lr); no checkpoint "
           "written",
-          o.name, l, t.steps_taken());
+          o.name, std::isnan(l) ? std::fabs(l) : l, t.steps_taken());  // NaN's sign says nothing
   };
   auto save = [&] {
     if (!o.save) return;
