@@ -37,7 +37,7 @@ T wrap(uint32_t v) {
 }
 
 // ---- vectorizable f32 exp / tanh ----------------------------------------------------------
-// glibc's expf / tanhf are scalar calls (tanhf ~20-50 ns); these branch-free versions
+// glibc's expf / tanhf are scalar calls; these branch-free versions
 // vectorize. exp: Cody-Waite reduction x = n ln2 + r and a degree-6 polynomial for e^r (the
 // Cephes expf coefficients), scaled by 2^n in two steps so subnormal results round once;
 // within 2 ulp. tanh: Cephes tanhf (odd polynomial below 0.625, 1 - 2 / (e^2|x| + 1) above).

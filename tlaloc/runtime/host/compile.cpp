@@ -31,8 +31,7 @@ struct FreeDeleter {
 };
 using Buffer = std::unique_ptr<char, FreeDeleter>;
 // Buffers from 1 MiB on are whole 2 MiB transparent huge pages where the kernel allows
-// (madvise mode): fewer TLB misses; the benchmark LM's 4 MiB arena ran its step 1-3% faster
-// (paired A/B in one process, 1 and 2 threads).
+// (madvise mode): fewer TLB misses.
 Buffer allocate(int64_t bytes) {
   constexpr size_t kHuge = size_t(2) << 20;
   size_t b = size_t(std::max<int64_t>((bytes + 63) / 64 * 64, 64));

@@ -24,7 +24,7 @@
 // Executables are not thread-safe: run one call at a time per executable.
 // Threads are OpenMP's. On a machine shared with other busy processes, set
 // OMP_WAIT_POLICY=passive: spinning workers otherwise make multi-threaded steps many times
-// slower (measured 10-30x on a loaded 2-core machine; single-threaded runs are unaffected).
+// slower (single-threaded runs are unaffected).
 // TLALOC_HOST_PROFILE=1 in the environment makes each executable print, when destroyed, its time
 // per run by step kind (fused, dot_general, ...) and its 25 slowest steps to stderr;
 // TLALOC_HOST_PROFILE=cpu times the calling thread's CPU time instead of wall time.

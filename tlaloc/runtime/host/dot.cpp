@@ -263,10 +263,9 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_thre
   // Tiles: one per batch element; a single large matrix is split along its longer result dim
   // into 2 pieces from 2^20 multiply-adds, more (up to 8) from 2^24 on, each a multiple of 16
   // rows / columns. Sizes are fixed by the shape alone: OpenBLAS's result bits depend on the
-  // split. Each extra tile repacks the other operand: 8 tiles of the benchmark LM's
-  // 64x128x512 GEMM took 1.3x the time of one call, 2 tiles 1.05x. Splitting the longer dim
-  // splits the larger of the two operands (tlaloc's kernel too: 64-row GEMMs split by columns
-  // ran the LM's GEMMs ~25% faster on 2 threads than by rows, each thread packing half of B).
+  // split. Each extra tile repacks the other operand, so few tiles; splitting the longer dim
+  // splits the larger of the two operands (tlaloc's kernel too: a 64-row GEMM is split by
+  // columns, each thread packing its part of B). docs/benchmarks.md has the measurements.
   const int64_t macs = k->B * k->M * k->N * k->K;
   const int64_t pieces = macs < kParallelMacs ? 1 : std::clamp<int64_t>(macs >> 24, 2, 8);
   for (int64_t b = 0; b < k->B; ++b) {

@@ -35,13 +35,12 @@ const K& as(const Kernel& k) {
   return static_cast<const K&>(k);
 }
 
-// Elements at or above which a kernel splits work over threads. Handing a part to the run's
-// team (team.h) costs about a microsecond; with 8192 instead of 32768 the benchmark LM's step
-// (many [64, 128] activations) took ~12% less time on 2 threads.
+// Elements at or above which a kernel splits work over threads: below it, handing parts to the
+// run's team (team.h) costs more than it saves (docs/benchmarks.md, "Host lane constants").
 inline constexpr int64_t kParallelElements = 1 << 13;
 // Elements per block of a fused elementwise program, and bytes of one register. Shorter
-// blocks interleave a program's memory streams more finely: 256 ran the 16M-element AdamW
-// update ~25 % faster than 512 (and no slower at 1M) on the 2-core development machine.
+// blocks interleave a program's memory streams more finely (docs/benchmarks.md, "Host lane
+// constants").
 inline constexpr int64_t kBlock = 256;
 inline constexpr int64_t kBlockBytes = kBlock * 8;
 

@@ -186,7 +186,7 @@ class Planner {
   }
 
   // A value that depends on no input (iota): computed once here by its kernel, then read
-  // like a constant (the benchmark LM's one-hot iota s32[64, 256] took ~80 us per step).
+  // like a constant instead of recomputed every step.
   void precompute(int32_t id) {
     const ir::TensorType& t = f_.type(id);
     Array& a = p_.precomputed.emplace_back(id, Array(t.dtype, t.shape)).second;
@@ -204,9 +204,8 @@ class Planner {
   // broadcast along the rows) or add(dot, a stored value of the same type written before the
   // GEMM ran: a residual, another product of a gradient sum), also on a dot already given a
   // bias this way. The GEMM adds the addend to each tile it computes (dot_add_epilogue) and the
-  // add is its result, read in place: no pass over the result (the benchmark LM's projections'
-  // biases, residual adds and gradient sums; bias adds: 0.974-0.986x the step time on 2 threads,
-  // 0.983x on 1; matrix addends then 0.988-0.997x on 2, 0.987x on 1; in-process A/B).
+  // add is its result, read in place: no pass over the result (projections' biases, residual
+  // adds, gradient sums).
   bool epilogue(int32_t id) {
     const ir::Node& n = f_.nodes[size_t(id)];
     if (!fuse_ || n.op != Op::add || is_result_[size_t(id)]) return false;

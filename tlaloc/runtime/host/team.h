@@ -42,8 +42,8 @@ inline constexpr int kPartsPerThread = 4;
 
 // Carried from run to run by the caller of run_in_team (one per compiled step): whether a
 // team or the caller alone runs faster on this machine now. Another thread that loses its CPU
-// to other work while it holds a part stalls the run for a scheduler time slice (about 4 ms
-// here, against a 3 ms step), so on a busy machine one thread can be faster. After kWarmup
+// to other work while it holds a part stalls the run for a scheduler time slice, as long as a
+// whole step of a small model, so on a busy machine one thread can be faster. After kWarmup
 // team runs, each mode's run time is tracked (moving average) and the faster one used, the
 // other tried every kProbeEvery-th run.
 struct TeamState {
