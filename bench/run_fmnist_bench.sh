@@ -4,6 +4,11 @@
 # 1 and 2 threads; tlaloc with 1 and 2 threads. Prints every epoch time, the median and spread
 # per arm, the ratio of tlaloc's best to PyTorch's best, and tlaloc's achieved GFLOP/s over the
 # step's matrix FLOPs beside the sgemm rate measured here.
+# PyTorch also runs with glibc keeping freed tensor memory (MALLOC_MMAP_THRESHOLD_ /
+# MALLOC_TRIM_THRESHOLD_), part of its best setting on these machines.
+# With TLALOC_BASELINE=/path/to/an/older/tlaloc, that binary's epochs run too, alternated with
+# this build's arm for arm (base_1, base_2), and the ratio baseline best / this build's best is
+# printed: >= 1 means this build is no slower.
 # Usage: bench/run_fmnist_bench.sh [ROUNDS=2] [EPOCHS=2]   (needs build/ from scripts/build.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,13 +18,20 @@ tlaloc=build/tlaloc
 [ -x "$tlaloc" ] || { echo "build first: scripts/build.sh" >&2; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+base=${TLALOC_BASELINE:-}
+[ -z "$base" ] || [ -x "$base" ] || { echo "TLALOC_BASELINE=$base is not an executable" >&2; exit 1; }
+epoch_line='s/^epoch \([0-9]*\): .*test accuracy \([0-9.]*\)% *(\([0-9.]*\) s.*/\1 \3 \2/p'
 
 for r in $(seq 1 "$rounds"); do
   for th in 1 2; do
     OMP_NUM_THREADS=$th "$tlaloc" train fmnist --epochs "$epochs" --threads "$th" --save "$out/ck.safetensors" \
-      | sed -n 's/^epoch \([0-9]*\): .*test accuracy \([0-9.]*\)% *(\([0-9.]*\) s.*/\1 \3 \2/p' \
-      >>"$out/tlaloc_$th"
-    OMP_WAIT_POLICY=passive OMP_NUM_THREADS=$th /usr/bin/python3 bench/fmnist_torch.py --epochs "$epochs" --threads "$th" \
+      | sed -n "$epoch_line" >>"$out/tlaloc_$th"
+    if [ -n "$base" ]; then
+      OMP_NUM_THREADS=$th "$base" train fmnist --epochs "$epochs" --threads "$th" \
+        --save "$out/base.safetensors" | sed -n "$epoch_line" >>"$out/base_$th"
+    fi
+    OMP_WAIT_POLICY=passive MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 \
+      OMP_NUM_THREADS=$th /usr/bin/python3 bench/fmnist_torch.py --epochs "$epochs" --threads "$th" \
       | sed -n 's/^epoch \([0-9]*\) time \([0-9.]*\) test_accuracy \([0-9.]*\)/\1 \2 \3/p' \
       >>"$out/torch_$th"
   done
@@ -31,7 +43,7 @@ import os, statistics, sys
 out, epochs, sgemm = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 arms = {}
 for name in sorted(os.listdir(out)):
-    if not (name.startswith('tlaloc_') or name.startswith('torch_')):
+    if not (name.startswith('tlaloc_') or name.startswith('torch_') or name.startswith('base_')):
         continue
     rows = [l.split() for l in open(os.path.join(out, name)) if l.strip()]
     times = [float(r[1]) for r in rows]
@@ -47,6 +59,10 @@ for name, (t, acc) in arms.items():
 tl = min(med(arms[k][0]) for k in arms if k.startswith('tlaloc'))
 tb = min(med(arms[k][0]) for k in arms if k.startswith('torch'))
 print(f"\nratio: PyTorch best / tlaloc best = {tb / tl:.2f}x  (target >= 1.5x)")
+if any(k.startswith('base') for k in arms):
+    bb = min(med(arms[k][0]) for k in arms if k.startswith('base'))
+    print(f"baseline best {bb:.3f} s per epoch, this build {tl:.3f} s: "
+          f"ratio baseline / this build = {bb / tl:.3f}x  (>= 1: no slower)")
 # Matrix FLOPs per epoch: forward 2·B·Σ in·out; backward dW for every layer + dX for all but
 # the first: 2·B·Σ in·out + 2·B·Σ_{l>0} in·out.
 B, n = 128, 60000
