@@ -10,7 +10,7 @@
 //   d_weight = Σrows d_y·xhat, d_bias = Σrows d_y. Its own VJP is its decomposition's.
 // Host kernels: per row the mean, then the variance of the centred values (corrected two-pass),
 // rstd = 1 / sqrt(var + eps). The gradient recomputes each row's statistics; d_weight and d_bias
-// are summed per fixed chunk of kRows rows and the chunks added in order. Row sums use 8
+// are summed per fixed chunk of kChunkRows rows and the chunks added in order. Row sums use 8
 // interleaved partials added pairwise. Every order is fixed by the shapes, so results do not
 // depend on the thread count.
 #include <algorithm>
@@ -19,6 +19,7 @@
 
 #include "tlaloc/autodiff/rules.h"
 #include "tlaloc/composites/composites.h"
+#include "tlaloc/composites/row_sums.h"
 #include "tlaloc/ir/composite.h"
 #include "tlaloc/runtime/host/kernels.h"
 #include "tlaloc/runtime/host/team.h"
@@ -110,27 +111,14 @@ std::vector<ValueId> vjp(const autodiff::detail::RuleCtx& c) {
 using runtime::host::Frame;
 using runtime::host::Kernel;
 
-constexpr int64_t kRows = 16;  // rows per chunk of the weight / bias gradient sums
-
 struct LayerNormKernel : Kernel {
   int32_t x = -1, w = -1, b = -1, dy = -1;
   int32_t y = -1, dw = -1, db = -1;  // results: y, or d_x (in y), d_weight, d_bias
   int64_t R = 0, D = 0;
   double eps = 0;
   bool parallel = false;
-  int64_t chunks() const { return (R + kRows - 1) / kRows; }
+  int64_t chunks() const { return row_chunks(R); }
 };
-
-// Σ f(i) for i < n in 8 interleaved partials (i into partial i % 8), added pairwise.
-template <class F, class G>
-__attribute__((always_inline)) inline F sum8(int64_t n, G f) {
-  F s[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; ++k) s[k] += f(i + k);
-  for (; i < n; ++i) s[i % 8] += f(i);
-  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
-}
 
 // Writes x - mean to c; returns rstd. Corrected two-pass, so a long f32 row with a large mean is
 // centred as exactly as the decomposition's (whose sums are pairwise).
@@ -172,7 +160,7 @@ TLALOC_CLONES void backward_chunks(const LayerNormKernel& k, const Frame& fr, in
     F* pw = part + c * 2 * D;
     F* pb = pw + D;
     std::fill(pw, pw + 2 * D, F(0));
-    for (int64_t r = c * kRows; r < std::min(k.R, (c + 1) * kRows); ++r) {
+    for (int64_t r = c * kChunkRows; r < std::min(k.R, (c + 1) * kChunkRows); ++r) {
       const F* x = static_cast<const F*>(fr.ptr[k.x]) + r * D;
       const F* dy = static_cast<const F*>(fr.ptr[k.dy]) + r * D;
       F* dx = static_cast<F*>(fr.ptr[k.y]) + r * D;
@@ -202,18 +190,11 @@ void run(const Kernel& kk, const Frame& fr) {
     if (grad)
       backward_chunks<F>(k, fr, c0, c1, part);
     else
-      forward_rows<F>(k, fr, std::min(k.R, c0 * kRows), std::min(k.R, c1 * kRows));
+      forward_rows<F>(k, fr, std::min(k.R, c0 * kChunkRows), std::min(k.R, c1 * kChunkRows));
   });
   if (!grad) return;
-  F* dw = static_cast<F*>(fr.ptr[k.dw]);
-  F* db = static_cast<F*>(fr.ptr[k.db]);
-  std::fill(dw, dw + k.D, F(0));
-  std::fill(db, db + k.D, F(0));
-  for (int64_t c = 0; c < n; ++c)
-    for (int64_t i = 0; i < k.D; ++i) {
-      dw[i] += part[c * 2 * k.D + i];
-      db[i] += part[c * 2 * k.D + k.D + i];
-    }
+  add_chunks(part, n, 2 * k.D, 0, k.D, static_cast<F*>(fr.ptr[k.dw]));
+  add_chunks(part, n, 2 * k.D, k.D, k.D, static_cast<F*>(fr.ptr[k.db]));
 }
 
 std::unique_ptr<Kernel> make_kernel(const ir::Function& f, ValueId id, int num_threads) {

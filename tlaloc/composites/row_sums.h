@@ -1,0 +1,35 @@
+// Internal to the composites' host kernels: row sums in a fixed order (so results do not depend
+// on the thread count) for the normalization kernels.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace tlaloc::composites {
+
+// Σ f(i) for i < n in 8 interleaved partials (i into partial i % 8), added pairwise.
+template <class F, class G>
+__attribute__((always_inline)) inline F sum8(int64_t n, G f) {
+  F s[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; ++k) s[k] += f(i + k);
+  for (; i < n; ++i) s[i % 8] += f(i);
+  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+// Rows per chunk of a parameter gradient's sum over rows: each chunk's partial sum is written by
+// whichever thread runs the chunk, and the chunks are added in order (add_chunks).
+inline constexpr int64_t kChunkRows = 16;
+inline int64_t row_chunks(int64_t rows) { return (rows + kChunkRows - 1) / kChunkRows; }
+
+// out[i] = Σ_c part[c·stride + offset + i] for i < width, c < nchunks, in chunk order.
+template <class F>
+void add_chunks(const F* part, int64_t nchunks, int64_t stride, int64_t offset, int64_t width,
+                F* out) {
+  std::fill(out, out + width, F(0));
+  for (int64_t c = 0; c < nchunks; ++c)
+    for (int64_t i = 0; i < width; ++i) out[i] += part[c * stride + offset + i];
+}
+
+}  // namespace tlaloc::composites
