@@ -40,6 +40,11 @@ AttentionResult attention_with_lse(const Tensor& q, const Tensor& k, const Tenso
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
                   double eps);
 
+// RMS normalization over the last dim (Zhang & Sennrich 2019; torch.nn.functional.rms_norm with
+// normalized_shape = (D,)): x [..., D] f32 / f64, optional weight [D]:
+// x / sqrt(mean(x²) + eps) (· weight).
+Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight, double eps);
+
 // Softmax cross-entropy per row (torch.nn.functional.cross_entropy, reduction="none"):
 // logits [N, C] f32 / f64, labels s32 [N] -> [N], -log_softmax(logits)[label]; a label outside
 // [0, C) gives -0 (and no gradient).

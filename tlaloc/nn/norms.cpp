@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "tlaloc/composites/composites.h"
+
 namespace tlaloc::nn {
 
 using trace::Tensor;
@@ -48,14 +50,24 @@ Tensor RMSNorm::forward(const Tensor& x) {
     fail("RMSNorm: input must be floating, got {}", ir::to_string(x.type()));
   const bool half = x.dtype() == DType::bf16 || x.dtype() == DType::f16;
   Tensor xf = half ? trace::astype(x, DType::f32) : x;
-  std::vector<int64_t> axes;
-  for (int64_t i = 0; i < n; ++i) axes.push_back(x.rank() - n + i);
-  Tensor ms = trace::mean(trace::square(xf), axes, true);
-  Tensor y = xf * trace::rsqrt(ms + eps_.value_or(machine_eps(x.dtype())));
-  if (affine_) {
-    const Tensor& w = param("weight");
-    y = y * (w.dtype() == y.dtype() ? w : trace::astype(w, y.dtype()));
+  // The rms_norm composite over one trailing dim: the normalized dims flattened into it.
+  std::vector<int64_t> rows;  // x's leading dims, then the normalized ones as one
+  int64_t d = 1;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    if (i < x.rank() - n)
+      rows.push_back(x.dim(i));
+    else
+      d *= x.dim(i);
   }
+  rows.push_back(d);
+  std::optional<Tensor> w;
+  if (affine_) {
+    const Tensor& p = param("weight");
+    w = trace::reshape(p.dtype() == xf.dtype() ? p : trace::astype(p, xf.dtype()), {d});
+  }
+  Tensor y =
+      composites::rms_norm(trace::reshape(xf, rows), w, eps_.value_or(machine_eps(x.dtype())));
+  y = trace::reshape(y, x.shape().dims);
   return half ? trace::astype(y, x.dtype()) : y;
 }
 
