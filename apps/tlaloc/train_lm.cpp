@@ -16,13 +16,21 @@ void register_train_lm(CLI::App& train) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   cmd->add_option("--batch", c.batch, "windows per step")->capture_default_str();
-  cmd->add_option("--layers", c.model.layers, "transformer blocks")->capture_default_str();
-  cmd->add_option("--d-model", c.model.d_model, "model width")->capture_default_str();
+  cmd->add_option("--layers", c.model.layers, "transformer blocks")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  cmd->add_option("--d-model", c.model.d_model, "model width")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   cmd->add_option("--heads", c.model.heads, "query heads")->capture_default_str();
   cmd->add_option("--kv-heads", c.model.kv_heads, "key/value heads (GQA/MQA)")
       ->capture_default_str();
-  cmd->add_option("--context", c.model.context, "context length (bytes)")->capture_default_str();
-  cmd->add_option("--d-ff", c.model.d_ff, "MLP hidden width")->capture_default_str();
+  cmd->add_option("--context", c.model.context, "context length (bytes)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  cmd->add_option("--d-ff", c.model.d_ff, "MLP hidden width")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   cmd->add_flag("--tied", c.model.tied, "tie the head to the token embedding");
   cmd->add_option("--norm", c.model.norm, "layernorm | rmsnorm")
       ->capture_default_str()
