@@ -31,7 +31,7 @@ std::string printed(double seconds, double quiet, double every = 30) {
 TEST(Activity, AShortPhasePrintsNothing) { EXPECT_EQ(printed(0.01, 5.0), ""); }
 
 TEST(Activity, ALongPhaseSaysWhatRunsAndWhenItEnds) {
-  const std::string text = printed(0.35, 0.05, 0.1);
+  const std::string text = printed(0.6, 0.05, 0.1);
   EXPECT_EQ(text.rfind("validating...\nvalidating: still running (", 0), 0u) << text;
   EXPECT_NE(text.find("\nvalidating: done in 0."), std::string::npos) << text;
   EXPECT_EQ(text.back(), '\n');

@@ -72,21 +72,38 @@ Activity::Activity(std::string label, std::FILE* out, double quiet, double every
     const double v = std::strtod(env, &end);
     if (*end == '\0' && v >= 0) quiet_ = v;
   }
+  if (quiet_ <= 0) show();  // at once, however short the phase
   thread_ = std::thread([this] { run(); });
 }
 
-void Activity::run() {
-  using namespace std::chrono;
-  std::unique_lock<std::mutex> lock(m_);
-  auto since_start = [&] { return duration<double>(steady_clock::now() - start_).count(); };
-  if (cv_.wait_for(lock, duration<double>(quiet_), [&] { return done_; })) return;
+double Activity::seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void Activity::show() {
   shown_ = true;
-  if (!tty_) fmt::print(out_, "{}...\n", label_);
-  while (true) {
-    if (tty_) fmt::print(out_, "\r{}... {:.0f}s\033[K", label_, since_start());
+  if (tty_)
+    fmt::print(out_, "\r{}... {:.0f}s\033[K", label_, seconds());
+  else
+    fmt::print(out_, "{}...\n", label_);
+  std::fflush(out_);
+}
+
+void Activity::run() {
+  std::unique_lock<std::mutex> lock(m_);
+  auto wait = [&](double s) {
+    return cv_.wait_for(lock, std::chrono::duration<double>(s), [&] { return done_; });
+  };
+  if (!shown_) {
+    if (wait(quiet_)) return;
+    show();
+  }
+  while (!wait(tty_ ? 1.0 : every_)) {
+    if (tty_)
+      fmt::print(out_, "\r{}... {:.0f}s\033[K", label_, seconds());
+    else
+      fmt::print(out_, "{}: still running ({:.0f}s)\n", label_, seconds());
     std::fflush(out_);
-    if (cv_.wait_for(lock, duration<double>(tty_ ? 1.0 : every_), [&] { return done_; })) return;
-    if (!tty_) fmt::print(out_, "{}: still running ({:.0f}s)\n", label_, since_start());
   }
 }
 
@@ -98,11 +115,10 @@ Activity::~Activity() {
   cv_.notify_all();
   thread_.join();
   if (!shown_) return;
-  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (tty_)
     fmt::print(out_, "\r\033[K");  // the next output starts on a clean line
   else
-    fmt::print(out_, "{}: done in {:.1f}s\n", label_, t);
+    fmt::print(out_, "{}: done in {:.1f}s\n", label_, seconds());
   std::fflush(out_);
 }
 

@@ -54,6 +54,8 @@ class Activity {
 
  private:
   void run();
+  void show();  // the first line (m_ held, or before the thread starts)
+  double seconds() const;
   std::string label_;
   std::FILE* out_;
   bool tty_;
