@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Errors name what is wrong (issue 18): an unknown command at any level is named with the known
-# ones (exit 2); a data folder that cannot be read is reported as unreadable, not missing; a
+# ones (exit 2); a missing --resume fails before any work; a data folder that cannot be read is reported as unreadable, not missing; a
 # folder where a data file should be, or a file given as the data folder, is one line naming
 # the path, not an internal error. The unreadable case needs a user that permissions stop: as
 # root it runs as nobody through setpriv (skipped without it).
@@ -30,6 +30,11 @@ refused 2 "unknown command 'frobnicate' (known: train, export, eval, sample, ins
   "$TLALOC" frobnicate
 refused 2 "bench: unknown command 'stepz' (known: step)" "$TLALOC" bench stepz
 refused 2 "train: unknown recipe 'foo' (known: disc, fmnist, lm)" "$TLALOC" train foo
+
+# A --resume that does not exist fails before any work (it failed after the step compiled).
+refused 1 "train fmnist: --resume $tmp/missing.st: No such file or directory" \
+  "$TLALOC" train fmnist --resume "$tmp/missing.st" --save "$tmp/f.st"
+[ ! -s "$tmp/out" ] || die "--resume missing: work before the error: $(head -2 "$tmp/out")"
 
 # A folder in place of a data file; a file given as the data folder.
 mkdir "$tmp/d"

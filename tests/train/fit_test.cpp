@@ -327,6 +327,10 @@ TEST(Fit, OptionsAreCheckedBeforeAnyWork) {
   EXPECT_EQ(refused([](FitOptions& o) { o.resume = ""; }),
             "test fit: --resume is empty (an unset variable?); omit it to train from scratch");
   EXPECT_EQ(refused([](FitOptions& o) { o.save = ""; }), "test fit: --save is empty");
+  EXPECT_EQ(refused([&](FitOptions& o) { o.resume = tmp("missing.st"); }),
+            "test fit: --resume " + tmp("missing.st") + ": No such file or directory");
+  EXPECT_EQ(refused([&](FitOptions& o) { o.resume = tmp.dir.string(); }),
+            "test fit: --resume " + tmp.dir.string() + " is a folder, not a checkpoint");
   EXPECT_EQ(
       refused([&](FitOptions& o) { o.save = tmp("no/x.safetensors"); }),
       "test fit: --save " + tmp("no/x.safetensors") + ": folder " + tmp("no") + " does not exist");

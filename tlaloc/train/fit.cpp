@@ -1,6 +1,7 @@
 #include "tlaloc/train/fit.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -136,6 +137,13 @@ void check(const FitOptions& o) {
     if (v < 0) fail("{}: {} {} must be >= 0", o.name, flag, v);
   if (o.resume && o.resume->empty())
     fail("{}: --resume is empty (an unset variable?); omit it to train from scratch", o.name);
+  if (o.resume) {  // a typo fails now, not after the data is loaded and the step compiled
+    struct stat st {};
+    if (::stat(o.resume->c_str(), &st) != 0)
+      fail("{}: --resume {}: {}", o.name, *o.resume, std::strerror(errno));
+    if (S_ISDIR(st.st_mode))
+      fail("{}: --resume {} is a folder, not a checkpoint", o.name, *o.resume);
+  }
   if (o.save) io::check_output_file(*o.save, o.name + ": --save", io::OutputMode::replace);
   if (!o.metrics.empty())
     io::check_output_file(o.metrics, o.name + ": --metrics", io::OutputMode::append);

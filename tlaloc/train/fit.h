@@ -127,7 +127,8 @@ struct FitResult {
 
 // Checks the options before any work: steps >= 1, log_every >= 1, save_every / stop_after /
 // eval_every / steps_per_epoch >= 0; `save` and `resume` not empty strings (an unset shell
-// variable must not train afresh over a checkpoint); `save` and `metrics` writable regular
+// variable must not train afresh over a checkpoint); `resume` exists and is not a folder;
+// `save` and `metrics` writable regular
 // files or absent, in a writable folder (io::check_output_file: a device such as /dev/null, a
 // FIFO or a folder is refused, never replaced). Throws tlaloc::Error "<name>: --save ...".
 void check(const FitOptions& o);
