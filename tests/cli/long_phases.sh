@@ -3,15 +3,8 @@
 # seconds after "ETA 0.0s"): compiling the step, evaluating, validating and `tlaloc eval` each
 # print "LABEL..." and "LABEL: done in N.Ns" once they have run TLALOC_PROGRESS_AFTER seconds
 # (default 5; 0 here, so every phase shows), and a quick run's output has none of these lines.
-set -euo pipefail
-: "${TLALOC:?set TLALOC to the tlaloc binary}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export TLALOC_PJRT_PLUGIN="$tmp/no-such-plugin.so"
-die() {
-  echo "FAIL: $*"
-  exit 1
-}
+# shellcheck source=tests/cli/lib.bash
+source "$(dirname "$0")/lib.bash"
 has() { # has FILE LINE-PATTERN...
   local f=$1
   shift

@@ -4,22 +4,8 @@
 # ended as "out of memory"), a warm-up no shorter than the run (trained next to nothing and
 # exited 0); a one-step run without --warmup is not blamed on --warmup; a diverging `train disc`
 # stops with an error like the other recipes instead of logging NaN to the end.
-set -euo pipefail
-: "${TLALOC:?set TLALOC to the tlaloc binary}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export TLALOC_PJRT_PLUGIN="$tmp/no-such-plugin.so"
-die() {
-  echo "FAIL: $*"
-  exit 1
-}
-refused() { # refused "message" args...: exit != 0, the message on the first line, no work done
-  local want=$1
-  shift
-  if "$TLALOC" "$@" >"$tmp/out" 2>"$tmp/err"; then die "accepted: $*"; fi
-  head -1 "$tmp/err" | grep -qF -- "tlaloc: error: $want" || die "$*: got $(cat "$tmp/err")"
-  [ ! -s "$tmp/out" ] || die "$*: work before the error: $(head -3 "$tmp/out")"
-}
+# shellcheck source=tests/cli/lib.bash
+source "$(dirname "$0")/lib.bash"
 fm=(train fmnist --save "$tmp/f.st")
 refused "--limit: Value -1 not in range 0 to" "${fm[@]}" --limit -1
 refused "--save-every: Value -1 not in range 0 to" "${fm[@]}" --save-every -1

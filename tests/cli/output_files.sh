@@ -6,27 +6,8 @@
 # of that file (and nothing else is); two runs cannot write one checkpoint.
 # Runs as root or not: as root, device nodes are made in the scratch folder (never /dev/null
 # itself) and the read-only folder case runs as nobody through setpriv (skipped without it).
-set -euo pipefail
-: "${TLALOC:?set TLALOC to the tlaloc binary}"
-tmp=$(mktemp -d)
-cleanup() {
-  chmod -R u+rwx "$tmp" 2>/dev/null || true
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-export TLALOC_PJRT_PLUGIN="$tmp/no-such-plugin.so"
-die() {
-  echo "FAIL: $*"
-  exit 1
-}
-refused() { # refused "message" args...: exit 1, one "tlaloc: error:" line, no work printed
-  local want=$1
-  shift
-  if "$TLALOC" "$@" >"$tmp/out" 2>"$tmp/err"; then die "accepted: $*"; fi
-  [ "$(wc -l <"$tmp/err")" -eq 1 ] || die "$*: not one line: $(cat "$tmp/err")"
-  grep -qF -- "tlaloc: error: $want" "$tmp/err" || die "$*: got $(cat "$tmp/err")"
-  [ ! -s "$tmp/out" ] || die "$*: work before the error: $(head -3 "$tmp/out")"
-}
+# shellcheck source=tests/cli/lib.bash
+source "$(dirname "$0")/lib.bash"
 disc=(train disc --points 16 --steps 2 --threads 1)
 fmnist=(train fmnist --limit 256 --epochs 1 --batch 64 --threads 1)
 printf 'the cat sat on the mat. %.0s' $(seq 60) >"$tmp/corpus.txt"
@@ -65,25 +46,12 @@ refused "train disc: --save $tmp/no/d.st: folder $tmp/no does not exist" "${disc
 # A read-only folder (root writes any folder: the case runs as nobody).
 mkdir "$tmp/ro"
 chmod 555 "$tmp/ro"
-as_user=()
-if [ "$(id -u)" -eq 0 ]; then
-  if command -v setpriv >/dev/null && setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
-    as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
-    chmod 755 "$tmp"
-  else
-    as_user=(skip)
-    echo "skipped: read-only folder (root without setpriv)"
-  fi
-fi
-if [ "${as_user[0]:-}" != skip ]; then
-  for args in "train disc --points 16 --steps 2 --save $tmp/ro/d.st:train disc: --save" \
-    "export disc -o $tmp/ro/e.mlir:export: --output"; do
-    # shellcheck disable=SC2086  # the command's words
-    if "${as_user[@]}" "$TLALOC" ${args%%:*} >"$tmp/out" 2>"$tmp/err"; then die "accepted: ${args%%:*}"; fi
-    { grep -qF "tlaloc: error: ${args#*:} $tmp/ro/" "$tmp/err" &&
-      grep -qF "folder $tmp/ro is not writable" "$tmp/err"; } || die "read-only folder: $(cat "$tmp/err")"
-    [ ! -s "$tmp/out" ] || die "read-only folder: work before the error"
-  done
+if as_nobody "read-only folder"; then
+  refused "train disc: --save $tmp/ro/d.st: folder $tmp/ro is not writable: Permission denied" \
+    "${disc[@]}" --save "$tmp/ro/d.st"
+  refused "export: --output $tmp/ro/e.mlir: folder $tmp/ro is not writable: Permission denied" \
+    export disc -o "$tmp/ro/e.mlir"
+  run_as=()
   chmod 700 "$tmp"
 fi
 
@@ -122,11 +90,7 @@ big=(train lm --text "$tmp/corpus.txt" --layers 2 --d-model 512 --heads 8 --kv-h
 for round in 1 2; do
   "$TLALOC" "${big[@]}" --save "$tmp/big.st" >"$tmp/big.out" 2>&1 &
   pid=$!
-  for _ in $(seq 600); do
-    grep -q "^saved" "$tmp/big.out" 2>/dev/null && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
+  wait_for_line "^saved" "$tmp/big.out" "$pid"
   kill -INT "$pid"
   sleep 0.05
   kill -INT "$pid" 2>/dev/null || true
@@ -141,11 +105,7 @@ rm -f "$tmp/big.st"
 # the first run's process; once the first is gone (even SIGKILLed), the file is free.
 "$TLALOC" "${lm[@]}" --steps 100000000 --log-every 1000 --save "$tmp/l.st" >"$tmp/first.out" &
 first=$!
-for _ in $(seq 600); do
-  grep -q "^IR:" "$tmp/first.out" 2>/dev/null && break
-  kill -0 "$first" 2>/dev/null || break
-  sleep 0.1
-done
+wait_for_line "^IR:" "$tmp/first.out" "$first"
 refused "train lm: --save $tmp/l.st is being written by another run (process $first)" \
   "${lm[@]}" --steps 2 --save "$tmp/l.st"
 refused "train fmnist: --save $tmp/l.st is being written by another run" \

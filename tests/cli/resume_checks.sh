@@ -4,22 +4,8 @@
 # the optimizer.step tensor (edited) or a missing optimizer.step are refused with one line naming
 # the tensor and the values, and nothing is trained or saved. `tlaloc eval` of a model holding
 # inf refuses it by name instead of printing 10%.
-set -euo pipefail
-: "${TLALOC:?set TLALOC to the tlaloc binary}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-export TLALOC_PJRT_PLUGIN="$tmp/no-such-plugin.so"
-die() {
-  echo "FAIL: $*"
-  exit 1
-}
-refused() { # refused "message" args...: exit 1, one line "tlaloc: error: <message>"
-  local want=$1
-  shift
-  if "$TLALOC" "$@" >"$tmp/out" 2>"$tmp/err"; then die "accepted: $*"; fi
-  [ "$(wc -l <"$tmp/err")" -eq 1 ] || die "$*: not one line: $(cat "$tmp/err")"
-  grep -qF -- "tlaloc: error: $want" "$tmp/err" || die "$*: got $(cat "$tmp/err")"
-}
+# shellcheck source=tests/cli/lib.bash
+source "$(dirname "$0")/lib.bash"
 
 # edit IN OUT set NAME VALUE | meta KEY VALUE | drop NAME: a copy of a checkpoint with every
 # element of f32 tensor NAME set to VALUE, a metadata value changed, or a state tensor removed.
@@ -72,23 +58,23 @@ for r in "${recipes[@]}"; do
 
   where="--resume $tmp/bad.st"
   edit "$ck" "$tmp/bad.st" set "$param" nan
-  refused "$where: tensor '$param' holds" "${cmd[@]}" --resume "$tmp/bad.st" --save "$tmp/r.st"
+  refused_later "$where: tensor '$param' holds" "${cmd[@]}" --resume "$tmp/bad.st" --save "$tmp/r.st"
   edit "$ck" "$tmp/bad.st" set "optimizer.$param.exp_avg" inf
-  refused "$where: tensor 'optimizer.$param.exp_avg' holds" "${cmd[@]}" --resume "$tmp/bad.st" --save "$tmp/r.st"
+  refused_later "$where: tensor 'optimizer.$param.exp_avg' holds" "${cmd[@]}" --resume "$tmp/bad.st" --save "$tmp/r.st"
   grep -qF "NaN or inf values" "$tmp/err" || die "$recipe: inf not named: $(cat "$tmp/err")"
   edit "$ck" "$tmp/bad.st" set "optimizer.$param.exp_avg_sq" -1
-  refused "$where: tensor 'optimizer.$param.exp_avg_sq' holds" "${cmd[@]}" --resume "$tmp/bad.st" --save "$tmp/r.st"
+  refused_later "$where: tensor 'optimizer.$param.exp_avg_sq' holds" "${cmd[@]}" --resume "$tmp/bad.st" --save "$tmp/r.st"
   grep -qF "negative values" "$tmp/err" || die "$recipe: negative not named: $(cat "$tmp/err")"
   edit "$ck" "$tmp/bad.st" meta step 3
-  refused "$where: its metadata says step 3, but tensor 'optimizer.step' holds 5" \
+  refused_later "$where: its metadata says step 3, but tensor 'optimizer.step' holds 5" \
     "${cmd[@]}" --resume "$tmp/bad.st" --save "$tmp/r.st"
   edit "$ck" "$tmp/bad.st" drop optimizer.step
-  refused "$where: its metadata says step 5, but it has no tensor 'optimizer.step'" \
+  refused_later "$where: its metadata says step 5, but it has no tensor 'optimizer.step'" \
     "${cmd[@]}" --resume "$tmp/bad.st" --save "$tmp/r.st"
   [ ! -e "$tmp/r.st" ] || die "$recipe: a refused resume saved a checkpoint"
 done
 
 # eval of a model whose weights are all inf: refused by name, not "10% accuracy".
 edit "$tmp/fmnist.st" "$tmp/inf.st" set 0.weight inf
-refused "$tmp/inf.st: parameter '0.weight' holds 200704 NaN or inf values" eval "$tmp/inf.st"
+refused_later "$tmp/inf.st: parameter '0.weight' holds 200704 NaN or inf values" eval "$tmp/inf.st"
 echo "resume_checks: ok"
