@@ -1,10 +1,14 @@
 #include "apps/tlaloc/cli_numbers.h"
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+
+#include "tlaloc/core/error.h"
 
 namespace tlaloc::app {
 namespace {
@@ -34,19 +38,48 @@ std::string to_decimal(std::string& s, bool is_signed) {
   return ec == std::errc() ? "" : "'" + s + "' is not a decimal integer";
 }
 
+// "" when `s` is a whole number in strtod's syntax (an empty value, CLI11 alone reads as 0).
+std::string to_real(const std::string& s) {
+  char* end = nullptr;
+  if (s.empty() || std::isspace(static_cast<unsigned char>(s[0])))
+    return "'" + s + "' is not a number";
+  std::strtod(s.c_str(), &end);
+  return end == s.c_str() + s.size() ? "" : "'" + s + "' is not a number";
+}
+
 }  // namespace
 
-void require_decimal_integers(CLI::App& app) {
+void require_strict_numbers(CLI::App& app) {
   for (CLI::Option* opt : app.get_options()) {
     const std::string type = opt->get_type_name();
     const bool is_int = type.rfind("INT", 0) == 0, is_uint = type.rfind("UINT", 0) == 0;
-    if (!is_int && !is_uint) continue;
-    // Runs before the option's other validators (range checks) and its conversion.
-    opt->transform(
-        CLI::Validator([is_int](std::string& s) { return to_decimal(s, is_int); }, "", "decimal"));
+    // Each runs before the option's other validators (range checks) and its conversion.
+    if (is_int || is_uint)
+      opt->transform(CLI::Validator([is_int](std::string& s) { return to_decimal(s, is_int); }, "",
+                                    "decimal"));
+    else if (type.rfind("FLOAT", 0) == 0)
+      opt->transform(CLI::Validator([](std::string& s) { return to_real(s); }, "", "number"));
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
-    require_decimal_integers(*sub);
+    require_strict_numbers(*sub);
+}
+
+void check_thread_environment() {
+  const char* env = std::getenv("OMP_NUM_THREADS");
+  if (!env || !*env) return;
+  // "8" or a list for nested levels ("8,2"): the first value sizes the team tlaloc starts.
+  std::string first(env, std::strcspn(env, ","));
+  while (!first.empty() && std::isspace(static_cast<unsigned char>(first.back()))) first.pop_back();
+  size_t start = 0;
+  while (start < first.size() && std::isspace(static_cast<unsigned char>(first[start]))) ++start;
+  uint64_t v = 0;
+  auto [p, ec] = std::from_chars(first.data() + start, first.data() + first.size(), v);
+  if (p != first.data() + first.size()) return;  // not a number: OpenMP warns and ignores it
+  if (ec == std::errc::result_out_of_range || v > uint64_t(kMaxThreads))
+    fail(
+        "OMP_NUM_THREADS={} asks for more than {} threads (OpenMP would fail starting them); set "
+        "it to at most {} or unset it",
+        env, kMaxThreads, kMaxThreads);
 }
 
 CLI::Validator finite_non_negative() {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "tlaloc/recipes/disc.h"
 #include "tlaloc/recipes/lm.h"
@@ -73,9 +74,11 @@ void register_bench(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 30));
   step->add_option("--warmup", o.warmup, "untimed steps first (at least 10: losses compared)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
   step->add_option("--threads", o.threads, "host threads (0: OpenMP default)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxThreads));
   step->add_option("--lane", o.lane, "host: lane (a) only; pjrt|auto: all three (env TLALOC_LANE)")
       ->envname("TLALOC_LANE")
       ->capture_default_str();

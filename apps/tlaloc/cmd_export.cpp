@@ -1,11 +1,12 @@
 // tlaloc export RECIPE: prints the recipe's whole train step as StableHLO (stablehlo::emit), the
 // program the pjrt lane compiles, so a user can read it or hand it to any PJRT client.
 #include <cstdio>
-#include <fstream>
 #include <map>
+#include <span>
 
 #include "apps/tlaloc/commands.h"
 #include "tlaloc/core/error.h"
+#include "tlaloc/io/atomic_file.h"
 #include "tlaloc/stablehlo/emit.h"
 #include "tlaloc/stablehlo/parse.h"
 
@@ -19,24 +20,19 @@ std::map<std::string, ExportRecipe>& recipes() {
 
 struct ExportArgs {
   std::string recipe;
-  std::string output;  // "" or "-": stdout
+  std::string output;  // "-" or not given: stdout
+  bool output_given = false;
   std::string precision = "default";
   bool no_names = false;
 };
 
+// Atomically (io::AtomicFile): a unique temporary beside the target, renamed over it, so two
+// exports at once never splice a file and a full disk leaves neither a cut file nor the
+// temporary; only a regular file is replaced.
 void write_file(const std::string& path, const std::string& text) {
-  // Write beside the target and rename, so a failed write never leaves a truncated file.
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) fail("tlaloc export: cannot write {}", tmp);
-    f << text;
-    if (!f.flush()) fail("tlaloc export: cannot write {}", tmp);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail("tlaloc export: cannot rename {} to {}", tmp, path);
-  }
+  io::AtomicFile f(path);
+  f.write(std::as_bytes(std::span<const char>(text)));
+  f.commit();
 }
 
 void run_export(const ExportArgs& a) {
@@ -57,9 +53,11 @@ void run_export(const ExportArgs& a) {
   else
     fail("tlaloc export: --precision {} (use default, high or highest)", a.precision);
   o.names = !a.no_names;
+  const bool to_stdout = !a.output_given || a.output == "-";
+  if (!to_stdout) io::check_output_file(a.output, "export: --output");  // before the work
   std::string text = stablehlo::emit(it->second.step(), o);
   stablehlo::parse(text);  // what tlaloc exports, tlaloc reads back
-  if (a.output.empty() || a.output == "-")
+  if (to_stdout)
     std::fwrite(text.data(), 1, text.size(), stdout);
   else
     write_file(a.output, text);
@@ -80,12 +78,17 @@ void register_export(CLI::App& app) {
       "export", "print a recipe's train step as StableHLO (MLIR text for any PJRT client)");
   cmd->add_option("recipe", args->recipe, "recipe whose train step to export (disc, fmnist, lm)")
       ->required();
-  cmd->add_option("-o,--output", args->output, "write to this file instead of stdout");
+  cmd->add_option("-o,--output", args->output,
+                  "write to this file (a regular file, replaced atomically) instead of stdout (-)");
   cmd->add_option("--precision", args->precision,
                   "dot_general precision: default (XLA may use TF32), high, highest (full f32)")
       ->capture_default_str();
   cmd->add_flag("--no-names", args->no_names, "omit tlaloc.name attributes");
-  cmd->callback([args] { run_export(*args); });
+  CLI::Option* output = cmd->get_option("--output");
+  cmd->callback([args, output] {
+    args->output_given = output->count() > 0;  // -o "" (an unset variable) is refused
+    run_export(*args);
+  });
 }
 
 }  // namespace tlaloc::app

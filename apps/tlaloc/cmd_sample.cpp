@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "tlaloc/recipes/generate.h"
 
@@ -69,7 +70,7 @@ void register_sample(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--threads", a.threads, "host lane threads (0: OpenMP default)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 4096));
+      ->check(CLI::Range(0, kMaxThreads));
   cmd->callback([] { run_sample(a); });
 }
 

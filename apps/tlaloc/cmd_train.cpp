@@ -23,10 +23,12 @@ void add_common_options(CLI::App* cmd, CommonTrainFlags& f, recipes::Common& c) 
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   cmd->add_option("--threads", c.threads, "host threads (0: OMP_NUM_THREADS or all cores)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 4096));
+      ->check(CLI::Range(0, kMaxThreads));
   cmd->add_option("--schedule", c.schedule, "lr schedule: constant|cosine|warmup-cosine|step")
       ->capture_default_str();
-  cmd->add_option("--warmup", c.warmup, "linear warm-up steps")->capture_default_str();
+  cmd->add_option("--warmup", c.warmup, "linear warm-up steps")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), kMaxSteps));
   cmd->add_option("--lane", f.lane, "where the step runs: host|pjrt|auto (env TLALOC_LANE)")
       ->envname("TLALOC_LANE")
       ->capture_default_str();
@@ -48,8 +50,10 @@ void add_checkpoint_options(CLI::App* cmd, CommonTrainFlags& f, recipes::Common&
                                           "--save-every steps and on Ctrl-C");
   if (f.save_by_default) f.save_option->capture_default_str();
   cmd->add_option("--save-every", c.save_every, "also save every N steps (0: only at the end)")
-      ->capture_default_str();
-  cmd->add_option("--stop-after", c.stop_after, "save and stop after N steps in all");
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), kMaxSteps));
+  cmd->add_option("--stop-after", c.stop_after, "save and stop after N steps in all")
+      ->check(CLI::Range(int64_t(1), kMaxSteps));
   f.resume_option = cmd->add_option("--resume", f.resume, "continue from this checkpoint");
   cmd->add_option("--metrics", c.metrics, "append per-step and per-epoch metrics to this CSV");
 }

@@ -36,4 +36,9 @@ void register_sample(CLI::App& app);          // tlaloc sample CKPT (cmd_sample.
 void set_exit_status(int status);
 int exit_status();
 
+// SIGINT, SIGTERM and SIGHUP (unless ignored) remove the temporaries of saves in progress
+// (io::remove_live_temporaries) before they end the process; train::fit replaces this with its
+// own handling while it runs.
+void remove_temporaries_on_signals();
+
 }  // namespace tlaloc::app

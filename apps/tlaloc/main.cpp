@@ -1,5 +1,6 @@
 // The `tlaloc` command: train, evaluate, inspect and export models. See README.md.
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -9,14 +10,64 @@
 #include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "tlaloc/core/error.h"
+#include "tlaloc/io/atomic_file.h"
 
 namespace tlaloc::app {
 namespace {
 int g_exit_status = 0;
+
+// A signal that ends the process outside train::fit (which saves on the first one): the
+// temporary of a save or export in progress is removed, then the signal does what it does by
+// default (the process ends with the signal's status).
+extern "C" void on_fatal_signal(int sig) {
+  io::remove_live_temporaries();
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
 }  // namespace
 void set_exit_status(int status) { g_exit_status = status; }
 int exit_status() { return g_exit_status; }
+
+void remove_temporaries_on_signals() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    sigaction(sig, nullptr, &old);
+    if (old.sa_handler == SIG_IGN) continue;  // e.g. nohup: stays ignored
+    struct sigaction sa {};
+    sa.sa_handler = on_fatal_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, nullptr);
+  }
+}
 }  // namespace tlaloc::app
+
+namespace {
+
+// "unknown command 'foo' (known: ...)" (or "train: unknown recipe 'foo'", "bench: unknown
+// command 'foo'") when the words of argv before the first option name a subcommand that does
+// not exist where one is required; "" otherwise (CLI11 reports everything else).
+std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
+  CLI::App* at = &app;
+  for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+    auto subs = at->get_subcommands([](CLI::App*) { return true; });
+    if (subs.empty()) return "";  // a command's positional arguments follow
+    std::string known;
+    CLI::App* next = nullptr;
+    for (CLI::App* s : subs) {
+      if (s->get_name() == argv[i]) next = s;
+      known += (known.empty() ? "" : ", ") + s->get_name();
+    }
+    if (!next) {
+      const std::string where = at == &app ? "" : at->get_name() + ": ";
+      const char* what = at->get_name() == "train" ? "recipe" : "command";
+      return where + "unknown " + what + " '" + argv[i] + "' (known: " + known + ")";
+    }
+    at = next;
+  }
+  return "";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tlaloc: compiled training steps in C++ (host CPU lane; StableHLO/PJRT lane)"};
@@ -29,25 +80,22 @@ int main(int argc, char** argv) {
   tlaloc::app::register_sample(app);
   tlaloc::app::register_inspect(app);
   tlaloc::app::register_bench(app);
-  tlaloc::app::require_decimal_integers(app);
+  tlaloc::app::require_strict_numbers(app);
   if (argc == 1) {  // no command: the usage, as `tlaloc --help` prints it
     std::fputs(app.help().c_str(), stdout);
     return 2;
   }
-  // `tlaloc train foo`: CLI11 alone says "A subcommand is required"; name the recipe instead.
-  if (argc >= 3 && std::strcmp(argv[1], "train") == 0 && argv[2][0] != '-') {
-    std::string known;
-    bool found = false;
-    for (CLI::App* r :
-         app.get_subcommand("train")->get_subcommands([](CLI::App*) { return true; })) {
-      found = found || r->get_name() == argv[2];
-      known += (known.empty() ? "" : ", ") + r->get_name();
-    }
-    if (!found) {
-      std::fprintf(stderr, "tlaloc: error: train: unknown recipe '%s' (known: %s)\n", argv[2],
-                   known.c_str());
-      return 1;
-    }
+  // `tlaloc foo`, `tlaloc train foo`: CLI11 alone says "A subcommand is required"; name it.
+  if (std::string unknown = unknown_subcommand(app, argc, argv); !unknown.empty()) {
+    std::fprintf(stderr, "tlaloc: error: %s\n", unknown.c_str());
+    return 2;
+  }
+  tlaloc::app::remove_temporaries_on_signals();
+  try {
+    tlaloc::app::check_thread_environment();
+  } catch (const tlaloc::Error& e) {
+    std::fprintf(stderr, "tlaloc: error: %s\n", e.what());
+    return 2;
   }
   try {
     app.parse(argc, argv);

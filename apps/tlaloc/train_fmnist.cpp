@@ -18,9 +18,12 @@ void register_train_fmnist(CLI::App& train) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   cmd->add_option("--batch", c.batch, "batch size (fixed: the step compiles once)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   add_adamw_options(cmd, c.lr, c.wd);
-  cmd->add_option("--limit", c.limit, "use only the first N training rows")->capture_default_str();
+  cmd->add_option("--limit", c.limit, "use only the first N training rows (0: all)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   add_checkpoint_options(cmd, f, c.common, c.common.save.value_or(""));
   CLI::Option* warmup = cmd->get_option("--warmup");
   cmd->callback([warmup] {

@@ -16,13 +16,20 @@ void register_train_lm(CLI::App& train) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   cmd->add_option("--batch", c.batch, "windows per step")->capture_default_str();
-  cmd->add_option("--layers", c.model.layers, "transformer blocks")->capture_default_str();
-  cmd->add_option("--d-model", c.model.d_model, "model width")->capture_default_str();
+  // A model size: a positive count (0 or less failed only after the corpus was read).
+  auto size = [cmd](const char* flag, int64_t& v, const char* help) {
+    return cmd->add_option(flag, v, help)
+        ->capture_default_str()
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  };
+  size("--layers", c.model.layers, "transformer blocks");
+  size("--d-model", c.model.d_model, "model width");
+  // Heads are checked with --d-model by the recipe, which names all three.
   cmd->add_option("--heads", c.model.heads, "query heads")->capture_default_str();
   cmd->add_option("--kv-heads", c.model.kv_heads, "key/value heads (GQA/MQA)")
       ->capture_default_str();
-  cmd->add_option("--context", c.model.context, "context length (bytes)")->capture_default_str();
-  cmd->add_option("--d-ff", c.model.d_ff, "MLP hidden width")->capture_default_str();
+  size("--context", c.model.context, "context length (bytes)");
+  size("--d-ff", c.model.d_ff, "MLP hidden width");
   cmd->add_flag("--tied", c.model.tied, "tie the head to the token embedding");
   cmd->add_option("--norm", c.model.norm, "layernorm | rmsnorm")
       ->capture_default_str()

@@ -75,4 +75,9 @@ inline std::vector<std::byte> read_bytes(const std::string& path) {
   return b;
 }
 
+inline std::string read_text(const std::string& path) {
+  auto b = read_bytes(path);
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
 }  // namespace tlaloc::io::testing

@@ -2,7 +2,10 @@
 // shuffled per epoch: the log / evaluation / metrics cadence, a stopped-and-resumed run equal
 // bit for bit to an uninterrupted one, a diverged run that keeps the good checkpoint, SIGTERM
 // and SIGINT (saved, stopped, handlers restored), and options refused before any work.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -12,6 +15,7 @@
 #include <sstream>
 
 #include "support/error_of.h"
+#include "support/file_size_limit.h"
 #include "support/train_test_util.h"
 #include "tlaloc/io/checkpoint.h"
 #include "tlaloc/nn/losses.h"
@@ -174,12 +178,15 @@ TEST(Fit, EpochsLogEvaluateAndWriteMetricsOnTheirCadence) {
   EXPECT_EQ(epoch[0] + epoch[1] + epoch[2] + epoch[4], "epoch616");
   EXPECT_EQ(eval[0] + eval[1] + eval[2] + eval[4], "eval929");
 
-  if (access("/dev/full", W_OK) == 0) {  // a full disk is an error, not a cut file
-    TrainRun r2 = make_run(1);
-    o.metrics = "/dev/full";
-    EXPECT_NE(error_of([&] { fit(*r2.trainer, o, cb); }).find("--metrics /dev/full: cannot write"),
-              std::string::npos);
+  // A full disk is an error, not a cut file (the header fits, the first row does not).
+  TrainRun r2 = make_run(1);
+  o.metrics = tmp("full.csv");
+  std::string e;
+  {
+    tlaloc::testing::FileSizeLimit full(48);
+    e = error_of([&] { fit(*r2.trainer, o, cb); });
   }
+  EXPECT_EQ(e, "test fit: --metrics " + o.metrics + ": cannot write: File too large");
 }
 
 TEST(Fit, AStoppedAndResumedRunEqualsAnUninterruptedOneBitwise) {
@@ -320,6 +327,10 @@ TEST(Fit, OptionsAreCheckedBeforeAnyWork) {
   EXPECT_EQ(refused([](FitOptions& o) { o.resume = ""; }),
             "test fit: --resume is empty (an unset variable?); omit it to train from scratch");
   EXPECT_EQ(refused([](FitOptions& o) { o.save = ""; }), "test fit: --save is empty");
+  EXPECT_EQ(refused([&](FitOptions& o) { o.resume = tmp("missing.st"); }),
+            "test fit: --resume " + tmp("missing.st") + ": No such file or directory");
+  EXPECT_EQ(refused([&](FitOptions& o) { o.resume = tmp.dir.string(); }),
+            "test fit: --resume " + tmp.dir.string() + " is a folder, not a checkpoint");
   EXPECT_EQ(
       refused([&](FitOptions& o) { o.save = tmp("no/x.safetensors"); }),
       "test fit: --save " + tmp("no/x.safetensors") + ": folder " + tmp("no") + " does not exist");
@@ -327,6 +338,18 @@ TEST(Fit, OptionsAreCheckedBeforeAnyWork) {
             "test fit: --save " + tmp("") + " is a folder; give a file name");
   EXPECT_EQ(refused([&](FitOptions& o) { o.metrics = tmp.dir.string(); }),
             "test fit: --metrics " + tmp.dir.string() + " is a folder; give a file name");
+  // Devices and FIFOs are refused before any work, never replaced or opened.
+  ASSERT_EQ(mkfifo(tmp("fifo").c_str(), 0644), 0);
+  EXPECT_EQ(refused([&](FitOptions& o) { o.save = tmp("fifo"); }),
+            "test fit: --save " + tmp("fifo") +
+                " is a FIFO (named pipe), not a regular file (tlaloc writes only regular files)");
+  EXPECT_EQ(refused([&](FitOptions& o) { o.metrics = tmp("fifo"); }),
+            "test fit: --metrics " + tmp("fifo") +
+                " is a FIFO (named pipe), not a regular file (tlaloc writes only regular files)");
+  EXPECT_EQ(refused([](FitOptions& o) { o.save = "/dev/null"; }),
+            "test fit: --save /dev/null is a character device, not a regular file (tlaloc writes "
+            "only regular files)");
+  EXPECT_TRUE(std::filesystem::is_fifo(tmp("fifo")));
   EXPECT_EQ(refused([](FitOptions& o) { o.save_every = -1; }),
             "test fit: --save-every -1 must be >= 0");
   EXPECT_EQ(refused([](FitOptions& o) { o.steps = 0; }),
@@ -337,4 +360,28 @@ TEST(Fit, OptionsAreCheckedBeforeAnyWork) {
   std::string e = error_of([&] { fit(*r.trainer, options(out.f), cb); });
   EXPECT_EQ(e, "Trainer::step: no input is named 'rows' (it takes idx)");
   EXPECT_EQ(r.trainer->steps_taken(), 0);
+}
+
+// fit holds the advisory lock of --save while it runs (another process's flock on the lock file
+// fails) and releases it when it returns.
+TEST(Fit, TheSaveIsLockedWhileTheRunLasts) {
+  Scratch tmp;
+  Output out;
+  TrainRun r = make_run(1);
+  FitOptions o = options(out.f);
+  o.save = tmp("locked.safetensors");
+  const std::string lock = io::lock_path(*o.save);
+  auto other_can_lock = [&] {  // as another process would: its own open file
+    const int fd = open(lock.c_str(), O_RDONLY | O_CLOEXEC);
+    const bool ok = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+  };
+  FitCallbacks cb;
+  cb.batch = batch_at;
+  int checked = 0;
+  cb.on_start = [&] { checked += !other_can_lock(); };
+  fit(*r.trainer, o, cb);
+  EXPECT_EQ(checked, 1);
+  EXPECT_TRUE(other_can_lock());
 }

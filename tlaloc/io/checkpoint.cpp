@@ -95,6 +95,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c, const SaveOpt
   md["step"] = std::to_string(c.step);
   if (c.seed) md["seed"] = std::to_string(*c.seed);
   if (c.data_position) md["data_position"] = std::to_string(*c.data_position);
+  if (c.skipped_steps != 0) md["skipped_steps"] = std::to_string(c.skipped_steps);
   if (!c.optimizer.empty()) {
     md["optimizer"] = c.optimizer;
     nlohmann::json names = nlohmann::json::array();
@@ -124,6 +125,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   if (md.count("step")) c.step = parse_int<int64_t>(md, "step", path);
   if (md.count("seed")) c.seed = parse_int<uint64_t>(md, "seed", path);
   if (md.count("data_position")) c.data_position = parse_int<int64_t>(md, "data_position", path);
+  if (md.count("skipped_steps")) c.skipped_steps = parse_int<int64_t>(md, "skipped_steps", path);
   std::set<std::string> state_names;
   if (md.count("optimizer")) {
     c.optimizer = md.at("optimizer");

@@ -5,7 +5,8 @@
 // exactly; nothing in the file is executed. Independent of nn / optim types.
 //
 // Metadata keys written: "tlaloc.checkpoint" ("1"), "tlaloc.version" (TLALOC_VERSION), "step"
-// (decimal integer), "seed" and "data_position" (decimal, when set), "optimizer" (kind),
+// (decimal integer), "seed" and "data_position" (decimal, when set), "skipped_steps" (decimal,
+// when not 0: steps whose update was skipped for a non-finite gradient), "optimizer" (kind),
 // "optimizer.<hyper-parameter>" (e.g. "optimizer.lr"), "optimizer_state" (JSON list of the
 // state tensors' names), "user.<field>".
 #pragma once
@@ -32,6 +33,9 @@ struct Checkpoint {
   // PyTorch / Optax names -> values; format floats with exact() so they round-trip.
   std::map<std::string, std::string> hyper_parameters;
   int64_t step = 0;  // optimizer steps taken; stored as a decimal string, exact to 2^63-1
+  // Of those, the steps whose update was skipped (a non-finite gradient): the optimizer's own
+  // count of applied updates is step - skipped_steps. Written only when not 0.
+  int64_t skipped_steps = 0;
   std::optional<uint64_t> seed;
   std::optional<int64_t> data_position;  // e.g. samples consumed so far
   std::map<std::string, std::string> user;
@@ -54,8 +58,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt,
 
 // Loads every tensor into Arrays. Throws tlaloc::Error naming the file and field for: any
 // safetensors refusal, tensors of dtypes tlaloc lacks (all listed), a malformed "step",
-// "seed" or "data_position", an "optimizer_state" list naming absent tensors. A file without
-// tlaloc metadata loads as parameters only, step 0.
+// "seed", "data_position" or "skipped_steps", an "optimizer_state" list naming absent tensors. A
+// file without tlaloc metadata loads as parameters only, step 0.
 Checkpoint load_checkpoint(const std::string& path);
 
 // What a model (or optimizer) built afresh expects.

@@ -1,11 +1,11 @@
 #include "tlaloc/io/idx.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 
 namespace tlaloc::io {
@@ -109,8 +109,14 @@ std::vector<uint8_t> gunzip(const std::vector<uint8_t>& in, const std::string& p
 }  // namespace
 
 IdxData read_idx(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) fail("{}: no such file", path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT || errno == ENOTDIR) fail("{}: no such file", path);
+    fail("{}: cannot be read: {}", path, std::strerror(errno));
+  }
+  // A folder reads as an I/O error mid-stream, a device may never end: name them instead.
+  if (S_ISDIR(st.st_mode)) fail("{} is a folder, not an idx file", path);
+  if (!S_ISREG(st.st_mode)) fail("{} is not a regular file (a device or a pipe?)", path);
   std::vector<uint8_t> raw = read_file(path);
   bool gz = raw.size() >= 2 && raw[0] == 0x1f && raw[1] == 0x8b;
   std::vector<uint8_t> b = gz ? gunzip(raw, path) : std::move(raw);
@@ -137,11 +143,19 @@ IdxData read_idx(const std::string& path) {
 
 ImageSet load_fashion_mnist(const std::string& dir, bool train) {
   const std::string prefix = train ? "train" : "t10k";
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    fail("{} is not a folder (the data folder holds the idx files)", dir);
+  // Whether `p` exists; a folder that cannot be searched is unreadable, not "no such file".
+  auto present = [&](const std::string& p) {
+    if (::stat(p.c_str(), &st) == 0) return true;
+    if (errno == ENOENT || errno == ENOTDIR) return false;
+    fail("{}: cannot read the data folder {}: {}", p, dir, std::strerror(errno));
+  };
   auto find = [&](const std::string& stem) {
     std::string gz = dir + "/" + stem + ".gz", plain = dir + "/" + stem;
-    std::error_code ec;
-    if (std::filesystem::exists(gz, ec)) return gz;
-    if (std::filesystem::exists(plain, ec)) return plain;
+    if (present(gz)) return gz;
+    if (present(plain)) return plain;
     fail(
         "{}: no such file (Fashion-MNIST comes with the Debian package dataset-fashion-mnist, "
         "installed under {}; or point --data at a folder holding the files)",

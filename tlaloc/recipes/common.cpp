@@ -32,8 +32,21 @@ train::FitOptions fit_options(const Common& c, std::string name, int64_t steps,
   return f;
 }
 
-void check_options(const Common& c, const std::string& name) {
-  train::check(fit_options(c, name, 1, {}));
+io::WriteLock check_options(const Common& c, const std::string& name) {
+  const train::FitOptions f = fit_options(c, name, 1, {});
+  train::check(f);
+  return train::lock_outputs(f);
+}
+
+optim::Schedule make_schedule(const Common& c, const std::string& name, int64_t steps,
+                              int64_t warmup) {
+  const bool warms_up = c.schedule == "constant" || c.schedule == "warmup-cosine";
+  if (warms_up && warmup > 0 && warmup >= steps)
+    fail(
+        "{}: --warmup {} is not shorter than the run ({} steps): the lr would never leave its "
+        "warm-up",
+        name, warmup, steps);
+  return optim::parse_schedule(c.schedule, steps, warmup);
 }
 
 }  // namespace tlaloc::recipes

@@ -42,7 +42,14 @@ train::TrainerOptions trainer_options(const Common& c);
 train::FitOptions fit_options(const Common& c, std::string name, int64_t steps,
                               std::map<std::string, std::string> metadata);
 
-// Checks the checkpoint and metrics options (train::check) before any work is done.
-void check_options(const Common& c, const std::string& name);
+// Checks the checkpoint and metrics options (train::check) and takes the --save lock
+// (train::lock_outputs) before any work is done; the recipe holds the lock until it returns.
+[[nodiscard]] io::WriteLock check_options(const Common& c, const std::string& name);
+
+// The lr schedule of a run of `steps` steps (optim::parse_schedule of c.schedule and
+// `warmup`), refusing a warm-up that is not shorter than the run (with the constant schedule
+// the lr would never reach its value: the run would train next to nothing).
+optim::Schedule make_schedule(const Common& c, const std::string& name, int64_t steps,
+                              int64_t warmup);
 
 }  // namespace tlaloc::recipes

@@ -98,8 +98,8 @@ std::string ascii_boundary(const Array& pred, int rows, int cols, int* disagreei
 train::FitResult run(const Config& c) {
   using namespace tlaloc::train;
   std::FILE* out = c.common.out;
-  check_options(c.common, "train disc");
-  auto schedule = optim::parse_schedule(c.common.schedule, c.steps, c.common.warmup);
+  const io::WriteLock lock = check_options(c.common, "train disc");
+  auto schedule = make_schedule(c.common, "train disc", c.steps, c.common.warmup);
   TrainerOptions topt = trainer_options(c.common);  // first: a lane that cannot start fails now
   topt.schedule = schedule;
   auto keys = random::split(random::key(c.common.seed), 3);

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "tlaloc/nn/losses.h"
 #include "tlaloc/random/random.h"
 #include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/train/checkpointing.h"
+#include "tlaloc/train/progress.h"
 
 namespace tlaloc::recipes::fmnist {
 
@@ -163,7 +165,7 @@ std::vector<int64_t> hidden_of(const io::Checkpoint& c) {
 
 train::FitResult run(const Config& c) {
   std::FILE* out = c.common.out;
-  check_options(c.common, "train fmnist");
+  const io::WriteLock lock = check_options(c.common, "train fmnist");
   auto hidden = parse_sizes(c.hidden, "--hidden");
   if (c.batch <= 0) fail("--batch must be positive, got {}", c.batch);
   io::ImageSet train_set = first_rows(io::load_fashion_mnist(c.data, true), c.limit);
@@ -171,12 +173,16 @@ train::FitResult run(const Config& c) {
   const int64_t n = train_set.labels.numel();
   const int64_t spe = steps_per_epoch(n, c.batch);
   const int64_t total_steps = spe * c.epochs;
-  // The default warm-up (one epoch, shortened for short runs) goes with warmup-cosine only; an
-  // explicit --warmup is checked as given.
+  // The default warm-up (one epoch, shortened for short runs) goes with warmup-cosine only; a
+  // run of one step has no room for it and is plain cosine. An explicit --warmup is checked as
+  // given.
   int64_t warmup = c.common.warmup;
-  if (!c.warmup_given)
-    warmup = c.common.schedule == "warmup-cosine" ? std::min(warmup, total_steps - 1) : 0;
-  auto schedule = optim::parse_schedule(c.common.schedule, total_steps, warmup);
+  Common common = c.common;
+  if (!c.warmup_given) {
+    warmup = common.schedule == "warmup-cosine" ? std::min(warmup, total_steps - 1) : 0;
+    if (common.schedule == "warmup-cosine" && warmup == 0) common.schedule = "cosine";
+  }
+  auto schedule = make_schedule(common, "train fmnist", total_steps, warmup);
   train::TrainerOptions topt = trainer_options(c.common);  // fails before the model is built
   topt.schedule = schedule;
 
@@ -188,8 +194,10 @@ train::FitResult run(const Config& c) {
              c.data);
 
   const int64_t compiled_before = train::compiled_executables(topt.lane);
+  std::optional<train::Activity> compiling(std::in_place, "compiling the train step", out);
   train::Trainer trainer(*model, loss_fn(), data_inputs(n, c.batch),
                          optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
+  compiling.reset();
   const int64_t train_executables = train::compiled_executables(topt.lane) - compiled_before;
   fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
              trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
@@ -217,6 +225,7 @@ train::FitResult run(const Config& c) {
   Metrics last{};
   train::Batch test_in{{"images", std::move(test_set.images)}};
   auto evaluate_test = [&] {
+    train::Activity a(fmt::format("evaluating on {} test images", test_set.labels.numel()), out);
     return evaluate(trainer.run_eval(eval_id, test_in)[0], test_set.labels);
   };
   cb.evaluate = [&](const train::EvalPoint& p) -> train::Metrics {
@@ -243,6 +252,8 @@ CheckpointEval evaluate_checkpoint(const std::string& path, const std::string& d
   io::Checkpoint c = io::load_checkpoint(path);
   auto model = make_model(hidden_of(c));
   train::restore_model(*model, c);
+  // NaN / inf parameters (a diverged or damaged file) would score a meaningless 10%.
+  train::require_finite(c.params, c.source, "parameter");
   io::ImageSet test = io::load_fashion_mnist(data, false);
   auto named = model->named_parameters();
   std::vector<ir::TensorType> types{{DType::f32, test.images.shape()}};

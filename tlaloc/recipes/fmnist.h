@@ -82,7 +82,8 @@ train::FitResult run(const Config& c);
 
 // `tlaloc eval`: the test-set metrics of a `tlaloc train fmnist` checkpoint (its hidden sizes
 // read from its metadata), computed on the host lane. Throws tlaloc::Error for another
-// recipe's checkpoint, mismatched tensors or unreadable data.
+// recipe's checkpoint, mismatched tensors, a parameter holding NaN or inf (named) or
+// unreadable data.
 struct CheckpointEval {
   int64_t step = 0;
   int64_t parameters = 0;

@@ -8,12 +8,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include <unistd.h>
 
 #include "tlaloc/io/checkpoint.h"
 #include "tlaloc/nn/losses.h"
 #include "tlaloc/random/random.h"
+#include "tlaloc/train/progress.h"
 
 namespace tlaloc::recipes::lm {
 
@@ -158,7 +160,6 @@ void check_config(const Config& c) {
         m.d_model, m.heads, m.kv_heads);
   if (!(m.dropout >= 0 && m.dropout < 1))
     fail("train lm: --dropout {} must be in [0, 1) (1 zeroes every activation)", m.dropout);
-  check_options(c.common, "train lm");
   // Parameters, gradients and AdamW's two moments: 4 f32 per parameter.
   check_fits_in_memory(m, 16, "train lm");
 }
@@ -168,7 +169,10 @@ void check_config(const Config& c) {
 train::FitResult run(const Config& c) {
   std::FILE* out = c.common.out;
   check_config(c);
+  const io::WriteLock lock = check_options(c.common, "train lm");
+  const optim::Schedule schedule = make_schedule(c.common, "train lm", c.steps, c.common.warmup);
   train::TrainerOptions topt = trainer_options(c.common);  // fails before any work
+  topt.schedule = schedule;
   auto files = c.text.empty() ? default_corpus() : c.text;
   Array all = read_corpus(files);
   const int64_t n = all.numel(), ctx = c.model.context;
@@ -179,13 +183,14 @@ train::FitResult run(const Config& c) {
   Array train_tok = tokens_range(all, 0, ntrain), val_tok = tokens_range(all, ntrain, n);
   fmt::print(out, "corpus: {} files, {} bytes ({} train, {} validation)\n", files.size(), n, ntrain,
              nval);
-  topt.schedule = optim::parse_schedule(c.common.schedule, c.steps, c.common.warmup);
   nn::CausalLM model(c.model);
   model.init(random::key(c.common.seed));
   fmt::print(out, "{}\nparameters: {}\n", model.to_string(), model.num_parameters());
   const bool dropout = c.model.dropout > 0;
+  std::optional<train::Activity> compiling(std::in_place, "compiling the train step", out);
   train::Trainer trainer(model, loss_fn(ctx), data_inputs(ntrain, c.batch, dropout),
                          optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
+  compiling.reset();
   fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
              trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
   const int64_t nw = std::min(c.val_windows, nval - ctx - 1);
@@ -221,7 +226,11 @@ train::FitResult run(const Config& c) {
   };
   cb.on_end = [&](int64_t, double) {
     train::Batch in{{"tokens", val_tok}, {"starts", starts}};
-    const double bpb = trainer.run_eval(eval_id, in)[0].at(0) / std::log(2.0);
+    double bpb = 0;
+    {  // a large model's validation takes a while after the bar's "ETA 0.0s"
+      train::Activity a(fmt::format("validation on {} windows of {} bytes", nw, ctx), out);
+      bpb = trainer.run_eval(eval_id, in)[0].at(0) / std::log(2.0);
+    }
     if (!std::isfinite(bpb))
       fail(
           "train lm: the validation loss is {} at step {} (diverged; try a lower --lr); no "

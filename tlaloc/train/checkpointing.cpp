@@ -17,6 +17,24 @@ std::vector<io::TensorSpec> specs(const std::vector<std::pair<std::string, ir::T
 
 std::string flag(bool b) { return b ? "true" : "false"; }
 
+const char* const kStepTensor = "optimizer.step";
+
+bool ends_with(const std::string& s, const std::string& end) {
+  return s.size() >= end.size() && s.compare(s.size() - end.size(), end.size(), end) == 0;
+}
+
+// How many elements of a floating-point array `bad` picks (f32 read directly, others by at()).
+template <typename Pred>
+int64_t count_if(const Array& a, Pred bad) {
+  if (a.dtype() == DType::f32) {
+    const float* x = a.data<float>();
+    return std::count_if(x, x + a.numel(), [&](float f) { return bad(double(f)); });
+  }
+  int64_t n = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) n += bad(a.at(i));
+  return n;
+}
+
 }  // namespace
 
 std::map<std::string, std::string> hyper_parameters(const optim::Optimizer& opt) {
@@ -48,6 +66,8 @@ io::Checkpoint to_checkpoint(const Trainer& t, uint64_t seed, int64_t data_posit
   c.optimizer = optim::name(t.optimizer());
   c.hyper_parameters = hyper_parameters(t.optimizer());
   c.step = t.steps_taken();
+  for (const auto& [name, a] : c.optimizer_state)  // updates applied; the rest were skipped
+    if (name == kStepTensor) c.skipped_steps = c.step - int64_t(a.at(0));
   c.seed = seed;
   c.data_position = data_position;
   c.user = std::move(user);
@@ -95,13 +115,42 @@ void restore_model(nn::Module& m, const io::Checkpoint& ckpt) {
 void require_finite(const io::NamedArrays& arrays, const std::string& where,
                     const std::string& kind) {
   for (const auto& [name, a] : arrays) {
-    if (a.dtype() != DType::f32) continue;
-    const float* x = a.data<float>();
-    const int64_t bad = std::count_if(x, x + a.numel(), [](float f) { return !std::isfinite(f); });
+    if (!is_floating(a.dtype())) continue;
+    const int64_t bad = count_if(a, [](double v) { return !std::isfinite(v); });
     if (bad > 0)
       fail("{}: {} '{}' holds {} NaN or inf values of {} (a diverged run or a damaged file)", where,
            kind, name, bad, a.numel());
   }
+}
+
+void check_resumable(const io::Checkpoint& c, const std::string& where) {
+  for (const io::NamedArrays* arrays : {&c.params, &c.optimizer_state})
+    require_finite(*arrays, where, "tensor");
+  for (const auto& [name, a] : c.optimizer_state) {
+    // ".exp_avg_sq" and ".max_exp_avg_sq"
+    if (!is_floating(a.dtype()) || !ends_with(name, "exp_avg_sq")) continue;
+    const int64_t bad = count_if(a, [](double v) { return v < 0; });
+    if (bad > 0)
+      fail(
+          "{}: tensor '{}' holds {} negative values of {} (a second moment is never negative: a "
+          "damaged file)",
+          where, name, bad, a.numel());
+  }
+  if (!c.has_optimizer_state()) return;  // restore() refuses it, naming what is missing
+  const std::string said = c.skipped_steps == 0
+                               ? fmt::format("step {}", c.step)
+                               : fmt::format("step {} ({} skipped)", c.step, c.skipped_steps);
+  auto it = std::find_if(c.optimizer_state.begin(), c.optimizer_state.end(),
+                         [](const auto& s) { return s.first == kStepTensor; });
+  if (it == c.optimizer_state.end())
+    fail("{}: its metadata says {}, but it has no tensor '{}' (the updates applied)", where, said,
+         kStepTensor);
+  const Array& a = it->second;
+  if (a.numel() != 1 || a.at(0) != double(c.step - c.skipped_steps))
+    fail(
+        "{}: its metadata says {}, but tensor '{}' holds {} (the updates applied): an edited or "
+        "damaged file",
+        where, said, kStepTensor, a.numel() == 1 ? fmt::format("{}", a.at(0)) : describe(a));
 }
 
 }  // namespace tlaloc::train

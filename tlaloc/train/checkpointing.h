@@ -28,10 +28,18 @@ io::Checkpoint load_resume(const std::string& path, const std::map<std::string, 
 // Parameters only (e.g. for evaluation): into the model's Parameter values, strictly.
 void restore_model(nn::Module& m, const io::Checkpoint& ckpt);
 // Throws tlaloc::Error "<where>: <kind> '<name>' holds N NaN or inf values of M (a diverged run
-// or a damaged file)" for the first f32 array of `arrays` holding NaN or inf (other dtypes are
-// not checked): such a checkpoint would only sample or train into NaN.
+// or a damaged file)" for the first floating-point array of `arrays` (f32, f64, bf16, f16)
+// holding NaN or inf: such a checkpoint would only sample or train into NaN.
 void require_finite(const io::NamedArrays& arrays, const std::string& where,
                     const std::string& kind);
+// Checks a checkpoint before a run resumes from it, each failure a tlaloc::Error starting with
+// `where` and naming the tensor: every floating-point parameter and state tensor finite
+// (require_finite), every "*.exp_avg_sq" / "*.max_exp_avg_sq" >= 0 (Adam's second moments;
+// a negative one takes the square root of a negative number), and, with optimizer state, the
+// step count agreeing with itself: the tensor "optimizer.step" (updates applied) present and
+// equal to the metadata's step minus its skipped_steps (an edited or lost step would replay
+// steps or restart the bias correction).
+void check_resumable(const io::Checkpoint& c, const std::string& where);
 
 // The optimizer's hyper-parameters as PyTorch names -> exact decimal strings.
 std::map<std::string, std::string> hyper_parameters(const optim::Optimizer& opt);

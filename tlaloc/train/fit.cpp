@@ -1,6 +1,7 @@
 #include "tlaloc/train/fit.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "tlaloc/io/atomic_file.h"
 #include "tlaloc/train/checkpointing.h"
 #include "tlaloc/train/progress.h"
 
@@ -22,7 +24,10 @@ namespace {
 volatile std::sig_atomic_t g_signal = 0;
 
 extern "C" void on_stop_signal(int sig) {
-  if (g_signal) _exit(130);  // a second signal: stop now, without saving
+  if (g_signal) {  // a second signal: stop now, without saving, and leave no temporary behind
+    io::remove_live_temporaries();
+    _exit(130);
+  }
   g_signal = sig;
 }
 
@@ -106,25 +111,15 @@ class MetricsCsv {
   std::FILE* f_ = nullptr;
 };
 
-void check_file_option(const FitOptions& o, const char* flag, const std::string& path) {
-  if (path.empty()) fail("{}: {} is empty", o.name, flag);
-  std::error_code ec;
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
-    fail("{}: {} {}: folder {} does not exist", o.name, flag, path, dir.string());
-  if (std::filesystem::is_directory(path, ec))
-    fail("{}: {} {} is a folder; give a file name", o.name, flag, path);
-}
-
 void resume(Trainer& t, const FitOptions& o) {
   const std::string& path = *o.resume;
   io::Checkpoint c = load_resume(path, o.metadata, o.seed);
   if (c.step >= o.steps)
     fail("--resume {}: it is at step {} already; this run ends at step {}: nothing to train", path,
          c.step, o.steps);
-  // A resumed run must start from finite numbers: NaN / inf would only train into NaN.
-  for (const io::NamedArrays* arrays : {&c.params, &c.optimizer_state})
-    require_finite(*arrays, "--resume " + c.source, "tensor");
+  // Finite numbers, second moments >= 0, a step count that agrees with itself: a damaged or
+  // edited file would only train into NaN or replay steps.
+  check_resumable(c, "--resume " + c.source);
   restore(t, c);
   fmt::print(o.out, "resumed from {} at step {}\n", path, t.steps_taken());
 }
@@ -142,12 +137,25 @@ void check(const FitOptions& o) {
     if (v < 0) fail("{}: {} {} must be >= 0", o.name, flag, v);
   if (o.resume && o.resume->empty())
     fail("{}: --resume is empty (an unset variable?); omit it to train from scratch", o.name);
-  if (o.save) check_file_option(o, "--save", *o.save);
-  if (!o.metrics.empty()) check_file_option(o, "--metrics", o.metrics);
+  if (o.resume) {  // a typo fails now, not after the data is loaded and the step compiled
+    struct stat st {};
+    if (::stat(o.resume->c_str(), &st) != 0)
+      fail("{}: --resume {}: {}", o.name, *o.resume, std::strerror(errno));
+    if (S_ISDIR(st.st_mode))
+      fail("{}: --resume {} is a folder, not a checkpoint", o.name, *o.resume);
+  }
+  if (o.save) io::check_output_file(*o.save, o.name + ": --save", io::OutputMode::replace);
+  if (!o.metrics.empty())
+    io::check_output_file(o.metrics, o.name + ": --metrics", io::OutputMode::append);
+}
+
+io::WriteLock lock_outputs(const FitOptions& o) {
+  return o.save ? io::WriteLock(*o.save, o.name + ": --save") : io::WriteLock();
 }
 
 FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
   check(o);
+  const io::WriteLock lock = lock_outputs(o);  // shared with the caller's, when it took one
   if (o.resume) resume(t, o);
   const int64_t first = t.steps_taken();
   const bool by_epoch = o.steps_per_epoch > 0;

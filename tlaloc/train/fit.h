@@ -12,7 +12,10 @@
 //     every save): a checkpoint holding a diverged run is never written over a good one.
 //   * SIGINT and SIGTERM (while fit runs): the first one stops the run before its next step,
 //     saves a checkpoint (when `save` is set) and fit returns with `interrupted` set; a second
-//     one exits the process at once with status 130.
+//     one exits the process at once with status 130, removing the temporary of a save in
+//     progress first (io::remove_live_temporaries).
+//   * Outputs are checked before any work (check()) and `save` is locked against other runs
+//     for the whole run (lock_outputs()).
 //   * Every write of the metrics CSV is checked: a full disk is a tlaloc::Error, not a cut file.
 //
 // Output (to FitOptions::out): "resumed from F at step N", the pjrt lane's cross-check line,
@@ -29,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "tlaloc/io/write_lock.h"
 #include "tlaloc/train/trainer.h"
 
 namespace tlaloc::train {
@@ -123,14 +127,22 @@ struct FitResult {
 
 // Checks the options before any work: steps >= 1, log_every >= 1, save_every / stop_after /
 // eval_every / steps_per_epoch >= 0; `save` and `resume` not empty strings (an unset shell
-// variable must not train afresh over a checkpoint); `save`'s folder exists and `save` is not
-// a folder; `metrics` not a folder. Throws tlaloc::Error "<name>: --save ...".
+// variable must not train afresh over a checkpoint); `resume` exists and is not a folder;
+// `save` and `metrics` writable regular
+// files or absent, in a writable folder (io::check_output_file: a device such as /dev/null, a
+// FIFO or a folder is refused, never replaced). Throws tlaloc::Error "<name>: --save ...".
 void check(const FitOptions& o);
+// The advisory lock of `save` (io::WriteLock "<name>: --save"): a second run writing the same
+// checkpoint fails here, at its start, naming the file and the other process. fit() takes it
+// for its whole run; a caller that takes it before its own work (loading data, compiling)
+// shares it with fit's. An empty lock when `save` is unset.
+io::WriteLock lock_outputs(const FitOptions& o);
 
 // Runs the loop described at the top on `t` (its resident inputs set, its lane chosen).
 // Resuming: loads o.resume (io::load_checkpoint), refuses another recipe's or seed's
 // checkpoint (metadata and seed compared, train::load_resume), one at or past o.steps (nothing
-// to train) and one holding NaN / inf, then restores it into `t`. Throws tlaloc::Error for
+// to train) and one that fails check_resumable (NaN / inf, a negative second moment, a step
+// count that disagrees with itself), then restores it into `t`. Throws tlaloc::Error for
 // those, for a bad batch (Trainer::step's errors), a non-finite loss and I/O failures.
 FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb = {});
 

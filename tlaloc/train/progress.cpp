@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 
 namespace tlaloc::train {
 
@@ -56,6 +57,68 @@ void Progress::finish(int64_t done, double value) {
   } else if (done != last_done_) {  // a short run's log ends at 100%, not at its first line
     fmt::print(out_, "{}\n", line(done, value));
   }
+  std::fflush(out_);
+}
+
+Activity::Activity(std::string label, std::FILE* out, double quiet, double every)
+    : label_(std::move(label)),
+      out_(out),
+      tty_(isatty(fileno(out)) != 0),
+      quiet_(quiet),
+      every_(every),
+      start_(std::chrono::steady_clock::now()) {
+  if (const char* env = std::getenv("TLALOC_PROGRESS_AFTER"); env && *env) {
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    if (*end == '\0' && v >= 0) quiet_ = v;
+  }
+  if (quiet_ <= 0) show();  // at once, however short the phase
+  thread_ = std::thread([this] { run(); });
+}
+
+double Activity::seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void Activity::show() {
+  shown_ = true;
+  if (tty_)
+    fmt::print(out_, "\r{}... {:.0f}s\033[K", label_, seconds());
+  else
+    fmt::print(out_, "{}...\n", label_);
+  std::fflush(out_);
+}
+
+void Activity::run() {
+  std::unique_lock<std::mutex> lock(m_);
+  auto wait = [&](double s) {
+    return cv_.wait_for(lock, std::chrono::duration<double>(s), [&] { return done_; });
+  };
+  if (!shown_) {
+    if (wait(quiet_)) return;
+    show();
+  }
+  while (!wait(tty_ ? 1.0 : every_)) {
+    if (tty_)
+      fmt::print(out_, "\r{}... {:.0f}s\033[K", label_, seconds());
+    else
+      fmt::print(out_, "{}: still running ({:.0f}s)\n", label_, seconds());
+    std::fflush(out_);
+  }
+}
+
+Activity::~Activity() {
+  {
+    std::lock_guard<std::mutex> g(m_);
+    done_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+  if (!shown_) return;
+  if (tty_)
+    fmt::print(out_, "\r\033[K");  // the next output starts on a clean line
+  else
+    fmt::print(out_, "{}: done in {:.1f}s\n", label_, seconds());
   std::fflush(out_);
 }
 

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Errors name what is wrong (issue 18): an unknown command at any level is named with the known
+# ones (exit 2); a missing --resume fails before any work; a data folder that cannot be read is
+# reported as unreadable, not missing; a folder where a data file should be, or a file given as
+# the data folder, is one line naming the path, not an internal error. The unreadable case
+# needs a user that permissions stop: as root it runs as nobody through setpriv (skipped
+# without it).
+# shellcheck source=tests/cli/lib.bash
+source "$(dirname "$0")/lib.bash"
+data=/usr/share/datasets/fashion-mnist
+
+usage_error() { # usage_error "message" args...: refused with exit status 2
+  refused "$@"
+  [ "$rc" -eq 2 ] || die "${*:2}: exit $rc, not 2 (a usage error)"
+}
+usage_error "unknown command 'frobnicate' (known: train, export, eval, sample, inspect, bench)" frobnicate
+usage_error "bench: unknown command 'stepz' (known: step)" bench stepz
+usage_error "train: unknown recipe 'foo' (known: disc, fmnist, lm)" train foo
+
+# A --resume that does not exist fails before any work (it failed after the step compiled).
+refused "train fmnist: --resume $tmp/missing.st: No such file or directory" \
+  train fmnist --resume "$tmp/missing.st" --save "$tmp/f.st"
+
+# A folder in place of a data file; a file given as the data folder.
+mkdir "$tmp/d"
+cp "$data"/* "$tmp/d/"
+rm "$tmp/d/t10k-labels-idx1-ubyte.gz"
+mkdir "$tmp/d/t10k-labels-idx1-ubyte.gz"
+refused_later "$tmp/d/t10k-labels-idx1-ubyte.gz is a folder, not an idx file" \
+  train fmnist --data "$tmp/d" --limit 64 --save "$tmp/f.st"
+"$TLALOC" train fmnist --limit 64 --batch 64 --epochs 1 --threads 1 --save "$tmp/m.st" >/dev/null
+refused_later "$tmp/d/t10k-labels-idx1-ubyte.gz is a folder, not an idx file" \
+  eval "$tmp/m.st" --data "$tmp/d"
+refused_later "$data/t10k-images-idx3-ubyte.gz is not a folder" \
+  train fmnist --data "$data/t10k-images-idx3-ubyte.gz" --save "$tmp/f.st"
+
+# A data folder this user may not search: unreadable, with the reason.
+mkdir "$tmp/locked" "$tmp/w"
+cp "$data"/* "$tmp/locked/"
+chmod 777 "$tmp/w" # where the unprivileged run may save
+chmod 700 "$tmp/locked" # owned by root, so nobody cannot search it
+[ "$(id -u)" -eq 0 ] || chmod 000 "$tmp/locked"
+if as_nobody "unreadable data folder"; then
+  refused "$tmp/locked/train-images-idx3-ubyte.gz: cannot read the data folder $tmp/locked: Permission denied" \
+    train fmnist --data "$tmp/locked" --save "$tmp/w/f.st"
+fi
+echo "errors_named: ok"
