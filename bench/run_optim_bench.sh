@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fused host AdamW update (bench_optim) against torch.optim.AdamW(foreach=True), alternating
+# The host AdamW update (bench_optim: the adam_update kernel) against torch.optim.AdamW(foreach=True), alternating
 # the arms A B A B ... for ROUNDS rounds at 1 and 2 threads, then prints per size and thread
 # count, each as median [min, max] over the rounds: the copy bandwidth measured alongside
 # tlaloc's steps, tlaloc's GB/s at 28 B/element, its fraction of the copy bandwidth (median of
@@ -20,7 +20,9 @@ for r in $(seq 1 "$rounds"); do
     OMP_NUM_THREADS=$t "$exe" --benchmark_filter='BM_AdamWProgram/n:[0-9]+/check_finite:1' \
       --benchmark_format=json --benchmark_min_time=1 >"$out/A.$r.$t.json"
     echo "round $r threads $t: torch" >&2
-    OMP_NUM_THREADS=$t /usr/bin/python3 "$here/bench_optim_torch.py" --threads "$t" >"$out/B.$r.$t.txt"
+    # PyTorch's best setting here: glibc keeps freed tensor memory.
+    MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 OMP_NUM_THREADS=$t \
+      /usr/bin/python3 "$here/bench_optim_torch.py" --threads "$t" >"$out/B.$r.$t.txt"
   done
 done
 /usr/bin/python3 - "$out" "$rounds" <<'PY'

@@ -471,32 +471,9 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
 
 }  // namespace tlaloc::composites
 
-namespace tlaloc::ir {
-
-const Composite& composite_attention() {
-  static const Composite c{"tlaloc.attention",
-                           3,
-                           4,
-                           {"scale", "causal"},
-                           composites::infer,
-                           composites::decompose,
-                           composites::vjp,
-                           composites::make_kernel,
-                           composites::examples};
-  return c;
-}
-
-const Composite& composite_attention_grad() {
-  static const Composite c{"tlaloc.attention_grad",
-                           6,
-                           7,
-                           {"scale", "causal"},
-                           composites::infer_grad,
-                           composites::decompose_grad,
-                           nullptr,
-                           composites::make_kernel,
-                           composites::examples_grad};
-  return c;
-}
-
-}  // namespace tlaloc::ir
+TLALOC_COMPOSITE_RECORD(attention, "tlaloc.attention", 3, 4, {"scale", "causal"}, composites::infer,
+                        composites::decompose, composites::vjp, composites::make_kernel,
+                        composites::examples)
+TLALOC_COMPOSITE_RECORD(attention_grad, "tlaloc.attention_grad", 6, 7, {"scale", "causal"},
+                        composites::infer_grad, composites::decompose_grad, nullptr,
+                        composites::make_kernel, composites::examples_grad)

@@ -209,32 +209,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
 
 }  // namespace tlaloc::composites
 
-namespace tlaloc::ir {
-
-const Composite& composite_cross_entropy() {
-  static const Composite c{"tlaloc.cross_entropy",
-                           2,
-                           2,
-                           {},
-                           composites::infer,
-                           composites::decompose,
-                           composites::vjp,
-                           composites::make_kernel,
-                           composites::examples};
-  return c;
-}
-
-const Composite& composite_cross_entropy_grad() {
-  static const Composite c{"tlaloc.cross_entropy_grad",
-                           3,
-                           3,
-                           {},
-                           composites::infer_grad,
-                           composites::decompose_grad,
-                           nullptr,
-                           composites::make_kernel,
-                           composites::examples_grad};
-  return c;
-}
-
-}  // namespace tlaloc::ir
+TLALOC_COMPOSITE_RECORD(cross_entropy, "tlaloc.cross_entropy", 2, 2, {}, composites::infer,
+                        composites::decompose, composites::vjp, composites::make_kernel,
+                        composites::examples)
+TLALOC_COMPOSITE_RECORD(cross_entropy_grad, "tlaloc.cross_entropy_grad", 3, 3, {},
+                        composites::infer_grad, composites::decompose_grad, nullptr,
+                        composites::make_kernel, composites::examples_grad)

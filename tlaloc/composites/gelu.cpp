@@ -178,32 +178,8 @@ Tensor gelu(const Tensor& x) {
 
 }  // namespace tlaloc::composites
 
-namespace tlaloc::ir {
-
-const Composite& composite_gelu() {
-  static const Composite c{"tlaloc.gelu",
-                           1,
-                           1,
-                           {},
-                           composites::infer,
-                           composites::decompose,
-                           composites::vjp,
-                           composites::make_kernel,
-                           composites::examples};
-  return c;
-}
-
-const Composite& composite_gelu_grad() {
-  static const Composite c{"tlaloc.gelu_grad",
-                           3,
-                           3,
-                           {},
-                           composites::infer,
-                           composites::decompose_grad,
-                           composites::vjp_grad,
-                           composites::make_kernel,
-                           composites::examples_grad};
-  return c;
-}
-
-}  // namespace tlaloc::ir
+TLALOC_COMPOSITE_RECORD(gelu, "tlaloc.gelu", 1, 1, {}, composites::infer, composites::decompose,
+                        composites::vjp, composites::make_kernel, composites::examples)
+TLALOC_COMPOSITE_RECORD(gelu_grad, "tlaloc.gelu_grad", 3, 3, {}, composites::infer,
+                        composites::decompose_grad, composites::vjp_grad, composites::make_kernel,
+                        composites::examples_grad)

@@ -255,32 +255,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const std::optional<Ten
 
 }  // namespace tlaloc::composites
 
-namespace tlaloc::ir {
-
-const Composite& composite_layer_norm() {
-  static const Composite c{"tlaloc.layer_norm",
-                           2,
-                           3,
-                           {"epsilon"},
-                           composites::infer,
-                           composites::decompose,
-                           composites::vjp,
-                           composites::make_kernel,
-                           composites::examples};
-  return c;
-}
-
-const Composite& composite_layer_norm_grad() {
-  static const Composite c{"tlaloc.layer_norm_grad",
-                           3,
-                           3,
-                           {"epsilon"},
-                           composites::infer_grad,
-                           composites::decompose_grad,
-                           nullptr,
-                           composites::make_kernel,
-                           composites::examples_grad};
-  return c;
-}
-
-}  // namespace tlaloc::ir
+TLALOC_COMPOSITE_RECORD(layer_norm, "tlaloc.layer_norm", 2, 3, {"epsilon"}, composites::infer,
+                        composites::decompose, composites::vjp, composites::make_kernel,
+                        composites::examples)
+TLALOC_COMPOSITE_RECORD(layer_norm_grad, "tlaloc.layer_norm_grad", 3, 3, {"epsilon"},
+                        composites::infer_grad, composites::decompose_grad, nullptr,
+                        composites::make_kernel, composites::examples_grad)

@@ -365,33 +365,12 @@ std::vector<ir::CompositeExample> sgd_examples() {
 }  // namespace
 }  // namespace tlaloc::composites
 
-namespace tlaloc::ir {
-
-const Composite& composite_adam_update() {
-  static const Composite c{
-      "tlaloc.adam_update",
-      8,
-      9,
-      {"beta1", "beta2", "eps", "weight_decay", "decoupled", "amsgrad", "maximize"},
-      composites::infer_adam,
-      composites::decompose_adam,
-      nullptr,
-      composites::make_adam,
-      composites::adam_examples};
-  return c;
-}
-
-const Composite& composite_sgd_update() {
-  static const Composite c{"tlaloc.sgd_update",
-                           6,
-                           7,
-                           {"momentum", "dampening", "weight_decay", "nesterov", "maximize"},
-                           composites::infer_sgd,
-                           composites::decompose_sgd,
-                           nullptr,
-                           nullptr,
-                           composites::sgd_examples};
-  return c;
-}
-
-}  // namespace tlaloc::ir
+TLALOC_COMPOSITE_RECORD(adam_update, "tlaloc.adam_update", 8, 9,
+                        {"beta1", "beta2", "eps", "weight_decay", "decoupled", "amsgrad",
+                         "maximize"},
+                        composites::infer_adam, composites::decompose_adam, nullptr,
+                        composites::make_adam, composites::adam_examples)
+TLALOC_COMPOSITE_RECORD(sgd_update, "tlaloc.sgd_update", 6, 7,
+                        {"momentum", "dampening", "weight_decay", "nesterov", "maximize"},
+                        composites::infer_sgd, composites::decompose_sgd, nullptr, nullptr,
+                        composites::sgd_examples)

@@ -225,32 +225,9 @@ Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight, double eps
 
 }  // namespace tlaloc::composites
 
-namespace tlaloc::ir {
-
-const Composite& composite_rms_norm() {
-  static const Composite c{"tlaloc.rms_norm",
-                           1,
-                           2,
-                           {"epsilon"},
-                           composites::infer,
-                           composites::decompose,
-                           composites::vjp,
-                           composites::make_kernel,
-                           composites::examples};
-  return c;
-}
-
-const Composite& composite_rms_norm_grad() {
-  static const Composite c{"tlaloc.rms_norm_grad",
-                           2,
-                           3,
-                           {"epsilon"},
-                           composites::infer_grad,
-                           composites::decompose_grad,
-                           nullptr,
-                           composites::make_kernel,
-                           composites::examples_grad};
-  return c;
-}
-
-}  // namespace tlaloc::ir
+TLALOC_COMPOSITE_RECORD(rms_norm, "tlaloc.rms_norm", 1, 2, {"epsilon"}, composites::infer,
+                        composites::decompose, composites::vjp, composites::make_kernel,
+                        composites::examples)
+TLALOC_COMPOSITE_RECORD(rms_norm_grad, "tlaloc.rms_norm_grad", 2, 3, {"epsilon"},
+                        composites::infer_grad, composites::decompose_grad, nullptr,
+                        composites::make_kernel, composites::examples_grad)

@@ -71,6 +71,15 @@ struct Composite {
 // The record of composite `op`; throws tlaloc::Error naming the op when it is not a composite.
 const Composite& composite(Op op);
 
+// Defines composite <id>'s accessor (declared below) as a record built once from the arguments,
+// in Composite's member order; used once per composite in its tlaloc/composites file, at
+// namespace scope outside any namespace.
+#define TLALOC_COMPOSITE_RECORD(id, ...)                          \
+  const ::tlaloc::ir::Composite& ::tlaloc::ir::composite_##id() { \
+    static const ::tlaloc::ir::Composite record{__VA_ARGS__};     \
+    return record;                                                \
+  }
+
 // One accessor per composite, defined in its tlaloc/composites file.
 #define TLALOC_OP(id, str, kind, operands, facts, formula)
 #define TLALOC_COMPOSITE(id, str) const Composite& composite_##id();
