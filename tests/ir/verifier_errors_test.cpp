@@ -201,3 +201,52 @@ TEST(VerifierErrors, ByteSizeOver64Bits) {
   f.nodes[size_t(i)].type.shape = Shape{k2to31, k2to31};
   expect_error([&] { verify(f); }, {"iota", huge});
 }
+
+// Multi-result nodes and composite attributes (ir.h, ir/composite.h): each misuse is an error
+// naming it.
+TEST(VerifierErrors, MultiResultNodesAndCompositeAttributes) {
+  Builder b;
+  auto q = b.parameter({DType::f32, {1, 2, 3, 4}});
+  auto k = b.parameter({DType::f32, {1, 2, 5, 4}});
+  auto x = b.parameter({DType::f32, {3, 4}});
+  expect_error(
+      [&] {
+        b.composite(Op::attention, {q, k, k}, {0.5, 2});
+      },
+      {"tlaloc.attention", "causal 2"});
+  // A result node of a value that is not a multi-result composite, or out of order.
+  Node r{Op::result, {}, {x}, {}};
+  expect_error([&] { b.add(r); }, {"result", "not a composite with several results"});
+  auto outs = b.composite(Op::attention, {q, k, k}, {0.5, 0});
+  Node again{Op::result, {}, {outs[0] - 1}, {}};
+  expect_error([&] { b.add(again); }, {"result #0", "must follow it directly"});
+  // Reading the composite itself instead of its results.
+  expect_error([&] { b.unary(Op::negate, outs[0] - 1); }, {"negate", "several results"});
+  // Optimizer updates: non-finite or non-flag attributes.
+  auto p = b.parameter({DType::f32, {3}});
+  auto step = b.parameter({DType::s32, {}}), lr = b.parameter({DType::f64, {}});
+  auto skip = b.parameter({DType::i1, {}});
+  expect_error(
+      [&] {
+        b.composite(Op::adam_update, {p, p, p, p, step, lr, lr, skip},
+                    {0.9, 0.999, HUGE_VAL, 0, 1, 0, 0});
+      },
+      {"tlaloc.adam_update", "eps inf"});
+  expect_error(
+      [&] {
+        b.composite(Op::adam_update, {p, p, p, p, step, lr, lr, skip},
+                    {0.9, 0.999, 1e-8, 0, 0.5, 0, 0});
+      },
+      {"tlaloc.adam_update", "decoupled 0.5 must be 0 or 1"});
+  expect_error(
+      [&] {
+        b.composite(Op::sgd_update, {p, p, step, lr, lr, skip}, {0, 0, 0, 1, 0});
+      },
+      {"tlaloc.sgd_update", "nesterov needs momentum > 0"});
+  // An output aliased to two inputs.
+  Builder c;
+  auto a0 = c.parameter({DType::f32, {2}}), a1 = c.parameter({DType::f32, {2}});
+  Function f = c.build({c.binary(Op::add, a0, a1)});
+  f.aliases = {{0, 0}, {0, 1}};
+  expect_error([&] { verify(f); }, {"output 0 is aliased to more than one input"});
+}

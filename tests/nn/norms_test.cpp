@@ -61,6 +61,21 @@ TEST(RMSNorm, MatchesF64OracleWithWeightAndDefaultEps) {
   for (size_t i = 0; i < y64.size(); ++i) EXPECT_NEAR(y64[i], want64[i], 1e-15) << i;
 }
 
+// bf16 input: normalised in f32 with PyTorch's default eps there, f32's 2^-23 (rms_norm takes
+// numeric_limits<opmath_t>::epsilon(); bf16's own 2^-7 would dominate a row of small values),
+// then rounded to bf16. A row of values near 0.01 (mean square ~1e-4) shows the difference.
+TEST(RMSNorm, Bf16InputUsesF32EpsAndRoundsOnce) {
+  nn::RMSNorm norm(4, std::nullopt, false);
+  const std::vector<double> x{0.01, -0.02, 0.015, -0.01};
+  const Array xb = Array::from_doubles(DType::bf16, {1, 4}, x);
+  auto y = run_module(norm, xb)[0];
+  ASSERT_EQ(y.dtype(), DType::bf16);
+  std::vector<double> xr = xb.to_doubles();  // the bf16 values, exactly
+  auto want = oracle(xr, {1, 1, 1, 1}, 4, 0x1p-23);
+  for (size_t i = 0; i < 4; ++i)  // within one bf16 rounding (2^-8 relative)
+    EXPECT_NEAR(y.at(int64_t(i)), want[i], std::fabs(want[i]) * 0x1p-8) << i;
+}
+
 TEST(RMSNorm, LargeMeanRowIsAccurateInF32) {
   nn::RMSNorm norm(4, 1e-5);
   std::vector<double> x{40000, 40001, 40002, 40003};

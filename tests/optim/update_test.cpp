@@ -258,6 +258,26 @@ TEST_P(OptimUpdate, F64ParametersStayF64) {
   EXPECT_LE(worst_err(prog.state, ref_state), 1e-14);
 }
 
+// Clipping f64 gradients whose squares overflow f32 (~1e30 per element): the norm is summed
+// in f64, as torch.nn.utils.clip_grad_norm_ sums f64 gradients, so the update clips to max_norm
+// like the reference (in f32 the norm was inf and the gradient clipped to 0).
+TEST_P(OptimUpdate, ClipNormOfHugeF64GradientsDoesNotOverflow) {
+  const std::vector<Shape> shapes{{4}};
+  std::vector<Array> init{Array::from<double>(shapes[0], {0.1, -0.2, 0.3, 0.4})};
+  UpdateOptions clip;
+  clip.max_norm = 1.0;
+  const Optimizer opt = SGD{.lr = 0.1};
+  Stepper prog(GetParam(), opt, clip, init, DType::f64, DType::f64);
+  std::vector<Array> ref = init, ref_state = init_state(prog.ts.state);
+  std::vector<Array> g{Array::from<double>(shapes[0], {1e30, -2e30, 1.5e30, 0.5e30})};
+  EXPECT_FALSE(prog.step(g, prog.ts.group_lr()));
+  const StepInfo info = reference_step(opt, clip, ref, g, ref_state, prog.ts.group_lr());
+  EXPECT_NEAR(prog.last[size_t(prog.ts.grad_norm_output())].at(0), info.grad_norm,
+              1e-6 * info.grad_norm);
+  EXPECT_LE(worst_err(prog.params, ref), 1e-12);
+  EXPECT_NE(prog.params[0].at(0), init[0].at(0));  // moved, not clipped to a zero gradient
+}
+
 // The whole pipeline: value_and_grad of a linear regression, append_update with decay groups
 // from parameter names, against the reference step fed the closed-form gradient
 // dL/dw = 2/N·xᵀr, dL/db = 2/N·Σr with r = x·w + b − y, N = 4.

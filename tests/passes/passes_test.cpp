@@ -4,6 +4,7 @@
 
 #include "tlaloc/ir/builder.h"
 #include "tlaloc/passes/evaluate.h"
+#include "tlaloc/passes/expand.h"
 #include "tlaloc/passes/passes.h"
 
 using namespace tlaloc;
@@ -215,4 +216,51 @@ TEST(Simplify, ReachesAFixpointAndPreservesValues) {
   auto out =
       passes::interpret(g, std::vector<Array>{Array::from_doubles(DType::f64, {2}, {10, 20})});
   EXPECT_EQ(out[0].to_doubles(), (std::vector<double>{11, 22}));
+}
+
+// Multi-result nodes through the passes: dce keeps a live composite's result nodes (even unused)
+// adjacent; cse merges equal composites with their results; a malformed result node (no
+// operand) is left to verify, never a crash; interpret and expand_composites map each result
+// node by its index.
+TEST(Passes, MultiResultNodes) {
+  ir::Builder b;
+  auto q = b.parameter({DType::f64, {1, 1, 2, 3}});
+  auto k = b.parameter({DType::f64, {1, 1, 4, 3}});
+  auto r1 = b.composite(ir::Op::attention, {q, k, k}, {0.5, 0});
+  auto r2 = b.composite(ir::Op::attention, {q, k, k}, {0.5, 0});
+  ir::Function f = b.build({b.binary(ir::Op::add, r1[0], r2[0])});  // the lse results unused
+  ir::Function g = passes::simplify(f);
+  int composites = 0, results = 0;
+  for (const auto& n : g.nodes) {
+    composites += n.op == ir::Op::attention;
+    results += n.op == ir::Op::result;
+  }
+  EXPECT_EQ(composites, 1);
+  EXPECT_EQ(results, 2);  // out and the unused lse, adjacent to their composite
+  const std::vector<Array> in{
+      Array::from_doubles(DType::f64, {1, 1, 2, 3}, {1, 2, 3, 4, 5, 6}),
+      Array::from_doubles(DType::f64, {1, 1, 4, 3}, {1, 0, 1, 0, 1, 0, 2, 2, 2, -1, 0, 1})};
+  EXPECT_TRUE(passes::interpret(g, in)[0].bitwise_equal(passes::interpret(f, in)[0]));
+
+  ir::Function bad = f;
+  bad.nodes[size_t(r1[1])].operands.clear();
+  EXPECT_THROW(ir::verify(bad), Error);
+  EXPECT_THROW(passes::dce(bad), Error);  // an error, not a crash
+  try {  // simplify drops the dead malformed node or refuses it: never a crash
+    ir::verify(passes::simplify(bad));
+  } catch (const Error&) {
+  }
+
+  // Result nodes listed out of order still map by index.
+  ir::Builder c;
+  auto q2 = c.parameter({DType::f64, {1, 1, 2, 3}}), k2 = c.parameter({DType::f64, {1, 1, 4, 3}});
+  auto rs = c.composite(ir::Op::attention, {q2, k2, k2}, {0.5, 0});
+  ir::Function h = c.build({rs[0], rs[1]});
+  std::swap(h.nodes[size_t(rs[0])], h.nodes[size_t(rs[1])]);  // #1 first, then #0
+  std::swap(h.results[0], h.results[1]);
+  const std::vector<Array> got = passes::interpret(h, in);
+  const std::vector<Array> want = passes::interpret(passes::expand_composites(h), in);
+  ASSERT_EQ(got[0].shape(), (Shape{1, 1, 2, 3}));
+  EXPECT_TRUE(got[0].bitwise_equal(want[0]));
+  EXPECT_TRUE(got[1].bitwise_equal(want[1]));
 }

@@ -61,6 +61,8 @@ Dims check(std::span<const TensorType> in, const ir::Attrs& a, bool grad) {
   if (d.Hkv < 1 || d.Hq % d.Hkv != 0) fail("q heads {} not a multiple of kv heads {}", d.Hq, d.Hkv);
   d.G = d.Hq / d.Hkv;
   if (!std::isfinite(a.params[kScale])) fail("scale {} is not finite", a.params[kScale]);
+  if (a.params[kCausal] != 0 && a.params[kCausal] != 1)
+    fail("causal {} must be 0 or 1", a.params[kCausal]);
   if (grad) {
     const TensorType ot{t, Shape{d.B, d.Hq, d.S, d.Dv}}, lt{t, Shape{d.B, d.Hq, d.S}};
     if (in[3] != ot || in[5] != ot) fail("out and d_out must be {}", to_string(ot));
@@ -272,6 +274,7 @@ __attribute__((always_inline)) inline void forward_task(const AttentionKernel& a
   for (int64_t i = 0; i < a.S; ++i) {
     const F* qi = Q + i * a.D;
     F m = ninf, l = 0;
+    bool nan_score = false;  // the decomposition's max is then NaN: the whole row is NaN
     std::fill(acc, acc + a.Dv, F(0));
     const int64_t jend = a.end(i);
     for (int64_t j0 = 0; j0 < jend; j0 += kTile) {
@@ -280,6 +283,7 @@ __attribute__((always_inline)) inline void forward_task(const AttentionKernel& a
       for (int64_t t = 0; t < n; ++t) {
         const int64_t j = j0 + t;
         s[t] = (M && !M[j]) ? ninf : scale * dotp(qi, K + j * a.D, a.D);
+        nan_score |= s[t] != s[t];
         tmax = std::max(tmax, s[t]);
       }
       if (tmax == ninf) continue;
@@ -310,6 +314,10 @@ __attribute__((always_inline)) inline void forward_task(const AttentionKernel& a
       if (hidden(a, M, i, j))
         for (int64_t d = 0; d < a.Dv; ++d)
           if (!std::isfinite(V[j * a.Dv + d])) oi[d] = F(NAN);
+    if (nan_score) {  // max NaN, l NaN: every column NaN, log-sum-exp -inf
+      std::fill(oi, oi + a.Dv, F(NAN));
+      L[i] = ninf;
+    }
   }
 }
 
@@ -347,8 +355,11 @@ __attribute__((always_inline)) inline void backward_task(const AttentionKernel& 
       const F* qi = Q + i * a.D;
       const F* oi = O + i * a.Dv;
       const F* doi = dO + i * a.Dv;
-      const F lse = Lse[i] == ninf ? F(0) : Lse[i];  // no visible key: p = 0 everywhere
-      if (Lse[i] == ninf && !dense) continue;
+      // A row with no visible key (lse -inf; NaN taken alike, as the decomposition's
+      // where(lse > -inf) does) has p = exp(s - 0) on hidden keys only, so 0 everywhere.
+      const bool none = !(Lse[i] > ninf);
+      const F lse = none ? F(0) : Lse[i];
+      if (none && !dense) continue;
       const F delta = dotp(doi, oi, a.Dv);
       F* dqi = dQ + i * a.D;
       const int64_t vend = a.end(i), jend = dense ? a.T : vend;

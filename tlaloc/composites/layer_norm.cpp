@@ -19,7 +19,7 @@
 
 #include "tlaloc/autodiff/rules.h"
 #include "tlaloc/composites/composites.h"
-#include "tlaloc/composites/row_sums.h"
+#include "tlaloc/composites/norm_common.h"
 #include "tlaloc/ir/composite.h"
 #include "tlaloc/runtime/host/kernels.h"
 #include "tlaloc/runtime/host/team.h"
@@ -36,11 +36,7 @@ enum Param { kEpsilon };
 
 std::vector<TensorType> infer_impl(std::span<const TensorType> in, const ir::Attrs& a, bool grad) {
   const TensorType& x = in[0];
-  if (x.dtype != DType::f32 && x.dtype != DType::f64)
-    fail("needs f32 or f64, got {}", name(x.dtype));
-  if (x.shape.rank() < 1) fail("x must have rank >= 1");
-  const int64_t D = x.shape[x.shape.rank() - 1];
-  const TensorType w{x.dtype, Shape{D}};
+  const TensorType w = norm_weight_type(x);
   if (in[1] != w) fail("weight must be {}, got {}", to_string(w), to_string(in[1]));
   if (grad && in[2] != x) fail("d_y must be {}, got {}", to_string(x), to_string(in[2]));
   if (!grad && in.size() == 3 && in[2] != w)

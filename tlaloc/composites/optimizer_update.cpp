@@ -26,6 +26,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <span>
+#include <vector>
 
 #include "tlaloc/composites/composites.h"
 #include "tlaloc/ir/composite.h"
@@ -63,19 +65,37 @@ std::vector<TensorType> check(std::span<const TensorType> in, size_t tensors, co
   return out;
 }
 
+// Attribute `name` (params[i]) a finite number >= 0, or a flag (0 or 1).
+void non_negative(const ir::Attrs& a, size_t i, const char* name) {
+  if (!(a.params[i] >= 0) || !std::isfinite(a.params[i]))
+    fail("{} {} must be finite and >= 0", name, a.params[i]);
+}
+void flag(const ir::Attrs& a, size_t i, const char* name) {
+  if (a.params[i] != 0 && a.params[i] != 1) fail("{} {} must be 0 or 1", name, a.params[i]);
+}
+
 std::vector<TensorType> infer_adam(std::span<const TensorType> in, const ir::Attrs& a) {
   const double b1 = a.params[kBeta1], b2 = a.params[kBeta2];
   if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
     fail("betas ({}, {}) must be in [0, 1)", b1, b2);
-  if (!(a.params[kEps] >= 0) || !(a.params[kWeightDecay] >= 0))
-    fail("eps {} and weight_decay {} must be >= 0", a.params[kEps], a.params[kWeightDecay]);
+  non_negative(a, kEps, "eps");
+  non_negative(a, kWeightDecay, "weight_decay");
+  flag(a, kDecoupled, "decoupled");
+  flag(a, kAmsgrad, "amsgrad");
+  flag(a, kMaximize, "maximize");
   return check(in, a.params[kAmsgrad] != 0 ? 5 : 4, "adam_update");
 }
 
 std::vector<TensorType> infer_sgd(std::span<const TensorType> in, const ir::Attrs& a) {
-  if (!(a.params[kMomentum] >= 0) || !(a.params[kSgdWeightDecay] >= 0))
-    fail("momentum {} and weight_decay {} must be >= 0", a.params[kMomentum],
-         a.params[kSgdWeightDecay]);
+  non_negative(a, kMomentum, "momentum");
+  if (!std::isfinite(a.params[kDampening]))
+    fail("dampening {} must be finite", a.params[kDampening]);
+  non_negative(a, kSgdWeightDecay, "weight_decay");
+  flag(a, kNesterov, "nesterov");
+  flag(a, kSgdMaximize, "maximize");
+  if (a.params[kNesterov] != 0 && (a.params[kMomentum] == 0 || a.params[kDampening] != 0))
+    fail("nesterov needs momentum > 0 and dampening 0 (momentum {}, dampening {})",
+         a.params[kMomentum], a.params[kDampening]);
   return check(in, a.params[kMomentum] != 0 ? 3 : 2, "sgd_update");
 }
 
@@ -264,9 +284,23 @@ bool avx2() {
 #endif
 }
 
-// Copies `from` to `to` unless they are one buffer (a skipped update in place).
-void keep(const Frame& fr, int32_t from, int32_t to, int64_t bytes) {
-  if (fr.ptr[from] != fr.ptr[to]) std::memmove(fr.ptr[to], fr.ptr[from], size_t(bytes));
+// A skipped update: each result (to[k]) becomes its old value (from[k]). Results may be the
+// storage of other inputs (donated state, in any pairing), so when a result overwrites another
+// pair's source, every source is copied aside first.
+void keep(const Frame& fr, std::span<const int32_t> from, std::span<const int32_t> to,
+          int64_t bytes) {
+  bool crossed = false;
+  for (size_t k = 0; k < to.size(); ++k)
+    for (size_t j = 0; j < from.size(); ++j) crossed |= j != k && fr.ptr[to[k]] == fr.ptr[from[j]];
+  std::vector<std::vector<char>> saved;
+  for (size_t k = 0; k < from.size(); ++k) {
+    const char* src = static_cast<const char*>(fr.ptr[from[k]]);
+    if (crossed) saved.emplace_back(src, src + bytes);
+  }
+  for (size_t k = 0; k < to.size(); ++k) {
+    const void* src = crossed ? saved[k].data() : fr.ptr[from[k]];
+    if (src != fr.ptr[to[k]]) std::memcpy(fr.ptr[to[k]], src, size_t(bytes));
+  }
 }
 
 template <class F>
@@ -274,10 +308,9 @@ void run_adam(const Kernel& kk, const Frame& fr) {
   const auto& k = runtime::host::as<AdamKernel>(kk);
   if (*static_cast<const uint8_t*>(fr.ptr[k.skip])) {
     const int64_t bytes = k.n * int64_t(sizeof(F));
-    keep(fr, k.p, k.rp, bytes);
-    keep(fr, k.m, k.rm, bytes);
-    keep(fr, k.v, k.rv, bytes);
-    if (k.amsgrad) keep(fr, k.vmax, k.rvmax, bytes);
+    const int32_t from[] = {k.p, k.m, k.v, k.vmax}, to[] = {k.rp, k.rm, k.rv, k.rvmax};
+    const size_t n = k.amsgrad ? 4 : 3;
+    keep(fr, std::span(from, n), std::span(to, n), bytes);
     return;
   }
   const Coef<F> c(k, fr);

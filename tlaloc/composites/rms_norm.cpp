@@ -9,13 +9,13 @@
 //   decomposition's.
 // Host kernels: per row the mean of squares in 8 interleaved partials added pairwise, then
 // r = 1 / sqrt(ms + eps); the gradient recomputes r and sums d_weight per fixed chunk of rows,
-// the chunks added in order (row_sums.h): results do not depend on the thread count.
+// the chunks added in order (norm_common.h): results do not depend on the thread count.
 #include <cmath>
 #include <vector>
 
 #include "tlaloc/autodiff/rules.h"
 #include "tlaloc/composites/composites.h"
-#include "tlaloc/composites/row_sums.h"
+#include "tlaloc/composites/norm_common.h"
 #include "tlaloc/ir/composite.h"
 #include "tlaloc/runtime/host/kernels.h"
 #include "tlaloc/runtime/host/team.h"
@@ -32,10 +32,7 @@ enum Param { kEpsilon };
 
 std::vector<TensorType> infer_impl(std::span<const TensorType> in, const ir::Attrs& a, bool grad) {
   const TensorType& x = in[0];
-  if (x.dtype != DType::f32 && x.dtype != DType::f64)
-    fail("needs f32 or f64, got {}", name(x.dtype));
-  if (x.shape.rank() < 1) fail("x must have rank >= 1");
-  const TensorType w{x.dtype, Shape{x.shape[x.shape.rank() - 1]}};
+  const TensorType w = norm_weight_type(x);
   const bool weighted = in.size() == (grad ? 3u : 2u);
   if (weighted && in[1] != w) fail("weight must be {}, got {}", to_string(w), to_string(in[1]));
   if (grad && in.back() != x) fail("d_y must be {}, got {}", to_string(x), to_string(in.back()));

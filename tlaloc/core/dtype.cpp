@@ -55,21 +55,10 @@ bool is_floating(DType t) {
 bool is_integer(DType t) { return t == DType::s32 || t == DType::u32; }
 bool is_signed_integer(DType t) { return t == DType::s32; }
 
-static uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-static float float_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-float bf16_to_f32(uint16_t h) { return float_of(uint32_t(h) << 16); }
+float bf16_to_f32(uint16_t h) { return bits_f32(uint32_t(h) << 16); }
 
 uint16_t f32_to_bf16(float f) {
-  uint32_t u = bits_of(f);
+  uint32_t u = f32_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
   uint32_t rounding = 0x7fffu + ((u >> 16) & 1u);
   return uint16_t((u + rounding) >> 16);
@@ -79,25 +68,25 @@ float f16_to_f32(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t man = h & 0x3ffu;
-  if (exp == 0x1f) return float_of(sign | 0x7f800000u | (man << 13));  // inf / NaN
+  if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (man << 13));  // inf / NaN
   if (exp == 0) {
-    if (man == 0) return float_of(sign);
+    if (man == 0) return bits_f32(sign);
     // subnormal: value = man * 2^-24
     float v = float(man) * 5.9604644775390625e-08f;
     return sign ? -v : v;
   }
-  return float_of(sign | ((exp + 112) << 23) | (man << 13));
+  return bits_f32(sign | ((exp + 112) << 23) | (man << 13));
 }
 
 uint16_t f32_to_f16(float f) {
-  uint32_t u = bits_of(f);
+  uint32_t u = f32_bits(f);
   uint16_t sign = uint16_t((u >> 16) & 0x8000u);
   uint32_t a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);   // NaN
   if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
   if (a < 0x38800000u) {
     // subnormal or zero in f16: round a / 2^-24 to nearest even.
-    float v = float_of(a) * 16777216.0f;  // exact scaling by 2^24
+    float v = bits_f32(a) * 16777216.0f;  // exact scaling by 2^24
     uint32_t m = uint32_t(v);
     float rem = v - float(m);
     if (rem > 0.5f || (rem == 0.5f && (m & 1u))) ++m;

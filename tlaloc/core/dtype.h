@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 
 namespace tlaloc {
@@ -25,6 +26,17 @@ bool is_signed_integer(DType t);
 
 // IEEE-754 binary16 and bfloat16 conversions; f32 -> 16-bit rounds to nearest even, NaN stays
 // NaN, overflow goes to inf (as numpy / torch do).
+// The bits of an f32 and back.
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bits_f32(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);
 float f16_to_f32(uint16_t h);

@@ -21,10 +21,18 @@ ValueId Builder::add(Node n) {
     std::vector<TensorType> cops;
     for (ValueId o : c.operands) cops.push_back(f_.nodes[size_t(o)].type);
     const auto ts = result_types(c.op, cops, c.attrs);
+    if (!is_composite(c.op) || ts.size() < 2)
+      fail("result: %{} ({}) is not a composite with several results", n.operands[0],
+           op_name(c.op));
     if (n.attrs.index < 0 || size_t(n.attrs.index) >= ts.size())
       fail("result: index {} of {}, which has {} results", n.attrs.index, op_name(c.op), ts.size());
+    if (size_t(n.operands[0]) + 1 + size_t(n.attrs.index) != f_.nodes.size())
+      fail("result #{} of %{} must follow it directly, in order", n.attrs.index, n.operands[0]);
     n.type = ts[size_t(n.attrs.index)];
   } else {
+    for (ValueId o : n.operands)
+      if (is_multi_result(f_, o))
+        fail("{}: operand %{} has several results (read its result nodes)", op_name(n.op), o);
     n.type = infer_type(n.op, ops, n.attrs, n.type);
   }
   f_.nodes.push_back(std::move(n));

@@ -16,16 +16,8 @@
 
 namespace tlaloc::ir::scalar {
 
-inline uint32_t f32_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-inline float bits_f32(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using tlaloc::bits_f32;
+using tlaloc::f32_bits;
 
 constexpr int kF = 1, kS = 2, kU = 4, kB = 8;  // float types, s32, u32, i1
 

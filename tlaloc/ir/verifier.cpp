@@ -401,12 +401,17 @@ void verify(const Function& f) {
            f.name, r);
   for (ValueId r : f.results)
     if (r < 0 || size_t(r) >= f.nodes.size()) fail("function {}: result %{} undefined", f.name, r);
+  std::vector<int> aliased_out(size_t(f.num_outputs()), 0), aliased_in(size_t(f.num_inputs()), 0);
   for (const Alias& al : f.aliases) {
     if (al.output < 0 || al.output >= f.num_outputs() || al.input < 0 || al.input >= f.num_inputs())
       fail("function {}: alias output {} -> input {} out of range", f.name, al.output, al.input);
     if (f.output_type(al.output) != f.input_type(al.input))
       fail("function {}: alias output {} {} vs input {} {}", f.name, al.output,
            to_string(f.output_type(al.output)), al.input, to_string(f.input_type(al.input)));
+    if (aliased_out[size_t(al.output)]++)
+      fail("function {}: output {} is aliased to more than one input", f.name, al.output);
+    if (aliased_in[size_t(al.input)]++)
+      fail("function {}: input {} is donated to more than one output", f.name, al.input);
   }
 }
 

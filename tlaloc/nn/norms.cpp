@@ -13,18 +13,9 @@ using trace::Tensor;
 
 namespace {
 
-double machine_eps(DType t) {
-  switch (t) {
-    case DType::f64:
-      return 0x1p-52;
-    case DType::bf16:
-      return 0x1p-7;
-    case DType::f16:
-      return 0x1p-10;
-    default:
-      return 0x1p-23;
-  }
-}
+// The default eps: the machine epsilon of the type RMSNorm computes in (f32 for f32, bf16 and
+// f16; f64 for f64), as PyTorch's rms_norm takes it (std::numeric_limits<opmath_t>::epsilon()).
+double machine_eps(DType t) { return t == DType::f64 ? 0x1p-52 : 0x1p-23; }
 
 }  // namespace
 
@@ -35,7 +26,8 @@ RMSNorm::RMSNorm(std::vector<int64_t> normalized_shape, std::optional<double> ep
   for (int64_t d : shape_) ok = ok && d > 0;
   if (!ok)
     fail("RMSNorm: normalized_shape ({}) must be non-empty and positive", fmt::join(shape_, ", "));
-  if (eps && !(*eps > 0)) fail("RMSNorm: eps {} must be positive", *eps);
+  if (eps && (!(*eps > 0) || !std::isfinite(*eps)))
+    fail("RMSNorm: eps {} must be finite and positive", *eps);
   if (affine_) register_parameter("weight", Array::filled(DType::f32, Shape{shape_}, 1.0));
 }
 

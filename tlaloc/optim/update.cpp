@@ -184,6 +184,11 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   // found-inf over every gradient; global norm of the unscaled gradients; the scale that
   // unscales and clips (applied inside update_param).
   Tensor scale = 1.0 / grad_scale;  // f64
+  // The clipping norm is summed in f32 (as torch.nn.utils.clip_grad_norm_ sums f32 gradients),
+  // in f64 when a parameter is f64, whose squares would overflow f32.
+  DType norm_dtype = DType::f32;
+  for (const ir::TensorType& m : masters)
+    if (m.dtype == DType::f64) norm_dtype = DType::f64;
   std::vector<Tensor> grads;
   Tensor found, sumsq;
   for (int i = 0; i < num_params; ++i) {
@@ -197,18 +202,19 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
       found = found.valid() ? (found | bad) : bad;
     }
     if (options.max_norm) {
-      Tensor g32 = astype(raw, DType::f32);
-      Tensor s = sum(g32 * g32);
+      Tensor gn = astype(raw, norm_dtype);
+      Tensor s = sum(gn * gn);
       sumsq = sumsq.valid() ? sumsq + s : s;
     }
   }
   Tensor found_inf = found.valid() ? found : trace::scalar(0, DType::i1);
   Tensor grad_norm;
   if (options.max_norm) {
-    grad_norm =
-        sumsq.valid() ? sqrt(sumsq) * astype(scale, DType::f32) : trace::scalar(0, DType::f32);
-    Tensor coef = minimum(*options.max_norm / (grad_norm + 1e-6), trace::scalar(1, DType::f32));
+    Tensor norm =
+        sumsq.valid() ? sqrt(sumsq) * astype(scale, norm_dtype) : trace::scalar(0, norm_dtype);
+    Tensor coef = minimum(*options.max_norm / (norm + 1e-6), trace::scalar(1, norm_dtype));
     scale = scale * astype(coef, DType::f64);
+    grad_norm = astype(norm, DType::f32);
   }
 
   // The updates, each skipping itself when found_inf is set; then the step count.
@@ -217,9 +223,9 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   std::vector<Tensor> new_params(static_cast<size_t>(num_params));
   for (size_t gi = 0; gi < ts.groups.size(); ++gi)
     for (int i : ts.groups[gi].params)
-      new_params[size_t(i)] = update_param(opt, groups[gi], step, params[size_t(i)],
-                                           grads[size_t(i)], scale, found_inf, ts.state, i,
-                                           new_state);
+      new_params[size_t(i)] =
+          update_param(opt, groups[gi], step, params[size_t(i)], grads[size_t(i)], scale, found_inf,
+                       ts.state, i, new_state);
   new_state[size_t(ts.state.step_index())] = select_scalar(found_inf, step, step + 1.0);
 
   std::vector<ir::ValueId> results;

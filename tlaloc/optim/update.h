@@ -19,7 +19,10 @@
 // (one read of g, no temporary), so a finite gradient whose f32 sum overflows (|Σg| ≥ 2^128,
 // entries beyond ~1e34) also counts; gradients that only overflow when unscaled by a
 // grad_scale < 1 do not. grad_norm (f32 scalar, present when max_norm is
-// set) is the global L2 norm of the unscaled gradients before clipping.
+// set) is the global L2 norm of the unscaled gradients before clipping, their squares summed in
+// f32 as torch.nn.utils.clip_grad_norm_ sums f32 gradients (so it is inf past ~1.8e19 per
+// element, and the update then clips to a zero gradient, as PyTorch's does), in f64 when any
+// parameter is f64.
 //
 // Per-step scalars (bias corrections 1 − β^t, the decoupled decay 1 − lr·wd, 1/grad_scale)
 // are computed inside the program in f64 from the step count and the lr input, then used as

@@ -425,7 +425,12 @@ std::vector<Array> interpret(const ir::Function& f, std::span<const Array> input
     for (ir::ValueId o : n.operands) ops.push_back(&vals[size_t(o)]);
     if (ir::is_multi_result(f, ir::ValueId(i))) {
       std::vector<Array> rs = evaluate_results(n, ops);
-      for (size_t k = 0; k < rs.size(); ++k) vals[i + 1 + k] = std::move(rs[k]);
+      for (ir::ValueId r : ir::results_of(f, ir::ValueId(i))) {  // each result node by its index
+        const int64_t k = f.nodes[size_t(r)].attrs.index;
+        if (k < 0 || size_t(k) >= rs.size())
+          fail("interpret {}: %{} is result #{} of {} results", f.name, r, k, rs.size());
+        vals[size_t(r)] = rs[size_t(k)];
+      }
     } else {
       vals[i] = evaluate(n, ops);
     }

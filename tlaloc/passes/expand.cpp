@@ -33,7 +33,12 @@ ir::Function expand_composites(const ir::Function& f,
       if (rs.size() != ids.size())
         fail("{}: its decomposition gave {} values for {} results", ir::op_name(n.op), rs.size(),
              ids.size());
-      for (size_t k = 0; k < ids.size(); ++k) map[size_t(ids[k])] = rs[k];
+      for (ValueId r : ids) {  // each result node by its index
+        const int64_t k = ids.size() == 1 ? 0 : f.nodes[size_t(r)].attrs.index;
+        if (k < 0 || size_t(k) >= rs.size())
+          fail("{}: result #{} of {} results", ir::op_name(n.op), k, rs.size());
+        map[size_t(r)] = rs[size_t(k)];
+      }
     } else {
       ir::Node c = n;
       c.operands = std::move(ops);

@@ -55,8 +55,12 @@ ir::Function dce(ir::Function f, bool* changed) {
     if (live[i])
       for (ValueId o : f.nodes[i].operands) live[size_t(o)] = 1;
   // Every result node of a live composite stays, so they stay adjacent to it (ir.h).
-  for (size_t i = 0; i < f.nodes.size(); ++i)
-    if (f.nodes[i].op == Op::result && live[size_t(f.nodes[i].operands[0])]) live[i] = 1;
+  for (size_t i = 0; i < f.nodes.size(); ++i) {
+    const ir::Node& n = f.nodes[i];
+    if (n.op == Op::result && n.operands.size() == 1 && n.operands[0] >= 0 &&
+        size_t(n.operands[0]) < i && live[size_t(n.operands[0])])
+      live[i] = 1;
+  }
   size_t before = f.nodes.size();
   Rebuild rb(std::move(f));
   for (size_t i = 0; i < before; ++i)

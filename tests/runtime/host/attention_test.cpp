@@ -150,5 +150,46 @@ KERNEL_TEST(attention, non_finite_hidden_slots_as_the_decomposition) {
   }
 }
 
+// NaN scores a query sees (a NaN in q, or a whole 32-key tile of NaN keys): the decomposition's
+// row max is NaN, so that row's output is NaN and its log-sum-exp -inf; and a NaN log-sum-exp
+// fed to the gradient counts as -inf (where(lse > -inf, lse, 0)), as in the decomposition.
+KERNEL_TEST(attention, nan_scores_as_the_decomposition) {
+  for (DType dt : {DType::f64, DType::f32}) {
+    for (int which = 0; which < 3; ++which) {
+      SCOPED_TRACE(fmt::format("{} case {}", name(dt), which));
+      const int64_t T = which == 1 ? 64 : 5;
+      std::vector<Array> in = {lcg_array(dt, {1, 2, 3, 4}, 21), lcg_array(dt, {1, 1, T, 4}, 22),
+                               lcg_array(dt, {1, 1, T, 4}, 23)};
+      auto poke = [&](Array& a, int64_t at, int64_t count) {
+        std::vector<double> x = a.to_doubles();
+        for (int64_t i = at; i < at + count; ++i) x[size_t(i)] = std::nan("");
+        a = Array::from_doubles(dt, a.shape(), x);
+      };
+      if (which == 0) poke(in[0], 0, 1);       // q of head 0, row 0
+      if (which == 1) poke(in[1], 0, 32 * 4);  // keys 0..31: a whole tile
+      std::vector<ir::TensorType> types;
+      for (auto& x : in) types.push_back({x.dtype(), x.shape()});
+      auto fwd = one_op_results(types, [&](ir::Builder& b, auto& p) {
+        return cop::attention(b, p[0], p[1], p[2], -1, 0.5, false);
+      });
+      std::vector<Array> out = run_all(fwd, in);
+      std::vector<Array> want = passes::interpret(passes::expand_composites(fwd), in);
+      for (size_t r = 0; r < 2; ++r) expect_values(out[r], want[r].to_doubles(), 1e-5);
+      Array lse = want[1];
+      if (which == 2) poke(lse, 1, 1);  // a NaN log-sum-exp fed to the gradient
+      std::vector<Array> gin = {in[0],   in[1], in[2],
+                                want[0], lse,   lcg_array(dt, want[0].shape(), 24)};
+      std::vector<ir::TensorType> gtypes;
+      for (auto& x : gin) gtypes.push_back({x.dtype(), x.shape()});
+      auto bwd = one_op_results(gtypes, [&](ir::Builder& b, auto& p) {
+        return cop::attention_grad(b, p[0], p[1], p[2], p[3], p[4], p[5], -1, 0.5, false);
+      });
+      std::vector<Array> g = run_all(bwd, gin);
+      std::vector<Array> gwant = passes::interpret(passes::expand_composites(bwd), gin);
+      for (size_t r = 0; r < 3; ++r) expect_values(g[r], gwant[r].to_doubles(), 1e-5);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tlaloc::host_test

@@ -1,11 +1,21 @@
-// Internal to the composites' host kernels: row sums in a fixed order (so results do not depend
-// on the thread count) for the normalization kernels.
+// Internal to the normalization composites (layer_norm, rms_norm): the operand check they share,
+// and their kernels' row sums in a fixed order (so results do not depend on the thread count).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
+#include "tlaloc/ir/ir.h"
+
 namespace tlaloc::composites {
+
+// x's weight type [D] (D: x's last dim) after checking that x is f32 / f64 of rank >= 1.
+inline ir::TensorType norm_weight_type(const ir::TensorType& x) {
+  if (x.dtype != DType::f32 && x.dtype != DType::f64)
+    fail("needs f32 or f64, got {}", name(x.dtype));
+  if (x.shape.rank() < 1) fail("x must have rank >= 1");
+  return {x.dtype, Shape{x.shape[x.shape.rank() - 1]}};
+}
 
 // Σ f(i) for i < n in 8 interleaved partials (i into partial i % 8), added pairwise.
 template <class F, class G>
