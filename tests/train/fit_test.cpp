@@ -354,6 +354,14 @@ TEST(Fit, OptionsAreCheckedBeforeAnyWork) {
             "test fit: --save-every -1 must be >= 0");
   EXPECT_EQ(refused([](FitOptions& o) { o.steps = 0; }),
             "test fit: the run has 0 steps; it needs at least 1");
+  // Metrics rows appended to the checkpoint would make it unreadable.
+  EXPECT_EQ(refused([&](FitOptions& o) { o.save = o.metrics = tmp("same.st"); }),
+            "test fit: --metrics " + tmp("same.st") + " is the checkpoint file " + tmp("same.st") +
+                " too; give it a file of its own");
+  EXPECT_EQ(refused([](FitOptions& o) { o.items_per_step = -1; }),
+            "test fit: items per step -1 and per epoch 48 must be >= 0 (per step > 0)");
+  EXPECT_EQ(refused([](FitOptions& o) { o.progress_unit = 0; }),
+            "test fit: the progress unit 0 must be finite and > 0");
   // A batch without its per-step input: Trainer::step names it; nothing ran.
   FitCallbacks cb;
   cb.batch = [](const StepPosition&) { return Batch{{"rows", Array::scalar(1)}}; };

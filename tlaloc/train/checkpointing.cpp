@@ -137,6 +137,9 @@ void check_resumable(const io::Checkpoint& c, const std::string& where) {
           where, name, bad, a.numel());
   }
   if (!c.has_optimizer_state()) return;  // restore() refuses it, naming what is missing
+  if (c.skipped_steps < 0 || c.skipped_steps > c.step)
+    fail("{}: its metadata says {} of its {} steps were skipped: an edited or damaged file", where,
+         c.skipped_steps, c.step);
   const std::string said = c.skipped_steps == 0
                                ? fmt::format("step {}", c.step)
                                : fmt::format("step {} ({} skipped)", c.step, c.skipped_steps);

@@ -124,6 +124,16 @@ void resume(Trainer& t, const FitOptions& o) {
   fmt::print(o.out, "resumed from {} at step {}\n", path, t.steps_taken());
 }
 
+// Whether paths a and b name one file: the same file when both exist, else the same path once
+// made absolute and normal.
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (std::filesystem::exists(a, ec) && std::filesystem::exists(b, ec))
+    return std::filesystem::equivalent(a, b, ec);
+  return std::filesystem::absolute(a, ec).lexically_normal() ==
+         std::filesystem::absolute(b, ec).lexically_normal();
+}
+
 }  // namespace
 
 void check(const FitOptions& o) {
@@ -145,8 +155,19 @@ void check(const FitOptions& o) {
       fail("{}: --resume {} is a folder, not a checkpoint", o.name, *o.resume);
   }
   if (o.save) io::check_output_file(*o.save, o.name + ": --save", io::OutputMode::replace);
-  if (!o.metrics.empty())
+  if (!o.metrics.empty()) {
     io::check_output_file(o.metrics, o.name + ": --metrics", io::OutputMode::append);
+    // Appending CSV rows to the checkpoint would make it unreadable.
+    for (const auto* other : {&o.save, &o.resume})
+      if (*other && same_file(o.metrics, **other))
+        fail("{}: --metrics {} is the checkpoint file {} too; give it a file of its own", o.name,
+             o.metrics, **other);
+  }
+  if (!o.items_per_step || o.items_per_step < 0 || o.items_per_epoch < 0)
+    fail("{}: items per step {} and per epoch {} must be >= 0 (per step > 0)", o.name,
+         o.items_per_step, o.items_per_epoch);
+  if (!(o.progress_unit > 0) || !std::isfinite(o.progress_unit))
+    fail("{}: the progress unit {} must be finite and > 0", o.name, o.progress_unit);
 }
 
 io::WriteLock lock_outputs(const FitOptions& o) {
@@ -158,6 +179,7 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
   const io::WriteLock lock = lock_outputs(o);  // shared with the caller's, when it took one
   if (o.resume) resume(t, o);
   const int64_t first = t.steps_taken();
+  bool warned_skip = false;  // a skipped update was reported
   const bool by_epoch = o.steps_per_epoch > 0;
   const int64_t spe = by_epoch ? o.steps_per_epoch : o.steps;
   const int64_t epoch_items = o.items_per_epoch > 0 ? o.items_per_epoch : spe * o.items_per_step;
@@ -181,11 +203,13 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
           "written",
           o.name, std::isnan(l) ? std::fabs(l) : l, t.steps_taken());  // NaN's sign says nothing
   };
+  int64_t saved_at = -1;  // the step of this run's last save: the end does not save it twice
   auto save = [&] {
-    if (!o.save) return;
+    if (!o.save || saved_at == t.steps_taken()) return;
     if (t.steps_taken() > first) check_loss(t.read_last().loss);
     io::save_checkpoint(*o.save, to_checkpoint(t, o.seed, t.steps_taken(), o.metadata));
     fmt::print(o.out, "saved {} (step {})\n", *o.save, t.steps_taken());
+    saved_at = t.steps_taken();
   };
   if (cb.on_start) cb.on_start();
 
@@ -251,6 +275,13 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
       if ((b + 1) % o.log_every == 0 || b + 1 == end_b) {
         StepLog log{t.steps_taken(), epoch, b, t.read_last()};
         check_loss(log.report.loss);
+        if (log.report.found_inf && !warned_skip) {  // a finite loss, a non-finite gradient
+          fmt::print(stderr,
+                     "{}: warning: step {} skipped its update (a gradient held inf or NaN); the "
+                     "run goes on, later skips are not reported\n",
+                     o.name, log.step);
+          warned_skip = true;
+        }
         loss_sum += log.report.loss;
         last = log.report.loss;
         ++reads;

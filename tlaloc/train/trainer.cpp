@@ -124,6 +124,10 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
                  TrainerOptions options)
     : model_(model), opt_(std::move(opt)), options_(std::move(options)), data_(std::move(data)) {
   options_.schedule.check();
+  if (!(options_.grad_scale > 0) || !std::isfinite(options_.grad_scale))
+    fail("Trainer: grad_scale {} must be finite and > 0", options_.grad_scale);
+  if (options_.num_threads < 0)
+    fail("Trainer: num_threads {} must be >= 0 (0: OpenMP's default)", options_.num_threads);
   step_ =
       build_train_step(model_, loss, data_, opt_, options_.update, &forward_ops_, &gradient_ops_);
   auto named = model_.named_parameters();
