@@ -98,6 +98,11 @@ TEST(CheckResumable, TheStepCountMustAgreeWithItself) {
   EXPECT_EQ(problem(c),
             "--resume f.st: its metadata says step 9, but tensor 'optimizer.step' holds 7 (the "
             "updates applied): an edited or damaged file");
+  c.step = 7;
+  c.skipped_steps = -2;  // step - skipped would match a larger count than the steps taken
+  EXPECT_EQ(problem(c),
+            "--resume f.st: its metadata says -2 of its 7 steps were skipped: an edited or "
+            "damaged file");
 }
 
 // A trainer 3 steps in whose optimizer applied 1 update (2 skipped for non-finite gradients)

@@ -138,6 +138,15 @@ TEST(Trainer, BadInputsAreClearErrors) {
     return std::vector<trace::Tensor>{m(d["x"])};  // [16,1], not a scalar
   };
   EXPECT_THROW(Trainer(*model, bad_loss, disc::data_inputs(16), optim::Adam{}), Error);
+  for (double scale : {0.0, -1.0, std::nan(""), -3.0}) {
+    TrainerOptions o;
+    if (scale == -3.0)
+      o.num_threads = -3;
+    else
+      o.grad_scale = scale;
+    EXPECT_THROW(Trainer(*model, disc::mse_loss_fn(), disc::data_inputs(16), optim::Adam{}, o),
+                 Error);
+  }
 }
 
 TEST(Trainer, DataInputsGoByNameAndMisnamedOnesAreClearErrors) {
