@@ -194,11 +194,19 @@ train::FitResult run(const Config& c) {
   fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
              trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
   const int64_t nw = std::min(c.val_windows, nval - ctx - 1);
-  int eval_id = trainer.add_eval(
-      loss_fn(ctx), {{"tokens", {DType::s32, Shape{nval}}}, {"starts", {DType::s32, Shape{nw}}}});
-  Array starts(DType::s32, Shape{nw});
-  for (int64_t i = 0; i < nw; ++i)
-    starts.data<int32_t>()[i] = int32_t(i * (nval - ctx - 1) / std::max<int64_t>(nw, 1));
+  // Validation in equal chunks of at most kEvalTokens tokens (the largest divisor of nw that
+  // fits), so its activations stay near a train step's: one chunk for small models.
+  constexpr int64_t kEvalTokens = 16384;
+  int64_t chunk = nw;
+  while (chunk > 1 && (chunk * ctx > kEvalTokens || nw % chunk != 0)) --chunk;
+  int eval_id = trainer.add_eval(loss_fn(ctx), {{"tokens", {DType::s32, Shape{nval}}},
+                                                {"starts", {DType::s32, Shape{chunk}}}});
+  std::vector<Array> starts;  // one per chunk
+  for (int64_t i0 = 0; i0 < nw; i0 += chunk) {
+    Array& s = starts.emplace_back(DType::s32, Shape{chunk});
+    for (int64_t i = i0; i < i0 + chunk; ++i)
+      s.data<int32_t>()[i - i0] = int32_t(i * (nval - ctx - 1) / std::max<int64_t>(nw, 1));
+  }
   trainer.set_resident("tokens", std::move(train_tok));
 
   const auto& m = c.model;
@@ -225,11 +233,15 @@ train::FitResult run(const Config& c) {
     return in;
   };
   cb.on_end = [&](int64_t, double) {
-    train::Batch in{{"tokens", val_tok}, {"starts", starts}};
     double bpb = 0;
     {  // a large model's validation takes a while after the bar's "ETA 0.0s"
       train::Activity a(fmt::format("validation on {} windows of {} bytes", nw, ctx), out);
-      bpb = trainer.run_eval(eval_id, in)[0].at(0) / std::log(2.0);
+      double nats = 0;  // the chunks' mean losses, averaged (equal chunks)
+      for (const Array& s : starts) {
+        train::Batch in{{"tokens", val_tok}, {"starts", s}};
+        nats += trainer.run_eval(eval_id, in)[0].at(0);
+      }
+      bpb = nats / double(starts.size()) / std::log(2.0);
     }
     if (!std::isfinite(bpb))
       fail(
