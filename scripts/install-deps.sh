@@ -6,11 +6,11 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build git ccache pkg-config
   libopenblas-openmp-dev libomp-dev zlib1g-dev
-  nlohmann-json3-dev libcli11-dev libfmt-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libsentencepiece-dev sentencepiece
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
   python3 python3-numpy python3-torch
-  dataset-fashion-mnist fortunes
+  dataset-fashion-mnist fortunes bible-kjv
 )
 
 missing=()

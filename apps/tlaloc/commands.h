@@ -30,6 +30,7 @@ void register_train_fmnist(CLI::App& train);  // tlaloc train fmnist
 void register_train_lm(CLI::App& train);      // tlaloc train lm (train_lm.cpp)
 void register_eval(CLI::App& app);            // tlaloc eval CKPT
 void register_sample(CLI::App& app);          // tlaloc sample CKPT (cmd_sample.cpp)
+void register_tokenizer(CLI::App& app);       // tlaloc tokenizer train|encode|decode|info
 
 // The status main() returns after a command that threw nothing: 0 unless a command set another
 // (e.g. 130: a training run stopped by Ctrl-C or SIGTERM, its checkpoint saved).

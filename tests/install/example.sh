@@ -54,5 +54,8 @@ OMP_NUM_THREADS=1 "$work/build/rings" | tee "$work/rings.out"
 for line in "epoch 12  train loss 0.0622" "held-out accuracy 95.80%"; do
   grep -qxF "$line" "$work/rings.out" || { echo "FAIL: no line '$line' (in README)"; exit 1; }
 done
+# The tokenizer (SentencePiece, which the package's config finds): trained on the README.
+"$work/build/tokenize" "$TLALOC_SOURCE_DIR/README.md" ||
+  { echo "FAIL: examples/tokenize did not round-trip its sentence"; exit 1; }
 rm -rf "$work"
 echo "install.example: ok"
