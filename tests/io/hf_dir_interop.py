@@ -3,7 +3,7 @@
 
 Uses torch (1.13: no `safetensors` package, so the format is written from its spec: 8-byte
 little-endian header length, JSON header {name: {dtype, shape, data_offsets}, "__metadata__":
-{...}}, raw little-endian data) and json only; it stands in for transformers' save_pretrained /
+{...}}, raw little-endian data; safetensors_interop.write_tensors) and json only; it stands in for transformers' save_pretrained /
 from_pretrained, which are not installed.
 
   hf_dir_interop.py write DIR single|sharded   a Llama-like model directory: config.json (keys
@@ -30,6 +30,8 @@ import struct
 import sys
 
 import torch
+
+from safetensors_interop import write_tensors
 
 # dtype name -> (torch dtype, bytes per element, integer view of the same width)
 DTYPES = {
@@ -106,19 +108,10 @@ GENERATION = {"bos_token_id": 1, "eos_token_id": 2, "do_sample": True, "temperat
 
 def write_safetensors(path, tensors):
     """tensors: name -> (dtype, bytes, shape); data in the Rust library's order (alignment
-    descending, then name)."""
+    descending, then name), metadata {"format": "pt"} as save_pretrained writes it."""
     order = sorted(tensors, key=lambda n: (-DTYPES[tensors[n][0]][1], n))
-    header, blobs, offset = {"__metadata__": {"format": "pt"}}, [], 0
-    for name in order:
-        dtype, data, shape = tensors[name]
-        header[name] = {"dtype": dtype, "shape": list(shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+    write_tensors(path, [(n, tensors[n][0], tensors[n][2], tensors[n][1]) for n in order],
+                  {"format": "pt"})
 
 
 def hf_json(value):
