@@ -1,6 +1,7 @@
 // Crash safety: a child process saving a checkpoint is SIGKILLed at many points (after k
 // bytes, at every stage of the commit, and at random times); the checkpoint on disk must
-// always load and be either the previous one or the complete new one.
+// always load and be either the previous one or the complete new one. The same for a model
+// directory (several files replaced as one folder), killed at every point of its save.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 
 #include "io/io_test_util.h"
 #include "tlaloc/io/checkpoint.h"
+#include "tlaloc/io/hf_dir.h"
 
 namespace tlaloc::io {
 namespace {
@@ -128,6 +130,69 @@ TEST(AtomicSave, RotatingFolderKilledAtRandomTimes) {
     last_good = got;
   }
   EXPECT_LE(list_checkpoints(d).size(), 3u);  // rotation runs after each completed save
+}
+
+// Version v of a model directory: ~400 KB of weights identifying v, config {"version": v}; odd
+// versions in shards of 128 KB, even ones as one file.
+void save_model_version(const std::string& dir, int v, const SaveOptions& o) {
+  NamedArrays w;
+  std::vector<float> a(1 << 16);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = float(v) + float(i % 1000) * 1e-3f;
+  w.emplace_back("a", Array::from<float>(Shape{int64_t(a.size())}, a));
+  w.emplace_back("b", Array::filled(DType::bf16, Shape{1 << 16}, v));
+  w.emplace_back("c", Array::filled(DType::f16, Shape{1 << 16}, -v));
+  HfSaveOptions opt;
+  opt.max_shard_bytes = v % 2 ? 128 << 10 : kHfMaxShardBytes;
+  opt.save = o;
+  save_hf_dir(dir, {{"version", v}}, w, opt);
+}
+
+// Which version the directory holds; fails the test if it does not load or is mixed.
+int model_version_on_disk(const std::string& dir) {
+  const HfModelDir d = HfModelDir::open(dir);
+  const int v = d.config().at("version").get<int>();
+  save_model_version(dir + ".want", v, {});
+  const HfModelDir w = HfModelDir::open(dir + ".want");
+  EXPECT_EQ(d.sharded(), v % 2 == 1) << dir << " version " << v;
+  EXPECT_EQ(d.tensors().size(), w.tensors().size());
+  for (const TensorView& t : w.tensors())
+    EXPECT_TRUE(to_array(d.at(t.name)).bitwise_equal(to_array(t))) << t.name << " version " << v;
+  return v;
+}
+
+bool has_staging_folder(const std::string& dir) {
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().filename().string().find(".saving.") != std::string::npos) return true;
+  return false;
+}
+
+// Killed at every progress event of a save (sharded -> one file, one file -> sharded): the folder
+// is the previous version until the new one has taken its name (the last event), then the new.
+TEST(AtomicSave, ModelDirectoryKilledAtEveryPointIsTheOldOrTheNewOne) {
+  ScratchDir tmp;
+  const std::string dir = tmp.file("m");
+  SaveOptions small;
+  small.chunk_bytes = 64 << 10;
+  for (int from : {1, 2}) {
+    const int to = from + 1;
+    int events = 0;
+    SaveOptions count = small;
+    count.progress = [&](SaveStage, uint64_t) { ++events; };
+    save_model_version(tmp.file("count"), from, {});
+    save_model_version(tmp.file("count"), to, count);
+    ASSERT_GT(events, 10);
+    for (int k = 0; k < events; ++k) {
+      save_model_version(dir, from, {});
+      int seen = 0;
+      run_killed_child([&](const SaveOptions& o) { save_model_version(dir, to, o); },
+                       [&](SaveStage, uint64_t) { return seen++ == k; });
+      EXPECT_EQ(model_version_on_disk(dir), k == events - 1 ? to : from) << "killed at " << k;
+    }
+  }
+  // The last kill left the previous folder under its staging name; the next save removes it.
+  EXPECT_TRUE(has_staging_folder(tmp.path()));
+  save_model_version(dir, 4, {});
+  EXPECT_FALSE(has_staging_folder(tmp.path()));
 }
 
 }  // namespace

@@ -1,9 +1,15 @@
-// Helpers for the io tests: scratch folders and raw file bytes built by hand.
+// Helpers for the io tests: scratch folders, raw file bytes built by hand, another process
+// holding a write lock.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +19,7 @@
 
 #include "support/error_of.h"
 #include "tlaloc/core/error.h"
+#include "tlaloc/io/write_lock.h"
 
 namespace tlaloc::io::testing {
 
@@ -73,6 +80,67 @@ inline std::vector<std::byte> read_bytes(const std::string& path) {
   std::vector<std::byte> b(c.size());
   if (!c.empty()) std::memcpy(b.data(), c.data(), c.size());
   return b;
+}
+
+// A child process that takes the lock of `path` as another tlaloc process would (its own open
+// file and flock: a forked child's copy of this process's WriteLocks would share them) and
+// holds it until destroyed; pid -1 when it could not take it.
+struct Holder {
+  pid_t pid = -1;
+  int release_fd = -1;
+  explicit Holder(const std::string& path) {
+    int ready[2], release[2];
+    if (pipe(ready) != 0 || pipe(release) != 0) return;
+    pid = fork();
+    if (pid == 0) {
+      close(ready[0]);
+      close(release[1]);
+      const int fd = open(io::lock_path(path).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+      char c = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 ? 'y' : 'n';
+      if (write(ready[1], &c, 1) != 1) _exit(1);
+      while (read(release[0], &c, 1) > 0) {
+      }
+      _exit(0);
+    }
+    close(ready[1]);
+    close(release[0]);
+    release_fd = release[1];
+    char c = 0;
+    if (read(ready[0], &c, 1) != 1 || c != 'y') {
+      close(release_fd);
+      release_fd = -1;
+      waitpid(pid, nullptr, 0);
+      pid = -1;
+    }
+    close(ready[0]);
+  }
+  ~Holder() {
+    if (release_fd >= 0) close(release_fd);
+    if (pid > 0) waitpid(pid, nullptr, 0);
+  }
+  Holder(const Holder&) = delete;
+  Holder& operator=(const Holder&) = delete;
+};
+
+// The exit status of Debian's /usr/bin/python3 running tests/io/SCRIPT with `args` (each
+// quoted); -1 when it did not exit.
+inline int run_python(const std::string& script, const std::vector<std::string>& args) {
+  std::string cmd =
+      "/usr/bin/python3 '" + std::string(TLALOC_SOURCE_DIR) + "/tests/io/" + script + "'";
+  for (const std::string& a : args) cmd += " '" + a + "'";
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+// The names in folder `dir` (recursively, as relative paths), sorted; {} when it is absent.
+inline std::vector<std::string> listing(const std::string& dir) {
+  std::vector<std::string> r;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+    r.push_back(std::filesystem::relative(it->path(), dir).string());
+  std::sort(r.begin(), r.end());
+  return r;
 }
 
 inline std::string read_text(const std::string& path) {

@@ -47,12 +47,12 @@ def reference():
 METADATA = {"source": "numpy", "step": "12345678901234567"}
 
 
-def write(path):
-    header, blobs, offset = {"__metadata__": METADATA}, [], 0
-    for name in sorted(reference(), reverse=True):
-        dtype, arr = reference()[name]
-        raw = np.ascontiguousarray(arr).astype(DTYPES[dtype]).tobytes()
-        header[name] = {"dtype": dtype, "shape": list(arr.shape),
+def write_tensors(path, tensors, metadata):
+    """tensors: [(name, dtype, shape, raw bytes)], their data laid out in that order; the
+    header compact JSON padded with spaces to a multiple of 8 bytes. (hf_dir_interop.py uses it.)"""
+    header, blobs, offset = {"__metadata__": metadata}, [], 0
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": list(shape),
                         "data_offsets": [offset, offset + len(raw)]}
         blobs.append(raw)
         offset += len(raw)
@@ -60,6 +60,13 @@ def write(path):
     text += b" " * (-len(text) % 8)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def write(path):
+    ref = reference()
+    write_tensors(path, [(name, ref[name][0], ref[name][1].shape,
+                          np.ascontiguousarray(ref[name][1]).astype(DTYPES[ref[name][0]]).tobytes())
+                         for name in sorted(ref, reverse=True)], METADATA)
 
 
 def check(path):

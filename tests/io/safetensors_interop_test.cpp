@@ -1,8 +1,6 @@
 // Interop with an independent Python reader/writer (tests/io/safetensors_interop.py: json,
 // struct and numpy only, run by Debian's /usr/bin/python3): it checks files tlaloc writes,
 // and tlaloc reads the files it writes. Both sides spell out the same reference tensors.
-#include <sys/wait.h>
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,12 +14,8 @@ namespace {
 
 using testing::ScratchDir;
 
-const std::string kScript = std::string(TLALOC_SOURCE_DIR) + "/tests/io/safetensors_interop.py";
-
 int run_python(const std::string& mode, const std::string& file) {
-  std::string cmd = "/usr/bin/python3 '" + kScript + "' " + mode + " '" + file + "'";
-  int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  return testing::run_python("safetensors_interop.py", {mode, file});
 }
 
 Array bits16(DType t, Shape s, std::vector<uint16_t> v) {

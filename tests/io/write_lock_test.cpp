@@ -2,9 +2,6 @@
 // that process); locks of one process on one file are shared, whatever the path's spelling, and
 // released with the last; the lock file is never removed, and a symbolic link in its place is
 // refused without touching what it points to.
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -18,47 +15,8 @@
 namespace tlaloc::io {
 namespace {
 
+using testing::Holder;
 using testing::ScratchDir;
-
-// A child process that takes the lock of `path` as another tlaloc process would (its own open
-// file and flock: a forked child's copy of this process's WriteLocks would share them) and
-// holds it until destroyed; pid -1 when it could not take it.
-struct Holder {
-  pid_t pid = -1;
-  int release_fd = -1;
-  explicit Holder(const std::string& path) {
-    int ready[2], release[2];
-    if (pipe(ready) != 0 || pipe(release) != 0) return;
-    pid = fork();
-    if (pid == 0) {
-      close(ready[0]);
-      close(release[1]);
-      const int fd = open(lock_path(path).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-      char c = fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) == 0 ? 'y' : 'n';
-      if (write(ready[1], &c, 1) != 1) _exit(1);
-      while (read(release[0], &c, 1) > 0) {
-      }
-      _exit(0);
-    }
-    close(ready[1]);
-    close(release[0]);
-    release_fd = release[1];
-    char c = 0;
-    if (read(ready[0], &c, 1) != 1 || c != 'y') {
-      close(release_fd);
-      release_fd = -1;
-      waitpid(pid, nullptr, 0);
-      pid = -1;
-    }
-    close(ready[0]);
-  }
-  ~Holder() {
-    if (release_fd >= 0) close(release_fd);
-    if (pid > 0) waitpid(pid, nullptr, 0);
-  }
-  Holder(const Holder&) = delete;
-  Holder& operator=(const Holder&) = delete;
-};
 
 TEST(WriteLock, AnotherProcessIsRefusedByNameUntilItEnds) {
   ScratchDir dir;

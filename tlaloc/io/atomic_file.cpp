@@ -22,7 +22,7 @@ namespace {
 
 // ---- live temporaries, for remove_live_temporaries() in signal handlers ----
 // Fixed slots, no allocation: a handler reads them while the thread it interrupted may be
-// registering one. `state` 0: free, 1: being filled, 2: holds a path.
+// registering one. `state` 0: free, 1: being filled, 2: a temporary file, 3: a staging folder.
 constexpr int kSlots = 32;
 struct Slot {
   std::atomic<int> state{0};
@@ -31,20 +31,28 @@ struct Slot {
 Slot g_slots[kSlots];
 static_assert(std::atomic<int>::is_always_lock_free, "signal handlers read the slots");
 
-int register_temp(const std::string& p) {
-  if (p.size() >= PATH_MAX) return -1;
-  for (int i = 0; i < kSlots; ++i) {
-    int expected = 0;
-    if (!g_slots[i].state.compare_exchange_strong(expected, 1)) continue;
-    std::memcpy(g_slots[i].path, p.c_str(), p.size() + 1);
-    g_slots[i].state.store(2, std::memory_order_release);
-    return i;
-  }
-  return -1;  // more live saves than slots: the destructor or the next save still removes it
-}
+int register_temp(const std::string& p) { return detail::register_live(p, false); }
+void unregister_temp(int slot) { detail::unregister_live(slot); }
 
-void unregister_temp(int slot) {
-  if (slot >= 0) g_slots[slot].state.store(0, std::memory_order_release);
+// Removes the files of a staging folder, then the folder (it holds no folders). Only system
+// calls, on a fixed buffer: async-signal-safe.
+void remove_flat_folder(const char* path) noexcept {
+  const int fd = ::open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;
+  alignas(8) char buf[4096];
+  for (;;) {
+    const ssize_t n = ::getdents64(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    for (ssize_t off = 0; off < n;) {
+      const auto* e = reinterpret_cast<const struct dirent64*>(buf + off);
+      off += e->d_reclen;
+      const char* name = e->d_name;
+      if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+      ::unlinkat(fd, name, 0);
+    }
+  }
+  ::close(fd);
+  ::rmdir(path);
 }
 
 // "a character device", ... for a file that is not a regular file.
@@ -97,7 +105,37 @@ void remove_stale_temporaries(const std::string& dir, const std::string& base) {
   ::closedir(d);
 }
 
-void check_folder(const std::string& path, const std::string& what, const std::string& dir) {
+}  // namespace
+
+namespace detail {
+
+int register_live(const std::string& p, bool folder) {
+  if (p.size() >= PATH_MAX) return -1;
+  for (int i = 0; i < kSlots; ++i) {
+    int expected = 0;
+    if (!g_slots[i].state.compare_exchange_strong(expected, 1)) continue;
+    std::memcpy(g_slots[i].path, p.c_str(), p.size() + 1);
+    g_slots[i].state.store(folder ? 3 : 2, std::memory_order_release);
+    return i;
+  }
+  return -1;  // more live saves than slots: the destructor or the next save still removes it
+}
+
+void unregister_live(int slot) {
+  if (slot >= 0) g_slots[slot].state.store(0, std::memory_order_release);
+}
+
+}  // namespace detail
+
+void remove_live_temporaries() noexcept {
+  for (Slot& s : g_slots)
+    if (s.state.load(std::memory_order_acquire) == 2) ::unlink(s.path);
+  for (Slot& s : g_slots)
+    if (s.state.load(std::memory_order_acquire) == 3) remove_flat_folder(s.path);
+}
+
+void check_writable_folder(const std::string& path, const std::string& what,
+                           const std::string& dir) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) {
     if (errno == ENOENT) fail("{} {}: folder {} does not exist", what, path, dir);
@@ -106,13 +144,6 @@ void check_folder(const std::string& path, const std::string& what, const std::s
   if (!S_ISDIR(st.st_mode)) fail("{} {}: {} is not a folder", what, path, dir);
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     fail("{} {}: folder {} is not writable: {}", what, path, dir, std::strerror(errno));
-}
-
-}  // namespace
-
-void remove_live_temporaries() noexcept {
-  for (Slot& s : g_slots)
-    if (s.state.load(std::memory_order_acquire) == 2) ::unlink(s.path);
 }
 
 std::string parent_dir(const std::string& path) {
@@ -137,7 +168,7 @@ void check_output_file(const std::string& path, const std::string& what, OutputM
   if (exists && !S_ISREG(st.st_mode))
     fail("{} {} is {}, not a regular file (tlaloc writes only regular files)", what, path,
          kind_of(st.st_mode));
-  check_folder(path, what, parent_dir(path));
+  check_writable_folder(path, what, parent_dir(path));
   if (!exists) {
     if (stat_error != ENOENT) fail("{} {}: {}", what, path, std::strerror(stat_error));
     return;

@@ -24,8 +24,9 @@
 
 namespace tlaloc::io {
 
-// Points of a save, reported to SaveOptions::progress (tests kill the process there).
-enum class SaveStage { temp_created, wrote, file_synced, renamed, dir_synced };
+// Points of a save, reported to SaveOptions::progress (tests kill the process there);
+// folder_published: an AtomicDir's new folder has taken its name (atomic_dir.h).
+enum class SaveStage { temp_created, wrote, file_synced, renamed, dir_synced, folder_published };
 
 struct SaveOptions {
   // Called with the stage and the bytes written so far; `wrote` after every chunk.
@@ -60,10 +61,18 @@ class AtomicFile {
   bool committed_ = false;
 };
 
-// Removes every temporary of a live AtomicFile of this process. Async-signal-safe (unlink(2)
-// on fixed buffers): for signal handlers that end the process, so a Ctrl-C or SIGTERM during a
-// save leaves no ".NAME.tmp.*" behind.
+// Removes every temporary of a live AtomicFile of this process and every staging folder of a
+// live AtomicDir (atomic_dir.h). Async-signal-safe (unlink(2), getdents64(2), rmdir(2) on fixed
+// buffers): for signal handlers that end the process, so a Ctrl-C or SIGTERM during a save
+// leaves no ".NAME.tmp.*" or ".NAME.saving.*" behind.
 void remove_live_temporaries() noexcept;
+
+namespace detail {
+// The slots remove_live_temporaries() reads: `path` is a temporary file (`folder` false) or a
+// staging folder holding only files. Returns the slot, or -1 when all are taken.
+int register_live(const std::string& path, bool folder);
+void unregister_live(int slot);
+}  // namespace detail
 
 // How an output file will be written, for check_output_file.
 enum class OutputMode {
@@ -80,6 +89,12 @@ enum class OutputMode {
 //   files)", "<what> P: folder D is not writable: <reason>", ...
 void check_output_file(const std::string& path, const std::string& what,
                        OutputMode mode = OutputMode::replace);
+
+// Throws one tlaloc::Error line unless `dir`, the folder `path` goes in, is a folder this user
+// can write: "<what> <path>: folder <dir> does not exist", "... is not a folder", "... is not
+// writable: <reason>".
+void check_writable_folder(const std::string& path, const std::string& what,
+                           const std::string& dir);
 
 // Folder part of a path ("." when it has none).
 std::string parent_dir(const std::string& path);

@@ -86,7 +86,11 @@ double parse_double(const std::string& s, const std::string& what) {
   return v;
 }
 
-void save_checkpoint(const std::string& path, const Checkpoint& c, const SaveOptions& options) {
+namespace {
+
+// With params, or (training state) without them and with `model_digest`.
+void save(const std::string& path, const Checkpoint& c, bool with_params,
+          const std::string& model_digest, const SaveOptions& options) {
   if (c.optimizer.empty() && (!c.optimizer_state.empty() || !c.hyper_parameters.empty()))
     fail("{}: optimizer state or hyper-parameters given without an optimizer kind", path);
   std::map<std::string, std::string> md;
@@ -103,9 +107,11 @@ void save_checkpoint(const std::string& path, const Checkpoint& c, const SaveOpt
     md["optimizer_state"] = names.dump();
     for (const auto& [k, v] : c.hyper_parameters) md["optimizer." + k] = v;
   }
+  if (!model_digest.empty()) md["model_digest"] = model_digest;
   for (const auto& [k, v] : c.user) md["user." + k] = v;
   std::vector<TensorRef> refs;
-  for (const auto& [n, a] : c.params) refs.push_back(tensor_ref(n, a));
+  if (with_params)
+    for (const auto& [n, a] : c.params) refs.push_back(tensor_ref(n, a));
   for (const auto& [n, a] : c.optimizer_state) refs.push_back(tensor_ref(n, a));
   try {
     save_safetensors(path, std::move(refs), md, options);
@@ -114,6 +120,35 @@ void save_checkpoint(const std::string& path, const Checkpoint& c, const SaveOpt
     if (w.rfind(path, 0) == 0) throw;
     fail("{}: {}", path, w);
   }
+}
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Checkpoint& c, const SaveOptions& options) {
+  save(path, c, true, c.model_digest, options);
+}
+
+void save_training_state(const std::string& path, const Checkpoint& c,
+                         const std::string& model_digest, const SaveOptions& options) {
+  save(path, c, false, model_digest, options);
+}
+
+NamedArrays to_arrays(const std::vector<TensorView>& views, const std::string& src) {
+  std::vector<std::string> unsupported;
+  for (const TensorView& v : views)
+    if (!to_tlaloc(v.dtype))
+      unsupported.push_back(fmt::format("'{}' ({})", v.name, v.dtype_name()));
+  if (!unsupported.empty()) fail("{}: tensors of dtypes tlaloc lacks: {}", src, join(unsupported));
+  NamedArrays out;
+  out.reserve(views.size());
+  for (const TensorView& v : views) {
+    try {
+      out.emplace_back(v.name, to_array(v));
+    } catch (const Error& e) {
+      fail("{}: {}", src, e.what());
+    }
+  }
+  return out;
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
@@ -126,6 +161,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   if (md.count("seed")) c.seed = parse_int<uint64_t>(md, "seed", path);
   if (md.count("data_position")) c.data_position = parse_int<int64_t>(md, "data_position", path);
   if (md.count("skipped_steps")) c.skipped_steps = parse_int<int64_t>(md, "skipped_steps", path);
+  if (md.count("model_digest")) c.model_digest = md.at("model_digest");
   std::set<std::string> state_names;
   if (md.count("optimizer")) {
     c.optimizer = md.at("optimizer");
@@ -151,20 +187,8 @@ Checkpoint load_checkpoint(const std::string& path) {
     if (k.rfind("optimizer.", 0) == 0) c.hyper_parameters[k.substr(10)] = v;
     if (k.rfind("user.", 0) == 0) c.user[k.substr(5)] = v;
   }
-  std::vector<std::string> unsupported;
-  for (const TensorView& v : f.tensors())
-    if (!to_tlaloc(v.dtype))
-      unsupported.push_back(fmt::format("'{}' ({})", v.name, v.dtype_name()));
-  if (!unsupported.empty()) fail("{}: tensors of dtypes tlaloc lacks: {}", path, join(unsupported));
-  for (const TensorView& v : f.tensors()) {
-    Array a;
-    try {
-      a = to_array(v);
-    } catch (const Error& e) {
-      fail("{}: {}", path, e.what());
-    }
-    (state_names.count(v.name) ? c.optimizer_state : c.params).emplace_back(v.name, std::move(a));
-  }
+  for (auto& [name, a] : to_arrays(f.tensors(), path))
+    (state_names.count(name) ? c.optimizer_state : c.params).emplace_back(name, std::move(a));
   return c;
 }
 

@@ -8,7 +8,8 @@
 // (decimal integer), "seed" and "data_position" (decimal, when set), "skipped_steps" (decimal,
 // when not 0: steps whose update was skipped for a non-finite gradient), "optimizer" (kind),
 // "optimizer.<hyper-parameter>" (e.g. "optimizer.lr"), "optimizer_state" (JSON list of the
-// state tensors' names), "user.<field>".
+// state tensors' names), "model_digest" (when set: the training state of a model kept
+// elsewhere, hf_dir.h), "user.<field>".
 #pragma once
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 
 #include "tlaloc/core/array.h"
 #include "tlaloc/io/atomic_file.h"
+#include "tlaloc/io/safetensors.h"
 
 namespace tlaloc::io {
 
@@ -39,6 +41,9 @@ struct Checkpoint {
   std::optional<uint64_t> seed;
   std::optional<int64_t> data_position;  // e.g. samples consumed so far
   std::map<std::string, std::string> user;
+  // For training state saved apart from its parameters (hf_dir.h: beside a model directory):
+  // the digest of the parameters it belongs with; empty otherwise.
+  std::string model_digest;
   std::string tlaloc_version;  // set by load_checkpoint (the writer's version)
   std::string source;          // set by load_checkpoint: the file, for error messages
 
@@ -55,6 +60,17 @@ double parse_double(const std::string& s, const std::string& what);
 // or names safetensors refuses, I/O failures.
 void save_checkpoint(const std::string& path, const Checkpoint& ckpt,
                      const SaveOptions& options = {});
+
+// As save_checkpoint, without the parameters: the training state of a model whose parameters
+// are kept elsewhere (hf_dir.h). The file holds ckpt.optimizer_state and the metadata, its
+// model_digest `model_digest` (ckpt.model_digest is not used).
+void save_training_state(const std::string& path, const Checkpoint& ckpt,
+                         const std::string& model_digest, const SaveOptions& options = {});
+
+// Copies views into Arrays (to_array). Throws one tlaloc::Error "<src>: tensors of dtypes tlaloc
+// lacks: 'a' (I64), ..." listing them all, or naming `src` and the tensor for to_array's other
+// refusals.
+NamedArrays to_arrays(const std::vector<TensorView>& views, const std::string& src);
 
 // Loads every tensor into Arrays. Throws tlaloc::Error naming the file and field for: any
 // safetensors refusal, tensors of dtypes tlaloc lacks (all listed), a malformed "step",

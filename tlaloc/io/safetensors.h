@@ -148,6 +148,10 @@ struct SerializedHeader {
 SerializedHeader serialize_header(std::vector<TensorRef> tensors,
                                   const std::map<std::string, std::string>& metadata);
 
+// Writes a serialized header and its tensors' data to `path` atomically (atomic_file.h).
+void write_safetensors(const std::string& path, const SerializedHeader& header,
+                       const SaveOptions& options = {});
+
 // Writes `path` atomically (see atomic_file.h): a crash leaves either the old file or the new
 // one. Errors as serialize() plus I/O failures naming the file.
 void save_safetensors(const std::string& path, std::vector<TensorRef> tensors,

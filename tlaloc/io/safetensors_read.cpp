@@ -11,8 +11,8 @@
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
-#include <set>
 
+#include "tlaloc/io/json_util.h"
 #include "tlaloc/io/safetensors.h"
 
 namespace tlaloc::io {
@@ -30,66 +30,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
   return r + "]";
-}
-
-const char* json_kind(const json& j) {
-  switch (j.type()) {
-    case json::value_t::null:
-      return "null";
-    case json::value_t::object:
-      return "an object";
-    case json::value_t::array:
-      return "an array";
-    case json::value_t::string:
-      return "a string";
-    case json::value_t::boolean:
-      return "a boolean";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned:
-      return "an integer";
-    case json::value_t::number_float:
-      return "a float";
-    default:
-      return "not a JSON value";
-  }
-}
-
-// Parses the header, refusing duplicate keys at any level and nesting deeper than the
-// format needs (which also bounds the parser's memory).
-json parse_header(std::string_view text, const std::string& src) {
-  std::vector<std::set<std::string>> keys;
-  int depth = 0;
-  json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& parsed) {
-    switch (ev) {
-      case json::parse_event_t::object_start:
-        keys.emplace_back();
-        [[fallthrough]];
-      case json::parse_event_t::array_start:
-        if (++depth > kMaxJsonDepth)
-          fail("{}: header JSON nests deeper than the format's {} levels", src, kMaxJsonDepth);
-        break;
-      case json::parse_event_t::object_end:
-        keys.pop_back();
-        [[fallthrough]];
-      case json::parse_event_t::array_end:
-        --depth;
-        break;
-      case json::parse_event_t::key: {
-        const auto& k = parsed.get_ref<const std::string&>();
-        if (!keys.back().insert(k).second)
-          fail("{}: header has the key '{}' twice in one object", src, k);
-        break;
-      }
-      default:
-        break;
-    }
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/true);
-  } catch (const json::exception& e) {
-    fail("{}: header is not valid JSON: {}", src, e.what());
-  }
 }
 
 uint64_t u64_field(const json& v, const std::string& src, const std::string& tensor,
@@ -236,7 +176,7 @@ void SafetensorsFile::validate() {
   header_size_ = n;
   std::string_view text(reinterpret_cast<const char*>(base_) + 8, size_t(n));
   if (!is_utf8(text)) fail("{}: header ({} bytes) is not valid UTF-8", src, n);
-  json root = parse_header(text, src);
+  json root = parse_json_strict(text, src, "header", kMaxJsonDepth);
   if (!root.is_object()) fail("{}: header is {}, not a JSON object", src, json_kind(root));
 
   const uint64_t data_len = size_ - 8 - n;

@@ -167,14 +167,18 @@ std::vector<std::byte> serialize(std::vector<TensorRef> tensors,
   return out;
 }
 
-void save_safetensors(const std::string& path, std::vector<TensorRef> tensors,
-                      const std::map<std::string, std::string>& metadata,
-                      const SaveOptions& options) {
-  SerializedHeader h = serialize_header(std::move(tensors), metadata);
+void write_safetensors(const std::string& path, const SerializedHeader& h,
+                       const SaveOptions& options) {
   AtomicFile f(path, options);
   f.write(h.prefix);
   for (const TensorRef& t : h.ordered) f.write(t.data);
   f.commit();
+}
+
+void save_safetensors(const std::string& path, std::vector<TensorRef> tensors,
+                      const std::map<std::string, std::string>& metadata,
+                      const SaveOptions& options) {
+  write_safetensors(path, serialize_header(std::move(tensors), metadata), options);
 }
 
 void save_safetensors(const std::string& path,
