@@ -44,6 +44,10 @@ std::vector<Case> cases() {
   v.push_back({"mha_untied_theta1e4", tiny(4, 4, false)});
   v.push_back({"gqa_tied_llama3_headdim12", head_dim(with_llama3(tiny(4, 2, true)), 12)});
   v.push_back({"gqa_untied_llama3", with_llama3(tiny(4, 2, false))});
+  // Llama 3.1's own scaling (original context 8192) at head_dim 128: its frequencies.
+  LlamaConfig l31 = head_dim(with_llama3(tiny(4, 2, false)), 128);
+  l31.rope_scaling->llama3.original_max_position_embeddings = 8192;
+  v.push_back({"gqa_untied_llama31_headdim128", l31});
   v.push_back(
       {"mqa_untied_llama3_interleaved_bias", biases(interleaved(with_llama3(tiny(4, 1, false))))});
   v.push_back({"gqa_tied_theta1e4_interleaved", interleaved(tiny(4, 2, true))});

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -63,40 +64,38 @@ std::optional<LlamaRopeScaling> parse_rope_scaling(const json& v, std::string_vi
   if (v.is_null()) return std::nullopt;
   if (!v.is_object()) Value{v, what, "rope_scaling"}.wrong("null or an object");
   LlamaRopeScaling r;
+  // The type first, so that an unimplemented one is named rather than its first odd key.
   std::optional<std::string> rope_type, type;
-  bool has[4] = {false, false, false, false};
-  for (auto& [k, e] : v.items()) {
-    Value x{e, what, "rope_scaling." + k};
-    if (k == "rope_type") {
-      rope_type = x.string();
-    } else if (k == "type") {
-      type = x.string();
-    } else if (k == "factor") {
-      r.llama3.factor = x.number(), has[0] = true;
-    } else if (k == "low_freq_factor") {
-      r.llama3.low_freq_factor = x.number(), has[1] = true;
-    } else if (k == "high_freq_factor") {
-      r.llama3.high_freq_factor = x.number(), has[2] = true;
-    } else if (k == "original_max_position_embeddings") {
-      r.llama3.original_max_position_embeddings = x.integer(), has[3] = true;
-    } else {
-      fail("{}: key 'rope_scaling.{}' is not implemented by tlaloc's Llama", what, k);
-    }
-  }
+  if (v.contains("rope_type"))
+    rope_type = Value{v["rope_type"], what, "rope_scaling.rope_type"}.string();
+  if (v.contains("type")) type = Value{v["type"], what, "rope_scaling.type"}.string();
   if (rope_type && type && *rope_type != *type)
     fail("{}: rope_scaling.rope_type '{}' and rope_scaling.type '{}' disagree", what, *rope_type,
          *type);
   if (!rope_type && !type) fail("{}: rope_scaling has no rope_type", what);
   r.rope_type = rope_type ? *rope_type : *type;
+  r.rope_type_key = rope_type.has_value();
   r.legacy_type_key = type.has_value();
+  if (r.rope_type != "default" && r.rope_type != "llama3")
+    fail("{}: rope_scaling.rope_type '{}' is not implemented (tlaloc's Llama: 'default', 'llama3')",
+         what, r.rope_type);
+  const bool llama3 = r.rope_type == "llama3";
   const char* names[4] = {"factor", "low_freq_factor", "high_freq_factor",
                           "original_max_position_embeddings"};
-  for (int i = 0; i < 4; ++i) {
-    if (r.rope_type == "llama3" && !has[i])
-      fail("{}: rope_scaling (llama3) has no {}", what, names[i]);
-    if (r.rope_type == "default" && has[i])
-      fail("{}: key 'rope_scaling.{}' is not used by rope_type 'default'", what, names[i]);
+  for (auto& [k, e] : v.items()) {
+    if (k == "rope_type" || k == "type") continue;
+    const auto* n = std::find(names, names + 4, k);
+    if (n == names + 4 || !llama3)
+      fail("{}: key 'rope_scaling.{}' is not implemented for rope_type '{}'", what, k, r.rope_type);
+    Value x{e, what, "rope_scaling." + k};
+    double* f[3] = {&r.llama3.factor, &r.llama3.low_freq_factor, &r.llama3.high_freq_factor};
+    if (n - names < 3)
+      *f[n - names] = x.number();
+    else
+      r.llama3.original_max_position_embeddings = x.integer();
   }
+  for (const char* n : names)
+    if (llama3 && !v.contains(n)) fail("{}: rope_scaling (llama3) has no {}", what, n);
   return r;
 }
 
@@ -255,7 +254,8 @@ json to_json(const LlamaConfig& c) {
   j["rope_scaling"] = nullptr;
   if (c.rope_scaling) {
     const LlamaRopeScaling& r = *c.rope_scaling;
-    json s = {{"rope_type", r.rope_type}};
+    json s = json::object();
+    if (r.rope_type_key || !r.legacy_type_key) s["rope_type"] = r.rope_type;
     if (r.legacy_type_key) s["type"] = r.rope_type;
     if (r.rope_type == "llama3") {
       s["factor"] = r.llama3.factor;

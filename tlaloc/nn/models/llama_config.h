@@ -39,7 +39,8 @@ namespace tlaloc::nn::models {
 struct LlamaRopeScaling {
   std::string rope_type = "llama3";  // "default" or "llama3"
   Llama3RopeScaling llama3;          // read for rope_type "llama3" only
-  bool legacy_type_key = false;      // the object also had "type" (HF's older spelling)
+  // Which keys spell the type in config.json: "rope_type", and / or HF's older "type".
+  bool rope_type_key = true, legacy_type_key = false;
 };
 
 struct LlamaConfig {
