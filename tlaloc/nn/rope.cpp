@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numbers>
 
+#include "tlaloc/composites/composites.h"
 #include "tlaloc/ir/ir.h"
 
 namespace tlaloc::nn {
@@ -103,27 +104,7 @@ Tensor apply_rope(const Tensor& x, const Tensor& cos, const Tensor& sin, RopeLay
     if (t->type() != ir::TensorType{x.dtype(), Shape{S, h}})
       fail("apply_rope: cos / sin {} must be {} [{}, {}] for x {}", ir::to_string(t->type()),
            name(x.dtype()), S, h, ir::to_string(x.type()));
-  // Pairs (a, b) as two tensors, cos / sin broadcast over the heads (and the pair axis).
-  Tensor a, b, c, s;
-  std::vector<int64_t> dims = x.shape().dims;
-  if (layout == RopeLayout::rotate_half) {
-    a = trace::slice(x, r - 1, 0, h);
-    b = trace::slice(x, r - 1, h, D);
-    c = trace::reshape(cos, {S, 1, h});
-    s = trace::reshape(sin, {S, 1, h});
-  } else {
-    std::vector<int64_t> pairs = dims;
-    pairs.back() = h;
-    pairs.push_back(2);
-    Tensor xp = trace::reshape(x, pairs);
-    a = trace::slice(xp, r, 0, 1);
-    b = trace::slice(xp, r, 1, 2);
-    c = trace::reshape(cos, {S, 1, h, 1});
-    s = trace::reshape(sin, {S, 1, h, 1});
-  }
-  Tensor y =
-      trace::concat({a * c - b * s, b * c + a * s}, layout == RopeLayout::rotate_half ? r - 1 : r);
-  return layout == RopeLayout::rotate_half ? y : trace::reshape(y, dims);
+  return composites::rope(x, cos, sin, layout == RopeLayout::interleaved);
 }
 
 namespace {

@@ -46,8 +46,9 @@ RopeTables rope_tables(const Array& inv_freq, int64_t length);
 
 // Rotates x [..., S, H, D] (D even) by cos, sin [S, D / 2] (x's dtype): for every head h and
 // pair (a, b) of `layout` at position s, (a·cos[s, i] − b·sin[s, i], b·cos[s, i] + a·sin[s, i]).
-// Plain ops (slices, elementwise, concat), so its gradient is autodiff's. Throws tlaloc::Error
-// naming the shapes when they disagree.
+// f32 / f64: the rope composite (composites/rope.cpp: one pass; its gradient is the rotation by
+// −sin); other float dtypes: its decomposition in plain ops. Throws tlaloc::Error naming the
+// shapes when they disagree.
 trace::Tensor apply_rope(const trace::Tensor& x, const trace::Tensor& cos, const trace::Tensor& sin,
                          RopeLayout layout = RopeLayout::rotate_half);
 
