@@ -1,10 +1,13 @@
 // f64 central finite differences against autodiff for the nn layers and composites of issue 7
 // (tests/autodiff/harness.h): RMSNorm, LayerNorm, GELU (tanh and erf), Embedding (scatter-add
 // gradient), Dropout with a fixed key, attention (MHA / GQA / MQA with causal + padding masks,
-// rows with no visible key) and a whole TransformerBlock with the new choices.
+// rows with no visible key), a whole TransformerBlock with the new choices, and the Llama layers
+// (RoPE in both layouts, SwiGLU MLP, attention, decoder layer, the whole causal LM).
 #include "autodiff/harness.h"
 #include "tlaloc/composites/composites.h"
+#include "tlaloc/nn/models/llama.h"
 #include "tlaloc/nn/norms.h"
+#include "tlaloc/nn/rope.h"
 #include "tlaloc/nn/transformer.h"
 #include "tlaloc/passes/expand.h"
 #include "tlaloc/random/key.h"
@@ -139,6 +142,61 @@ TEST(LayerFD, TransformerBlockWithRmsNormErfGeluAndDropout) {
   Array key = random::key_data(random::key(4));
   check_module(block, uniform({1, 3, 4}, 20), {key},
                [](nn::Module& m, std::span<const Tensor> k) { m.bind_key(k[0]); });
+}
+
+// A tiny Llama: GQA (4 heads sharing 2), head_dim 4 != hidden / heads, biases, llama3 scaling
+// with a short original context (scaled, smoothed and unchanged frequencies at 3 positions).
+nn::models::LlamaConfig tiny_llama(bool interleaved, bool tied) {
+  nn::models::LlamaConfig c;
+  c.vocab_size = 11;
+  c.hidden_size = 6;
+  c.intermediate_size = 10;
+  c.num_hidden_layers = 1;
+  c.num_attention_heads = 4;
+  c.num_key_value_heads = 2;
+  c.head_dim = 4;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 500;
+  c.rope_scaling = nn::models::LlamaRopeScaling{.llama3 = {.original_max_position_embeddings = 8}};
+  c.attention_bias = c.mlp_bias = true;
+  c.tie_word_embeddings = tied;
+  c.rope_interleaved = interleaved;
+  return c;
+}
+
+TEST(LayerFD, RopeBothLayouts) {
+  for (auto layout : {nn::RopeLayout::rotate_half, nn::RopeLayout::interleaved}) {
+    SCOPED_TRACE(layout == nn::RopeLayout::rotate_half ? "rotate_half" : "interleaved");
+    nn::RopeTables t = nn::rope_tables(nn::rope_inv_freq(6, 100, std::nullopt, DType::f64), 3);
+    ir::Function f = trace::capture(
+        [&](std::span<const Tensor> x) {
+          return std::vector<Tensor>{
+              nn::apply_rope(x[0], trace::constant(t.cos), trace::constant(t.sin), layout)};
+        },
+        {{DType::f64, Shape{2, 3, 2, 6}}}, {}, {}, "rope");
+    expect_vjp_matches_fd(f, {uniform({2, 3, 2, 6}, 30)}, {0});
+  }
+}
+
+TEST(LayerFD, LlamaMlpAttentionAndDecoderLayer) {
+  for (bool interleaved : {false, true}) {
+    SCOPED_TRACE(interleaved ? "interleaved" : "rotate_half");
+    const nn::models::LlamaConfig c = tiny_llama(interleaved, false);
+    nn::models::LlamaMLP mlp(c);
+    check_module(mlp, uniform({2, 3, 6}, 31, -2, 2));
+    nn::models::LlamaAttention attn(c);
+    check_module(attn, uniform({2, 3, 6}, 32));
+    nn::models::LlamaDecoderLayer layer(c);
+    check_module(layer, uniform({1, 3, 6}, 33));
+  }
+}
+
+TEST(LayerFD, LlamaForCausalLMTiedAndUntied) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied, interleaved" : "untied, rotate-half");
+    nn::models::LlamaForCausalLM m(tiny_llama(tied, tied));
+    check_module(m, Array::from<int32_t>({2, 3}, {1, 3, 1, 0, 10, 4}));
+  }
 }
 
 }  // namespace

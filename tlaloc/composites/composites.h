@@ -45,6 +45,13 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const std::optional<Ten
 // x / sqrt(mean(x²) + eps) (· weight).
 Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight, double eps);
 
+// Rotary position embeddings (Su et al. 2021; HF's apply_rotary_pos_emb): x [..., S, H, D]
+// (D even), cos / sin [S, D/2] of x's dtype; each pair (a, b) of a head's features at position s
+// becomes (a·cos[s, i] − b·sin[s, i], b·cos[s, i] + a·sin[s, i]), the pairs (i, i + D/2)
+// (rotate-half) or, with interleaved, (2i, 2i + 1). f32 / f64: the rope composite; other float
+// dtypes: its decomposition in plain ops (nn::apply_rope checks the shapes).
+Tensor rope(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved);
+
 // Softmax cross-entropy per row (torch.nn.functional.cross_entropy, reduction="none"):
 // logits [N, C] f32 / f64, labels s32 [N] -> [N], -log_softmax(logits)[label]; a label outside
 // [0, C) gives -0 (and no gradient).

@@ -19,25 +19,32 @@ Tensor MultiHeadAttention::decode(const Tensor& x, const Tensor& pos, KVCache& c
     fail("MultiHeadAttention::decode(d_model={}): input {} is not [batch, 1, {}]", d_,
          ir::to_string(x.type()), d_);
   const int64_t B = x.dim(0);
-  for (const Tensor* c : {&cache.k, &cache.v})
-    if (c->rank() != 4 || c->dim(0) != B || c->dim(1) != hkv_ || c->dim(3) != hd)
-      fail("MultiHeadAttention::decode: cache {} is not [{}, {}, context, {}]",
-           ir::to_string(c->type()), B, hkv_, hd);
-  if (pos.rank() != 0 || pos.dtype() != DType::s32)
-    fail("MultiHeadAttention::decode: pos {} is not an s32 scalar", ir::to_string(pos.type()));
-  const int64_t T = cache.k.dim(2);
   auto heads = [&](const char* proj, int64_t n) {  // [B,1,n*hd] -> [B,n,1,hd]
     return trace::reshape(child(proj)(x), {B, n, 1, hd});
   };
-  Tensor q = heads("q_proj", h_), k = heads("k_proj", hkv_), v = heads("v_proj", hkv_);
+  Tensor o = cached_attention(heads("q_proj", h_), heads("k_proj", hkv_), heads("v_proj", hkv_),
+                              pos, cache, 1.0 / std::sqrt(double(hd)));
+  return child("out_proj")(trace::reshape(o, {B, 1, d_}));  // [B,h,1,hd] -> [B,1,h*hd]
+}
+
+Tensor cached_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& pos,
+                        KVCache& cache, double scale) {
+  if (q.rank() != 4 || q.dim(2) != 1)
+    fail("cached_attention: query {} is not [batch, heads, 1, head_dim]", ir::to_string(q.type()));
+  const int64_t B = q.dim(0);
+  for (const Tensor* c : {&cache.k, &cache.v})
+    if (c->rank() != 4 || c->dim(0) != B || c->dim(1) != k.dim(1) || c->dim(3) != k.dim(3))
+      fail("cached_attention: cache {} is not [{}, {}, context, {}]", ir::to_string(c->type()), B,
+           k.dim(1), k.dim(3));
+  if (pos.rank() != 0 || pos.dtype() != DType::s32)
+    fail("cached_attention: pos {} is not an s32 scalar", ir::to_string(pos.type()));
+  const int64_t T = cache.k.dim(2);
   Tensor zero = trace::scalar(0, DType::s32);
   cache.k = trace::dynamic_update_slice(cache.k, k, {zero, zero, pos, zero});
   cache.v = trace::dynamic_update_slice(cache.v, v, {zero, zero, pos, zero});
   // Slots 0..pos are this sequence's prefix; later slots are stale and masked out.
   Tensor visible = trace::broadcast_to(trace::iota(Shape{1, T}, 1, DType::s32) <= pos, {B, T});
-  Tensor o =
-      composites::attention(q, cache.k, cache.v, visible, 1.0 / std::sqrt(double(hd)), false);
-  return child("out_proj")(trace::reshape(o, {B, 1, d_}));  // [B,h,1,hd] -> [B,1,h*hd]
+  return composites::attention(q, cache.k, cache.v, visible, scale, false);
 }
 
 Tensor TransformerBlock::decode(const Tensor& x, const Tensor& pos, KVCache& cache) {
@@ -45,8 +52,8 @@ Tensor TransformerBlock::decode(const Tensor& x, const Tensor& pos, KVCache& cac
   return h + (*mlp_)((*ln2_)(h));
 }
 
-ir::TensorType CausalLM::kv_cache_type(int64_t batch) const {
-  return {DType::f32, Shape{batch, c_.kv_heads, c_.context, c_.d_model / c_.heads}};
+ir::TensorType CausalLM::kv_cache_type(int64_t batch, int64_t length) const {
+  return {DType::f32, Shape{batch, c_.kv_heads, length, c_.d_model / c_.heads}};
 }
 
 Tensor CausalLM::decode(const Tensor& tokens, const Tensor& pos, std::vector<KVCache>& caches) {
@@ -64,15 +71,17 @@ Tensor CausalLM::decode(const Tensor& tokens, const Tensor& pos, std::vector<KVC
   return logits(child("ln_f")(x));
 }
 
-ir::Function decode_step(CausalLM& model, int64_t batch) {
+ir::Function decode_step(CachedDecoder& model, int64_t batch, int64_t length) {
   if (batch < 1) fail("decode_step: batch {} must be >= 1", batch);
-  const CausalLMConfig& c = model.config();
-  const int64_t L = c.layers;
+  if (length == 0) length = model.max_positions();
+  if (length < 1 || length > model.max_positions())
+    fail("decode_step: cache length {} must be in [1, {}]", length, model.max_positions());
+  const int64_t L = model.num_layers(), V = model.vocab_size();
   std::vector<ir::TensorType> types{{DType::s32, Shape{batch}}, {DType::s32, Shape{}}};
   std::vector<std::string> in_names{"token", "pos"}, out_names{"logits"};
   for (int64_t i = 0; i < L; ++i)
     for (const char* kv : {"k", "v"}) {
-      types.push_back(model.kv_cache_type(batch));
+      types.push_back(model.kv_cache_type(batch, length));
       in_names.push_back(fmt::format("{}.{}", kv, i));
       out_names.push_back(fmt::format("{}.{}", kv, i));
     }
@@ -87,7 +96,7 @@ ir::Function decode_step(CausalLM& model, int64_t batch) {
         for (int64_t i = 0; i < L; ++i)
           caches.push_back({in[size_t(2 + 2 * i)], in[size_t(3 + 2 * i)]});
         Tensor logits = model.decode(trace::reshape(in[0], {batch, 1}), in[1], caches);
-        std::vector<Tensor> out{trace::reshape(logits, {batch, c.vocab})};
+        std::vector<Tensor> out{trace::reshape(logits, {batch, V})};
         for (auto& kv : caches) out.insert(out.end(), {kv.k, kv.v});
         return out;
       },

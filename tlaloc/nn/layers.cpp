@@ -45,6 +45,8 @@ void Linear::reset_parameters(const random::Key& key) {
   }
 }
 
+trace::Tensor silu(const trace::Tensor& x) { return x * trace::sigmoid(x); }
+
 GELU::GELU(std::string approximate) : approximate_(std::move(approximate)) {
   if (approximate_ != "tanh" && approximate_ != "none")
     fail("GELU: approximate must be 'none' or 'tanh', got '{}'", approximate_);

@@ -38,6 +38,16 @@ class Tanh : public Module {
   std::string repr() const override { return "Tanh()"; }
 };
 
+// SiLU / swish (torch.nn.SiLU; Elfwing et al. 2017, Ramachandran et al. 2017): x · sigmoid(x),
+// the activation of Llama's SwiGLU MLP (Shazeer 2020).
+trace::Tensor silu(const trace::Tensor& x);
+
+class SiLU : public Module {
+ public:
+  trace::Tensor forward(const trace::Tensor& x) override { return silu(x); }
+  std::string repr() const override { return "SiLU()"; }
+};
+
 // GELU (torch.nn.GELU). approximate: "tanh" (composites::gelu; the default here, unlike PyTorch,
 // so existing models keep their meaning) or "none" (the erf form, trace::gelu_erf). Throws
 // tlaloc::Error for another value.

@@ -1,6 +1,8 @@
 // Losses, reduced by mean over the batch as PyTorch's default reduction="mean".
 #pragma once
 
+#include <optional>
+
 #include "tlaloc/trace/tensor.h"
 
 namespace tlaloc::nn {
@@ -22,6 +24,14 @@ trace::Tensor mse_loss(const trace::Tensor& pred, const trace::Tensor& target);
 trace::Tensor cross_entropy(const trace::Tensor& logits, const trace::Tensor& labels);
 trace::Tensor cross_entropy(const trace::Tensor& logits, const trace::Tensor& labels,
                             const trace::Tensor& weights);
+
+// The causal LM loss (HF's LlamaForCausalLM with labels = input_ids): logits [batch, seq, vocab]
+// at positions 0..seq-2 predict tokens s32 [batch, seq] at 1..seq-1; the mean cross_entropy
+// over those batch·(seq - 1) predictions, or, with `mask` [batch, seq] (i1 or integer, 1 = real
+// token; HF's attention_mask), over those whose target token is real (HF's labels -100 at
+// padding). Throws tlaloc::Error naming the types for other shapes or seq < 2.
+trace::Tensor next_token_loss(const trace::Tensor& logits, const trace::Tensor& tokens,
+                              const std::optional<trace::Tensor>& mask = std::nullopt);
 
 // Per-row loss [batch] (no reduction).
 trace::Tensor cross_entropy_per_row(const trace::Tensor& logits, const trace::Tensor& labels);

@@ -114,7 +114,7 @@ struct CausalLMConfig {
 // tokens s32 [batch, seq <= context] -> logits f32 [batch, seq, vocab]. Children: tok_emb,
 // pos_emb, blocks.<i>, ln_f, head (untied only), drop (dropout > 0 only). With dropout > 0 a
 // training-mode capture needs a key (Module::bind_key). Throws tlaloc::Error for bad sizes.
-class CausalLM : public Module {
+class CausalLM : public CachedDecoder {
  public:
   explicit CausalLM(CausalLMConfig c);
   trace::Tensor forward(const trace::Tensor& tokens) override;
@@ -123,9 +123,14 @@ class CausalLM : public Module {
   // whole prefix whose earlier keys/values are in `caches` (one per block, kv_cache_type()).
   // Each cache is replaced by its updated tensor. Throws tlaloc::Error for other shapes.
   trace::Tensor decode(const trace::Tensor& tokens, const trace::Tensor& pos,
-                       std::vector<KVCache>& caches);
-  // The type of one block's k or v cache: f32 [batch, kv_heads, context, d_model / heads].
-  ir::TensorType kv_cache_type(int64_t batch) const;
+                       std::vector<KVCache>& caches) override;
+  // The type of one block's k or v cache: f32 [batch, kv_heads, length (default: context),
+  // d_model / heads].
+  ir::TensorType kv_cache_type(int64_t batch, int64_t length) const override;
+  ir::TensorType kv_cache_type(int64_t batch) const { return kv_cache_type(batch, c_.context); }
+  int64_t num_layers() const override { return c_.layers; }
+  int64_t vocab_size() const override { return c_.vocab; }
+  int64_t max_positions() const override { return c_.context; }
   std::string repr() const override { return "CausalLM"; }
   const CausalLMConfig& config() const { return c_; }
 
