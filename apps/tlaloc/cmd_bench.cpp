@@ -1,5 +1,6 @@
 // tlaloc bench step: the three-lane table of the seed case study (train/step_bench.h) on the
-// disc demo's step or the benchmark LM (--model lm; the cases are the recipes' bench_case()):
+// disc demo's step, the benchmark LM (--model lm) or a Llama preset's step (--model llama
+// --preset P, the LlamaDecoder matrix); the cases are the recipes' bench_case():
 // (a) host lane, (b) pjrt with gradients downloaded and AdamW on the host, (c) pjrt with the
 // optimizer in the program.
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "tlaloc/recipes/disc.h"
+#include "tlaloc/recipes/llama_bench.h"
 #include "tlaloc/recipes/lm.h"
 #include "tlaloc/runtime/pjrt/client.h"
 #include "tlaloc/train/step_bench.h"
@@ -19,15 +21,18 @@ struct BenchOptions {
   int64_t steps = 300, warmup = 30;
   int threads = 0;
   std::string model = "disc";
+  std::string preset = "small";  // --model llama
   std::string lane = "auto";
 };
 
 void run_bench_step(const BenchOptions& o) {
   using namespace tlaloc::train;
-  if (o.model != "disc" && o.model != "lm")
-    fail("bench step: --model must be disc or lm, got '{}'", o.model);
-  StepBenchCase c =
-      o.model == "lm" ? recipes::lm::bench_case(o.threads) : recipes::disc::bench_case(o.threads);
+  if (o.model != "disc" && o.model != "lm" && o.model != "llama")
+    fail("bench step: --model must be disc, lm or llama, got '{}'", o.model);
+  StepBenchCase c = o.model == "lm" ? recipes::lm::bench_case(o.threads)
+                    : o.model == "llama"
+                        ? recipes::llama::bench_case(recipes::llama::preset(o.preset), o.threads)
+                        : recipes::disc::bench_case(o.threads);
   Lane requested = parse_lane(o.lane);
   std::string reason;
   if (requested != Lane::host) {
@@ -69,7 +74,8 @@ void register_bench(CLI::App& app) {
   auto* step = bench->add_subcommand("step",
                                      "step time on the three lanes (host, pjrt+host "
                                      "AdamW, pjrt with AdamW in the program)");
-  step->add_option("--model", o.model, "the step to time: disc|lm")->capture_default_str();
+  step->add_option("--model", o.model, "the step to time: disc|lm|llama")->capture_default_str();
+  step->add_option("--preset", o.preset, "--model llama: tiny|small|medium")->capture_default_str();
   step->add_option("--steps", o.steps, "timed steps")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 30));

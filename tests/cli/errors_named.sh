@@ -15,6 +15,8 @@ usage_error() { # usage_error "message" args...: refused with exit status 2
 }
 usage_error "unknown command 'frobnicate' (known: train, export, eval, sample, inspect, bench, tokenizer)" frobnicate
 usage_error "bench: unknown command 'stepz' (known: step)" bench stepz
+refused "unknown Llama preset 'huge' (known: tiny, small, medium)" bench step --model llama --preset huge
+refused "bench step: --model must be disc, lm or llama, got 'gpt'" bench step --model gpt
 usage_error "train: unknown recipe 'foo' (known: disc, fmnist, lm)" train foo
 
 # A --resume that does not exist fails before any work (it failed after the step compiled).

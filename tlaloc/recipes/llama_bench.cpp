@@ -1,0 +1,48 @@
+#include "tlaloc/recipes/llama_bench.h"
+
+#include <fmt/format.h>
+
+#include "tlaloc/nn/models/llama.h"
+#include "tlaloc/random/random.h"
+#include "tlaloc/recipes/lm.h"
+
+namespace tlaloc::recipes::llama {
+
+double train_step_flops(const Preset& p) {
+  const nn::models::LlamaConfig& c = p.model;
+  const double hidden = double(c.hidden_size), D = double(c.head_size());
+  const double q = double(c.num_attention_heads) * D, kv = double(c.kv_heads()) * D;
+  const double per_layer =
+      hidden * (q + 2 * kv) + q * hidden + 3 * hidden * double(c.intermediate_size);
+  const double n = double(c.num_hidden_layers) * per_layer + hidden * double(c.vocab_size);
+  const double tokens = double(p.batch * p.context);
+  return 6 * n * tokens + 12 * double(c.num_hidden_layers) * q * double(p.context) * tokens;
+}
+
+train::StepBenchCase bench_case(const Preset& p, int threads) {
+  train::StepBenchCase c;
+  const int64_t n = 1 << 16, ctx = p.context, batch = p.batch, vocab = p.model.vocab_size;
+  const nn::models::LlamaConfig cfg = p.model;
+  c.title = fmt::format(
+      "LlamaDecoder {} step ({} layers, hidden {}, {} heads / {} kv heads, MLP {} SwiGLU, vocab "
+      "{}, ctx {}, batch {}, AdamW in the program; {} parameters, {:.2f} GFLOP per step)",
+      p.name, cfg.num_hidden_layers, cfg.hidden_size, cfg.num_attention_heads, cfg.kv_heads(),
+      cfg.intermediate_size, vocab, ctx, batch, nn::models::LlamaForCausalLM(cfg).num_parameters(),
+      train_step_flops(p) / 1e9);
+  c.make_model = [cfg] {
+    auto m = std::make_shared<nn::models::LlamaForCausalLM>(cfg);
+    m->init(random::key(20261201));
+    return std::shared_ptr<nn::Module>(m);
+  };
+  c.loss = lm::loss_fn(ctx);
+  c.data = lm::data_inputs(n, batch);
+  c.resident = {{"tokens", random::randint(random::key(7), Shape{n}, 0, vocab)}};
+  c.per_step = [n, ctx, batch](int64_t s) {
+    return train::Batch{{"starts", lm::random_starts(1, s, batch, n, ctx)}};
+  };
+  c.opt = optim::AdamW{.lr = 1e-3, .weight_decay = 0.01};
+  c.num_threads = threads;
+  return c;
+}
+
+}  // namespace tlaloc::recipes::llama
