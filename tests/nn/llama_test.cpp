@@ -266,7 +266,8 @@ TEST(LlamaForCausalLM, DecodeEqualsRecomputingTheWholePrefix) {
       for (int64_t b = 0; b < B; ++b)
         for (int64_t v = 0; v < V; ++v)
           last.push_back(full.data<float>()[(b * (pos + 1) + pos) * V + v]);
-      EXPECT_LE(rel_err(got[size_t(pos)], Array::from(Shape{B, V}, last)), 1e-6) << pos;
+      // f32 sums in other orders (the cache's per-row attention, forward's GEMM blocks).
+      EXPECT_LE(rel_err(got[size_t(pos)], Array::from(Shape{B, V}, last)), 1e-5) << pos;
     }
   }
 }

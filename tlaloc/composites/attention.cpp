@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "tlaloc/autodiff/rules.h"
+#include "tlaloc/composites/attention_gemm.h"
 #include "tlaloc/composites/composites.h"
 #include "tlaloc/ir/composite.h"
 #include "tlaloc/ir/scalar.h"
@@ -248,6 +249,10 @@ bool any_non_finite(const F* x, int64_t n) {
   return any != 0;
 }
 
+attention_gemm::Dims gemm_dims(const AttentionKernel& a) {
+  return {.S = a.S, .T = a.T, .D = a.D, .Dv = a.Dv, .scale = float(a.scale), .causal = a.causal};
+}
+
 // Key j hidden from query row i (masked, or after it with causal).
 inline bool hidden(const AttentionKernel& a, const uint8_t* M, int64_t i, int64_t j) {
   return j >= a.end(i) || (M && !M[j]);
@@ -270,6 +275,12 @@ __attribute__((always_inline)) inline void forward_task(const AttentionKernel& a
   if (any_non_finite(V, a.T * a.Dv))
     for (int64_t j = 0; j < a.T; ++j)
       if (any_non_finite(V + j * a.Dv, a.Dv)) bad.push_back(j);
+  if constexpr (std::is_same_v<F, float>) {
+    if (!M && bad.empty() && !any_non_finite(Q, a.S * a.D) && !any_non_finite(K, a.T * a.D)) {
+      attention_gemm::forward(gemm_dims(a), Q, K, V, O, L, acc);
+      return;
+    }
+  }
   F s[kTile];
   for (int64_t i = 0; i < a.S; ++i) {
     const F* qi = Q + i * a.D;
@@ -350,6 +361,12 @@ __attribute__((always_inline)) inline void backward_task(const AttentionKernel& 
     const F* Lse = in<F>(fr, a.lse) + (b * a.Hq + h) * a.S;
     const F* dO = in<F>(fr, a.dout) + (b * a.Hq + h) * a.S * a.Dv;
     F* dQ = static_cast<F*>(fr.ptr[a.r0]) + (b * a.Hq + h) * a.S * a.D;
+    if constexpr (std::is_same_v<F, float>) {
+      if (!M && !dense) {
+        attention_gemm::backward(gemm_dims(a), Q, K, V, O, Lse, dO, dQ, dK, dV, p);
+        continue;
+      }
+    }
     std::fill(dQ, dQ + a.S * a.D, F(0));
     for (int64_t i = 0; i < a.S; ++i) {
       const F* qi = Q + i * a.D;
@@ -405,7 +422,11 @@ void run(const Kernel& kk, const Frame& fr) {
   const int nt =
       a.parallel ? int(std::min<int64_t>(fr.num_threads * runtime::host::kPartsPerThread, n)) : 1;
   runtime::host::parallel(nt, [&](int p, int P) {
-    std::vector<F> acc(size_t(a.grad ? a.T : a.Dv));  // forward: an output row; backward: p
+    // forward: an output row; backward: p; or the GEMM path's blocks
+    const attention_gemm::Dims d = gemm_dims(a);
+    std::vector<F> acc(
+        size_t(std::max(a.grad ? a.T : a.Dv, a.grad ? attention_gemm::backward_scratch(d)
+                                                    : attention_gemm::forward_scratch(d))));
     tasks<F>(a, fr, n * p / P, n * (p + 1) / P, acc.data());
   });
 }

@@ -14,6 +14,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "tlaloc/core/dtype.h"
+
 namespace tlaloc::ir::scalar {
 
 using tlaloc::bits_f32;

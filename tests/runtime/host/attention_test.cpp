@@ -1,6 +1,6 @@
 // The fused attention kernels against the composites' decomposition run by the IR interpreter
-// (the composite's meaning), for MHA / GQA / MQA, causal with S < T, key masks with rows that
-// see no key, several key tiles, f64 and f32.
+// (the composite's meaning), for MHA / GQA / MQA, causal with S < T and S > T, key masks with
+// rows that see no key, several key tiles and query blocks, f64 and f32.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -24,6 +24,10 @@ const Cfg kCfgs[] = {
     {2, 4, 3, 4, 2, 7, 2, true, true},     // GQA, causal bottom-right, mask
     {1, 3, 4, 2, 1, 4, 5, false, true},    // MQA, mask only
     {1, 2, 70, 8, 1, 75, 8, true, false},  // several key tiles
+    // f32 without a mask: the GEMM path (attention_gemm.h), blocks of 64 query rows
+    {1, 4, 150, 16, 2, 100, 8, true, false},   // causal S > T: rows 0..49 see no key
+    {2, 2, 130, 8, 1, 90, 12, false, false},   // not causal, a last block of 2 rows
+    {1, 2, 129, 16, 2, 200, 16, true, false},  // causal S < T
 };
 
 // Mask: batch 0 hides key 1; the last batch hides keys 0..2 (with causal, early rows see none).

@@ -1,0 +1,135 @@
+#include "tlaloc/composites/attention_gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "tlaloc/ir/scalar.h"
+#include "tlaloc/runtime/host/kernels.h"
+
+namespace tlaloc::composites::attention_gemm {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// p[j] = exp(s[j] - shift) for j < n (a vector loop); returns nothing.
+TLALOC_CLONES void exp_shifted(float* p, int64_t n, float shift) {
+  for (int64_t j = 0; j < n; ++j) p[j] = ir::scalar::fexp(p[j] - shift);
+}
+
+// ds[j] = p[j] · (dp[j] - delta) · scale, in place over dp.
+TLALOC_CLONES void softmax_grad_row(const float* p, float* dp, int64_t n, float delta,
+                                    float scale) {
+  for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - delta) * scale;
+}
+
+// Row max over s[0:n] (n >= 1).
+TLALOC_CLONES float row_max(const float* s, int64_t n) {
+  float m[8];
+  for (int k = 0; k < 8; ++k) m[k] = kNegInf;
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) m[k] = std::max(m[k], s[j + k]);
+  for (; j < n; ++j) m[0] = std::max(m[0], s[j]);
+  float r = m[0];
+  for (int k = 1; k < 8; ++k) r = std::max(r, m[k]);
+  return r;
+}
+
+TLALOC_CLONES float row_sum(const float* s, int64_t n) {
+  float a[8] = {};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int k = 0; k < 8; ++k) a[k] += s[j + k];
+  for (; j < n; ++j) a[j % 8] += s[j];
+  return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+}
+
+TLALOC_CLONES void scale_row(float* s, int64_t n, float c) {
+  for (int64_t j = 0; j < n; ++j) s[j] *= c;
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  float s = 0;
+  for (int64_t j = 0; j < n; ++j) s += a[j] * b[j];
+  return s;
+}
+
+}  // namespace
+
+int64_t Dims::end(int64_t i) const { return causal ? std::clamp<int64_t>(i + T - S + 1, 0, T) : T; }
+
+int64_t forward_scratch(const Dims& d) { return kQueryBlock * d.T; }
+int64_t backward_scratch(const Dims& d) { return 2 * kQueryBlock * d.T; }
+
+void forward(const Dims& d, const float* Q, const float* K, const float* V, float* O, float* L,
+             float* P) {
+  for (int64_t i0 = 0; i0 < d.S; i0 += kQueryBlock) {
+    const int64_t rows = std::min(kQueryBlock, d.S - i0), n = d.end(i0 + rows - 1);
+    if (n == 0) {  // no row of the block sees a key (causal with S > T)
+      std::fill(O + i0 * d.Dv, O + (i0 + rows) * d.Dv, 0.0f);
+      std::fill(L + i0, L + i0 + rows, kNegInf);
+      continue;
+    }
+    // P = scale · Q Kᵀ over the keys any row of the block sees, then each row's softmax over
+    // its own keys (the rest 0).
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(n), int(d.D), d.scale,
+                Q + i0 * d.D, int(d.D), K, int(d.D), 0.0f, P, int(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      float* p = P + r * n;
+      const int64_t e = d.end(i0 + r);
+      std::fill(p + e, p + n, 0.0f);
+      if (e == 0) {
+        L[i0 + r] = kNegInf;
+        continue;
+      }
+      const float m = row_max(p, e);
+      exp_shifted(p, e, m);
+      const float l = row_sum(p, e);
+      L[i0 + r] = m + std::log(l);
+      scale_row(p, e, 1.0f / l);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(d.Dv), int(n), 1.0f, P,
+                int(n), V, int(d.Dv), 0.0f, O + i0 * d.Dv, int(d.Dv));
+  }
+}
+
+void backward(const Dims& d, const float* Q, const float* K, const float* V, const float* O,
+              const float* L, const float* dO, float* dQ, float* dK, float* dV, float* scratch) {
+  float* P = scratch;
+  float* dS = scratch + kQueryBlock * d.T;
+  for (int64_t i0 = 0; i0 < d.S; i0 += kQueryBlock) {
+    const int64_t rows = std::min(kQueryBlock, d.S - i0), n = d.end(i0 + rows - 1);
+    if (n == 0) {
+      std::fill(dQ + i0 * d.D, dQ + (i0 + rows) * d.D, 0.0f);
+      continue;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(n), int(d.D), d.scale,
+                Q + i0 * d.D, int(d.D), K, int(d.D), 0.0f, P, int(n));
+    // dP = dO Vᵀ
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(n), int(d.Dv), 1.0f,
+                dO + i0 * d.Dv, int(d.Dv), V, int(d.Dv), 0.0f, dS, int(n));
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = i0 + r, e = d.end(i);
+      float* p = P + r * n;
+      float* ds = dS + r * n;
+      std::fill(p + e, p + n, 0.0f);
+      std::fill(ds + e, ds + n, 0.0f);
+      if (e == 0) continue;
+      exp_shifted(p, e, L[i]);  // p = exp(s - lse)
+      softmax_grad_row(p, ds, e, dot(dO + i * d.Dv, O + i * d.Dv, d.Dv), d.scale);
+    }
+    // dQ = dS K; dK += dSᵀ Q; dV += Pᵀ dO
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(d.D), int(n), 1.0f, dS,
+                int(n), K, int(d.D), 0.0f, dQ + i0 * d.D, int(d.D));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(n), int(d.D), int(rows), 1.0f, dS,
+                int(n), Q + i0 * d.D, int(d.D), 1.0f, dK, int(d.D));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(n), int(d.Dv), int(rows), 1.0f, P,
+                int(n), dO + i0 * d.Dv, int(d.Dv), 1.0f, dV, int(d.Dv));
+  }
+}
+
+}  // namespace tlaloc::composites::attention_gemm

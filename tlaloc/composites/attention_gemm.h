@@ -1,0 +1,39 @@
+// Internal to composites/attention.cpp: the attention host kernels' GEMM path for f32 with no
+// key mask and finite inputs (the common training case). Blocks of kQueryBlock query rows take
+// each GEMM at once against all their visible keys (OpenBLAS sgemm, single-threaded inside a
+// team part): scores [rows, keys], an exact softmax per row (every visible key is in the block's
+// scores, so no online rescaling), then probabilities · values. So no [S, T] matrix exists,
+// only [kQueryBlock, T] per thread. The backward (FlashAttention-2's equations) recomputes
+// p = exp(s - lse) per block and takes dq, dk, dv as GEMMs too; dk / dv accumulate over the
+// blocks and query heads in a fixed order, so results do not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+
+namespace tlaloc::composites::attention_gemm {
+
+inline constexpr int64_t kQueryBlock = 64;
+
+struct Dims {
+  int64_t S = 0, T = 0, D = 0, Dv = 0;  // query rows, keys, head dims of q / k and v
+  float scale = 1;
+  bool causal = false;
+  // Keys visible to query row i: j < end(i).
+  int64_t end(int64_t i) const;
+};
+
+// Floats of per-thread scratch forward / backward need.
+int64_t forward_scratch(const Dims& d);
+int64_t backward_scratch(const Dims& d);
+
+// One (batch, query head): Q [S, D], K [T, D], V [T, Dv] -> O [S, Dv], L [S] (log-sum-exp;
+// a row with no visible key: O 0, L -inf).
+void forward(const Dims& d, const float* Q, const float* K, const float* V, float* O, float* L,
+             float* scratch);
+
+// One query head's part of the backward: adds its dk, dv into dK [T, D], dV [T, Dv] and writes
+// dQ [S, D], from Q, K, V, O, L (forward's), dO.
+void backward(const Dims& d, const float* Q, const float* K, const float* V, const float* O,
+              const float* L, const float* dO, float* dQ, float* dK, float* dV, float* scratch);
+
+}  // namespace tlaloc::composites::attention_gemm
