@@ -15,7 +15,7 @@ usage_error() { # usage_error "message" args...: refused with exit status 2
 }
 usage_error "unknown command 'frobnicate' (known: train, export, eval, sample, inspect, bench, tokenizer)" frobnicate
 usage_error "bench: unknown command 'stepz' (known: step)" bench stepz
-usage_error "train: unknown recipe 'foo' (known: disc, fmnist, lm)" train foo
+usage_error "train: unknown recipe 'foo' (known: disc, fmnist, lm, llama)" train foo
 
 # A --resume that does not exist fails before any work (it failed after the step compiled).
 refused "train fmnist: --resume $tmp/missing.st: No such file or directory" \

@@ -28,6 +28,7 @@ struct Common {
   // Checkpoints and metrics (train::FitOptions of the same names).
   std::optional<std::string> save, resume;
   int64_t save_every = 0, stop_after = 0;
+  double minutes = 0;  // > 0: a time budget (train::FitOptions::time_limit_seconds / 60)
   std::string metrics;
   std::FILE* out = stdout;
 };
