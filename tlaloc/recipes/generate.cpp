@@ -114,6 +114,8 @@ std::vector<float> Decoder::push(int32_t token) {
 }
 
 int32_t sample_token(std::span<const float> logits, const SampleOptions& o, random::Key key) {
+  if (o.vocab < 0) fail("sample: vocab {} must be >= 0 (0: every id)", o.vocab);
+  if (o.vocab > 0 && size_t(o.vocab) < logits.size()) logits = logits.first(size_t(o.vocab));
   if (logits.empty()) fail("sample: empty logits");
   if (!(o.temperature >= 0) || std::isinf(o.temperature))
     fail("sample: temperature {} must be finite and >= 0", o.temperature);

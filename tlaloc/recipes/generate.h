@@ -66,6 +66,9 @@ struct SampleOptions {
   double temperature = 1.0;  // 0: greedy (argmax); finite > 0: softmax(logits / temperature)
   int64_t top_k = 0;         // keep the k largest logits (0 or >= vocab: all)
   uint64_t seed = 20260921;  // keys: random::key(seed), split once per generated token
+  // > 0: only ids below it are drawn (the logits past it are dropped first): a tokenizer with
+  // fewer pieces than the model's vocabulary.
+  int64_t vocab = 0;
 };
 
 // One token from `logits` [vocab]: temperature 0 -> the first index of the largest logit;

@@ -205,9 +205,6 @@ train::FitResult run(const Config& c) {
   f.format = std::move(format);
   train::check(f);
   const io::WriteLock lock = train::lock_outputs(f);
-  train::TrainerOptions topt = trainer_options(c.common);
-  topt.schedule = schedule;
-
   LlamaForCausalLM model(cfg);
   model.init(random::key(c.common.seed));
   if (m.init) restore_strict(model, *m.init, "train llama: --init " + c.init);
@@ -229,12 +226,16 @@ train::FitResult run(const Config& c) {
            *c.common.resume);
   }
 
+  train::TrainerOptions topt = trainer_options(c.common);  // prints the lane's line
+  topt.schedule = schedule;
+
   const std::vector<Document> docs = c.text.empty() ? default_documents() : read_documents(c.text);
   Split split = split_documents(docs, c.val_fraction);
   const int64_t train_bytes = total_bytes(split.train), val_bytes = total_bytes(split.held_out);
   fmt::print(out, "text: {} documents, {} bytes ({} train, {} held out)\n", docs.size(),
              train_bytes + val_bytes, train_bytes, val_bytes);
-  if (!tok) {
+  const bool trained = !tok;
+  if (trained) {
     const std::string text_file = tmp.file("train.txt");
     {
       std::string all;
@@ -245,13 +246,21 @@ train::FitResult run(const Config& c) {
       write_file(text_file, all);
     }
     train::Activity a(fmt::format("training a BPE tokenizer of {} pieces", cfg.vocab_size), out);
-    tok.emplace(text::train({text_file}, {.vocab_size = int32_t(cfg.vocab_size)}));
+    try {
+      tok.emplace(text::train({text_file}, {.vocab_size = int32_t(cfg.vocab_size)}));
+    } catch (const Error& e) {
+      fail(
+          "{}: no --tokenizer given, and training one of the model's vocab_size {} on the {} "
+          "training bytes failed: {}",
+          kWhat, cfg.vocab_size, train_bytes, e.what());
+    }
   }
   write_file(tok_file, tok->bytes());
   Array train_tok = encode_stream(*tok, split.train);
   const Array val_tok = encode_stream(*tok, split.held_out);
   const int64_t ntrain = train_tok.numel();
-  fmt::print(out, "tokenizer: {} ({} pieces): {} train tokens, {} held-out tokens\n", tok->name(),
+  fmt::print(out, "tokenizer: {} ({} pieces): {} train tokens, {} held-out tokens\n",
+             trained ? std::string("BPE trained on the training text") : tok->name(),
              tok->vocab_size(), ntrain, val_tok.numel());
   if (ntrain <= ctx + 1)
     fail("{}: {} training tokens are too few for context {}; pass more text", kWhat, ntrain, ctx);
