@@ -47,8 +47,9 @@ void eval_llama(const EvalArgs& a) {
   fmt::print("loss: {}\n", recipes::format_score(s));
 }
 
-// A `train lm` checkpoint on the bytes of the --text files (every byte after the first
-// predicted): nats per byte, perplexity per byte, bits per byte.
+// A `train lm` checkpoint on the bytes of the --text files, concatenated: every byte after the
+// first is predicted (the first is context only) and counted: nats per byte, perplexity per
+// byte, bits per byte.
 void eval_lm(const EvalArgs& a, const io::Checkpoint& c) {
   if (a.text.empty())
     fail("eval: {} is a `tlaloc train lm` checkpoint; pass the text to score with --text FILE",
@@ -62,10 +63,13 @@ void eval_lm(const EvalArgs& a, const io::Checkpoint& c) {
   recipes::TextScore s;
   {
     train::Activity running("evaluating " + a.path, stdout);
-    s = recipes::score_stream(*model, bytes, model->config().context, bytes.numel(), a.threads);
+    s = recipes::score_stream(*model, bytes, model->config().context, bytes.numel() - 1,
+                              a.threads);
   }
-  fmt::print("loss: {:.4f} nats/byte, perplexity {:.2f} (per byte), {:.4f} bits/byte ({} bytes)\n",
-             s.nats_per_token(), s.perplexity(), s.bits_per_byte(), s.tokens);
+  fmt::print(
+      "loss: {:.4f} nats/byte, perplexity {:.3f} (per byte), {:.4f} bits/byte ({} bytes "
+      "predicted)\n",
+      s.nats_per_token(), s.perplexity(), s.bits_per_byte(), s.tokens);
 }
 
 void eval_fmnist(const EvalArgs& a) {

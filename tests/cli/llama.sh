@@ -90,6 +90,23 @@ want=$(sed -n 's/^validation: //p' train.out)
 "$TLALOC" eval m --text val.txt --threads 2 >eval2.out
 [ "$(sed -n 's/^loss: //p' eval2.out)" = "$want" ] || die "eval --text: $(cat eval2.out) vs $want"
 
+# eval of a `train lm` checkpoint on the same text: nats per byte and its bits (the bytes after
+# the first are predicted).
+"$TLALOC" train lm --text corpus.txt --steps 5 --layers 1 --d-model 16 --heads 2 --kv-heads 2 \
+  --context 8 --d-ff 32 --threads 1 --save lm.st >/dev/null
+"$TLALOC" eval lm.st --text val.txt >lm.out
+python3 - "$(stat -c %s val.txt)" <<'PY' || die "eval lm: $(cat lm.out)"
+import math, re, sys
+n = int(sys.argv[1]) - 1
+m = re.search(r"^loss: ([0-9.]+) nats/byte, perplexity ([0-9.]+) \(per byte\), ([0-9.]+) bits/byte "
+              r"\((\d+) bytes predicted\)$", open("lm.out").read(), re.M)
+nats, ppl, bits, count = float(m[1]), float(m[2]), float(m[3]), int(m[4])
+assert count == n and abs(bits - nats / math.log(2)) < 2e-4 and abs(ppl - math.exp(nats)) < 1e-4 * ppl, m
+assert 0 < nats < math.log(256) + 0.5, m
+PY
+refused "eval: lm.st is a \`tlaloc train lm\` checkpoint; pass the text to score with --text FILE" \
+  eval lm.st
+
 # sample: the prompt, then text of the tokenizer's pieces; the same seed, the same text.
 "$TLALOC" sample m --prompt "the cat" --tokens 24 --seed 3 >s1 2>s.err
 "$TLALOC" sample m --prompt "the cat" --tokens 24 --seed 3 >s2 2>/dev/null
