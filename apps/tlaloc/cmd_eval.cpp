@@ -63,8 +63,7 @@ void eval_lm(const EvalArgs& a, const io::Checkpoint& c) {
   recipes::TextScore s;
   {
     train::Activity running("evaluating " + a.path, stdout);
-    s = recipes::score_stream(*model, bytes, model->config().context, bytes.numel() - 1,
-                              a.threads);
+    s = recipes::score_stream(*model, bytes, model->config().context, bytes.numel() - 1, a.threads);
   }
   fmt::print(
       "loss: {:.4f} nats/byte, perplexity {:.3f} (per byte), {:.4f} bits/byte ({} bytes "

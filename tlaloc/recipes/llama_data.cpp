@@ -123,10 +123,11 @@ std::string decode_stream(const text::Tokenizer& tok, const std::vector<int32_t>
     if (id == nl) {
       flush();
       out += '\n';
-    } else if (id != tok.bos_id() && id != tok.eos_id()) {
-      line.push_back(id);
+    } else if (id == tok.bos_id() || id == tok.eos_id()) {
+      flush();  // a document's bounds: its first line was encoded on its own
     } else {
       tok.piece(id);  // checks the range
+      line.push_back(id);
     }
   }
   flush();

@@ -48,9 +48,9 @@ int32_t newline_id(const text::Tokenizer& tok);
 // The token stream of `docs` (see the top): s32 [n]. Throws naming the tokenizer when it has
 // no BOS.
 Array encode_stream(const text::Tokenizer& tok, const std::vector<Document>& docs);
-// The text of a stream (or of ids continuing one): BOS / EOS dropped, each run of ids between
-// newline pieces decoded as one line, lines joined with '\n'. Throws for an id outside the
-// vocabulary.
+// The text of a stream (or of ids continuing one): each run of ids between newline pieces, BOS
+// and EOS decoded as one line; newline pieces give '\n', BOS and EOS nothing. Throws for an id
+// outside the vocabulary.
 std::string decode_stream(const text::Tokenizer& tok, const std::vector<int32_t>& ids);
 
 }  // namespace tlaloc::recipes::llama
