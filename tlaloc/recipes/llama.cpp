@@ -9,6 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
+
 #include "tlaloc/io/atomic_file.h"
 #include "tlaloc/io/json_util.h"
 #include "tlaloc/random/random.h"
@@ -21,6 +23,15 @@ namespace tlaloc::recipes::llama {
 using nlohmann::json;
 using nn::models::LlamaConfig;
 using nn::models::LlamaForCausalLM;
+
+double parameter_count(const LlamaConfig& m) {
+  const double h = double(m.hidden_size), q = double(m.num_attention_heads * m.head_size());
+  const double kv = double(m.kv_heads() * m.head_size()), f = double(m.intermediate_size);
+  const double layer = h * q * 2 + h * kv * 2 + 3 * h * f + 2 * h +
+                       (m.attention_bias ? q + 2 * kv + h : 0) + (m.mlp_bias ? 2 * f + h : 0);
+  return double(m.vocab_size) * h * (m.tie_word_embeddings ? 1 : 2) +
+         double(m.num_hidden_layers) * layer + h;
+}
 
 namespace {
 
@@ -104,6 +115,19 @@ std::string text_field(const std::vector<std::string>& files) {
   return a.dump();
 }
 
+// Throws "<what>: a model of N parameters needs about X GiB ..." when `bytes` per parameter
+// exceed this machine's memory, so such a config fails at once, not in the OOM killer.
+void check_memory(const LlamaConfig& m, double bytes, const std::string& what) {
+  const double n = parameter_count(m), need = n * bytes;
+  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  if (have > 0 && need > have)
+    fail(
+        "{}: a model of {:.4g} parameters needs about {:.1f} GiB ({} bytes each), more than "
+        "this machine's {:.1f} GiB of memory",
+        what, n, need / kGiB, bytes, have / kGiB);
+}
+
 struct Model {
   LlamaConfig config;
   std::string label;  // "preset tiny", "config.json X", "--init DIR"
@@ -142,6 +166,8 @@ Model choose_model(const Config& c) {
   m.batch = c.batch.value_or(m.batch);
   if (m.context < 1) fail("{}: --context {} must be >= 1", kWhat, m.context);
   if (m.batch < 1) fail("{}: --batch {} must be >= 1", kWhat, m.batch);
+  // Parameters, gradients and AdamW's two moments: 4 f32 per parameter.
+  check_memory(m.config, 16, kWhat);
   return m;
 }
 
@@ -222,7 +248,7 @@ train::FitResult run(const Config& c) {
   if (tok && c.common.resume) {
     const std::string theirs = text::Tokenizer::load(*c.common.resume).bytes();
     if (tok->bytes() != theirs)
-      fail("{}: --tokenizer {} is not the tokenizer.model of --resume {}", kWhat, c.tokenizer,
+      fail("{}: the tokenizer {} is not the tokenizer.model of --resume {}", kWhat, tok->name(),
            *c.common.resume);
   }
 
@@ -299,6 +325,7 @@ LoadedDir load_dir(const std::string& dir, bool need_tokenizer) {
   io::HfModelDir d = io::HfModelDir::open(dir);
   LoadedDir r;
   LlamaConfig cfg = nn::models::llama_config_from_json(d.config(), dir + "/config.json");
+  check_memory(cfg, 8, dir);  // the model and a program's copy, f32
   r.model = std::make_unique<LlamaForCausalLM>(cfg);
   restore_strict(*r.model, d, dir);
   r.state = io::load_hf_checkpoint(d, true);

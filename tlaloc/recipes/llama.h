@@ -47,9 +47,15 @@ struct Config {
   double lr = 1e-3, wd = 0.1, val_fraction = 0.1;
 };
 
+// Parameters of LlamaForCausalLM(m), counted without building it (double: absurd sizes do not
+// overflow): embed_tokens, per layer q / k / v / o projections (biases with attention_bias),
+// the SwiGLU MLP (biases with mlp_bias) and two norms, the final norm, lm_head unless tied.
+double parameter_count(const nn::models::LlamaConfig& m);
+
 // `tlaloc train llama`. Every input is checked before anything is written (no output folder
 // is created or changed by a failed run): tlaloc::Error one line naming the option, file or
-// key, for a config.json key or value tlaloc does not implement, an --init directory that is
+// key, for a config.json key or value tlaloc does not implement, a model too large for this
+// machine's memory (parameter_count · 16 bytes), an --init directory that is
 // not one (missing shard, tensor of another shape or dtype than the config's model, ...), a
 // tokenizer whose vocabulary is larger than the model's vocab_size, a context above
 // max_position_embeddings, too little text; then fit's errors (resume, divergence, I/O).
