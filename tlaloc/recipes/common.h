@@ -1,4 +1,4 @@
-// What the recipes (tlaloc/recipes: disc, fmnist, lm) share: the options of every
+// What the recipes (tlaloc/recipes: disc, fmnist, lm, llama) share: the options of every
 // `tlaloc train` recipe, the lane choice and the train::fit options made from them.
 //
 // A recipe is a reusable training job: its model, data inputs (by name) and loss, plus a
