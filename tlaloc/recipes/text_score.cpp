@@ -22,13 +22,28 @@ TextScore score_stream(nn::Module& model, const Array& stream, int64_t context, 
   if (n < 2) fail("score: a stream of {} tokens has nothing to predict (2 or more needed)", n);
   if (context < 1) fail("score: context {} must be >= 1", context);
   const int64_t windows = (n - 1 + context - 1) / context;  // every target in exactly one
-  const int64_t batch = std::min(windows, std::max<int64_t>(1, kScoreTokens / context));
   auto named = model.named_parameters();
+  const bool was_training = model.training();
+  model.eval();
+  // The vocabulary, from the logits' type of one window (a capture only, nothing runs).
+  int64_t vocab = 0;
+  {
+    std::vector<ir::TensorType> types{{DType::s32, Shape{1, context}}};
+    for (auto& p : named) types.push_back({p.param->value.dtype(), p.param->value.shape()});
+    trace::capture(
+        [&](std::span<const trace::Tensor> in) {
+          model.bind(in.subspan(1));
+          trace::Tensor logits = model(in[0]);
+          vocab = logits.dim(2);
+          return std::vector<trace::Tensor>{logits};
+        },
+        types);
+  }
+  const int64_t tokens = std::min(kScoreTokens, kScoreLogits / std::max<int64_t>(vocab, 1));
+  const int64_t batch = std::min(windows, std::max<int64_t>(1, tokens / context));
   std::vector<ir::TensorType> types{{DType::s32, Shape{batch, context + 1}},
                                     {DType::f32, Shape{batch, context}}};
   for (auto& p : named) types.push_back({p.param->value.dtype(), p.param->value.shape()});
-  const bool was_training = model.training();
-  model.eval();
   ir::Function f = trace::capture(
       [&](std::span<const trace::Tensor> in) {
         model.bind(in.subspan(2));

@@ -7,7 +7,8 @@
 // context) and is scored on the next token at each position; the last window may be partial
 // (padded with token 0 after the stream's end, the padding unscored: the attention is causal,
 // so it changes nothing before it). Token 0 of the stream (the recipes put BOS there) is
-// context only. Windows are run in chunks of at most kScoreTokens tokens, the chunks' sums
+// context only. Windows are run in chunks of at most kScoreTokens tokens and kScoreLogits
+// logits (64 MiB of f32: a large vocabulary gets smaller chunks), the chunks' sums
 // (f32, in the program) added in f64 in order: the host lane gives the same bits on every run
 // and thread count.
 #pragma once
@@ -21,6 +22,7 @@
 namespace tlaloc::recipes {
 
 inline constexpr int64_t kScoreTokens = 4096;
+inline constexpr int64_t kScoreLogits = int64_t(1) << 24;
 
 // A cross-entropy total over `tokens` predictions of a text of `bytes` bytes.
 struct TextScore {
