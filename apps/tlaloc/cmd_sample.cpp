@@ -24,7 +24,7 @@ struct SampleArgs {
 };
 
 // A Llama directory: the prompt encoded with its tokenizer.model (BOS, then its lines, as train
-// llama's streams), the continuation decoded and printed once drawn.
+// llama's streams), the text decoded and written a line at a time.
 void sample_llama(const SampleArgs& a) {
   namespace llama = recipes::llama;
   llama::LoadedDir d = llama::load_dir(a.path);
@@ -39,11 +39,23 @@ void sample_llama(const SampleArgs& a) {
   recipes::lm::Decoder decoder(*d.model, d.context, a.threads);
   recipes::lm::SampleOptions o = a.sample;
   o.vocab = d.tokenizer->vocab_size();  // the model's ids past the tokenizer's have no text
-  const std::vector<int32_t> out = recipes::lm::generate(decoder, ids, a.tokens, o);
-  ids.insert(ids.end(), out.begin(), out.end());
-  const std::string text = llama::decode_stream(*d.tokenizer, ids) + "\n";
-  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
-    fail("sample: cannot write the text to stdout: {}", std::strerror(errno));
+  // Streamed a line at a time: each line is written once its newline is drawn (a line decodes
+  // on its own, as the streams were encoded), the rest at the end.
+  const int32_t nl = llama::newline_id(*d.tokenizer);
+  size_t from = 0;  // ids before it are written
+  auto write = [&](bool last) {
+    const std::vector<int32_t> part(ids.begin() + std::ptrdiff_t(from), ids.end());
+    const std::string text = llama::decode_stream(*d.tokenizer, part) + (last ? "\n" : "");
+    from = ids.size();
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+      fail("sample: cannot write the text to stdout: {}", std::strerror(errno));
+  };
+  const std::vector<int32_t> prompt = ids;
+  recipes::lm::generate(decoder, prompt, a.tokens, o, [&](int32_t t) {
+    ids.push_back(t);
+    if (t == nl) write(false);
+  });
+  write(true);
 }
 
 void run_sample(const SampleArgs& a) {
