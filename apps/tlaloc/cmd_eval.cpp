@@ -1,30 +1,121 @@
-// tlaloc eval CKPT: test accuracy and confusion matrix of a saved Fashion-MNIST model.
+// tlaloc eval CKPT: a Llama model directory (a folder with config.json) or a `train lm`
+// checkpoint scored on text (loss, perplexity, bits per byte: recipes/text_score.h), or a
+// fmnist checkpoint's test accuracy and confusion matrix.
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <optional>
 
+#include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "tlaloc/recipes/fmnist.h"
+#include "tlaloc/recipes/generate.h"
+#include "tlaloc/recipes/llama.h"
+#include "tlaloc/recipes/lm.h"
 #include "tlaloc/train/progress.h"
 
 namespace tlaloc::app {
 
+namespace {
+
+struct EvalArgs {
+  std::string path, data = io::kFashionMnistDir;
+  std::vector<std::string> text;
+  int threads = 0;
+};
+
+void eval_llama(const EvalArgs& a) {
+  namespace llama = recipes::llama;
+  llama::LoadedDir d = llama::load_dir(a.path);
+  std::vector<llama::Document> docs;
+  std::string what;
+  if (a.text.empty()) {
+    docs = llama::held_out_documents(d.state, a.path);
+    what =
+        fmt::format("the held-out text of its training run ({} bytes)", llama::total_bytes(docs));
+  } else {
+    docs = llama::read_documents(a.text);
+    what = fmt::format("{} text files ({} bytes)", a.text.size(), llama::total_bytes(docs));
+  }
+  fmt::print("{}: step {}, {} parameters, context {}; on {}\n", a.path, d.state.step,
+             d.model->num_parameters(), d.context, what);
+  recipes::TextScore s;
+  {
+    train::Activity running("evaluating " + a.path, stdout);
+    s = llama::score_documents(d, docs, a.threads);
+  }
+  fmt::print("loss: {}\n", recipes::format_score(s));
+}
+
+// A `train lm` checkpoint on the bytes of the --text files, concatenated: every byte after the
+// first is predicted (the first is context only) and counted: nats per byte, perplexity per
+// byte, bits per byte.
+void eval_lm(const EvalArgs& a, const io::Checkpoint& c) {
+  if (a.text.empty())
+    fail("eval: {} is a `tlaloc train lm` checkpoint; pass the text to score with --text FILE",
+         a.path);
+  auto model = recipes::lm::load_model(c);
+  const Array bytes = recipes::lm::read_corpus(a.text);
+  fmt::print("{}: step {}, {} parameters, context {}; on {} text files ({} bytes)\n", a.path,
+             c.step, model->num_parameters(), model->config().context, a.text.size(),
+             bytes.numel());
+  if (bytes.numel() < 2) fail("eval: the text has {} byte; 2 or more are needed", bytes.numel());
+  recipes::TextScore s;
+  {
+    train::Activity running("evaluating " + a.path, stdout);
+    s = recipes::score_stream(*model, bytes, model->config().context, bytes.numel() - 1, a.threads);
+  }
+  fmt::print(
+      "loss: {:.4f} nats/byte, perplexity {:.3f} (per byte), {:.4f} bits/byte ({} bytes "
+      "predicted)\n",
+      s.nats_per_token(), s.perplexity(), s.bits_per_byte(), s.tokens);
+}
+
+void eval_fmnist(const EvalArgs& a) {
+  namespace fmnist = recipes::fmnist;
+  std::optional<train::Activity> running(std::in_place, "evaluating " + a.path, stdout);
+  fmnist::CheckpointEval e = fmnist::evaluate_checkpoint(a.path, a.data);
+  running.reset();
+  fmt::print("{}: step {}, {} parameters\n", a.path, e.step, e.parameters);
+  fmt::print("test loss {:.4f}  test accuracy {:.2f}% on {} images\n\n", e.metrics.loss,
+             100 * e.metrics.accuracy, e.images);
+  fmt::print("{}", fmnist::format_confusion(e.metrics));
+}
+
+void run_eval(const EvalArgs& a) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(a.path, ec)) {
+    if (!std::filesystem::exists(a.path + "/config.json", ec))
+      fail("eval: {} is a folder without config.json (not a model directory)", a.path);
+    return eval_llama(a);
+  }
+  io::Checkpoint c = io::load_checkpoint(a.path);
+  auto recipe = c.user.find("recipe");
+  if (recipe != c.user.end() && recipe->second == "lm") return eval_lm(a, c);
+  if (!a.text.empty())
+    fail("eval: --text is for Llama directories and `train lm` checkpoints; {} is neither", a.path);
+  eval_fmnist(a);
+}
+
+}  // namespace
+
 void register_eval(CLI::App& app) {
-  static std::string path, data = io::kFashionMnistDir;
-  auto* cmd =
-      app.add_subcommand("eval", "test accuracy and confusion matrix of a fmnist checkpoint");
-  cmd->add_option("CKPT", path, "checkpoint written by `tlaloc train fmnist`")->required();
-  cmd->add_option("--data", data, "folder with the idx .gz files")->capture_default_str();
-  cmd->callback([] {
-    namespace fmnist = recipes::fmnist;
-    std::optional<train::Activity> running(std::in_place, "evaluating " + path, stdout);
-    fmnist::CheckpointEval e = fmnist::evaluate_checkpoint(path, data);
-    running.reset();
-    fmt::print("{}: step {}, {} parameters\n", path, e.step, e.parameters);
-    fmt::print("test loss {:.4f}  test accuracy {:.2f}% on {} images\n\n", e.metrics.loss,
-               100 * e.metrics.accuracy, e.images);
-    fmt::print("{}", fmnist::format_confusion(e.metrics));
-  });
+  static EvalArgs a;
+  auto* cmd = app.add_subcommand(
+      "eval",
+      "score a Llama directory or lm checkpoint on text (loss, perplexity, bits/byte), or a "
+      "fmnist checkpoint on its test set");
+  cmd->add_option("CKPT", a.path,
+                  "a model directory of `tlaloc train llama`, or a checkpoint of `tlaloc train lm` "
+                  "or `tlaloc train fmnist`")
+      ->required();
+  cmd->add_option("--text", a.text,
+                  "text files to score (default for a Llama directory: its run's held-out text)");
+  cmd->add_option("--data", a.data, "fmnist: folder with the idx .gz files")->capture_default_str();
+  cmd->add_option("--threads", a.threads, "host lane threads (0: OpenMP default)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, kMaxThreads));
+  cmd->callback([] { run_eval(a); });
 }
 
 }  // namespace tlaloc::app

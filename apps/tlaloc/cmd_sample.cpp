@@ -1,13 +1,16 @@
-// tlaloc sample CKPT: text from a `tlaloc train lm` checkpoint, generated with a KV cache.
+// tlaloc sample CKPT: text from a `tlaloc train lm` checkpoint or a Llama model directory (a
+// folder with config.json), generated with a KV cache.
 #include <fmt/format.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "tlaloc/recipes/generate.h"
+#include "tlaloc/recipes/llama.h"
 
 namespace tlaloc::app {
 
@@ -20,11 +23,50 @@ struct SampleArgs {
   int threads = 1;
 };
 
+// A Llama directory: the prompt encoded with its tokenizer.model (BOS, then its lines, as train
+// llama's streams), the text decoded and written a line at a time.
+void sample_llama(const SampleArgs& a) {
+  namespace llama = recipes::llama;
+  llama::LoadedDir d = llama::load_dir(a.path);
+  const auto& m = d.model->config();
+  fmt::print(stderr,
+             "{}: step {}, {} parameters (layers {}, hidden {}, heads {}, kv_heads {}, vocab {}), "
+             "context {}; past it the window slides (recomputed)\n",
+             a.path, d.state.step, d.model->num_parameters(), m.num_hidden_layers, m.hidden_size,
+             m.num_attention_heads, m.kv_heads(), m.vocab_size, d.context);
+  const Array p = llama::encode_stream(*d.tokenizer, {{"--prompt", a.prompt}});
+  std::vector<int32_t> ids(p.data<int32_t>(), p.data<int32_t>() + p.numel());
+  recipes::lm::Decoder decoder(*d.model, d.context, a.threads);
+  recipes::lm::SampleOptions o = a.sample;
+  o.vocab = d.tokenizer->vocab_size();  // the model's ids past the tokenizer's have no text
+  // Streamed a line at a time: each line is written once its newline is drawn (a line decodes
+  // on its own, as the streams were encoded), the rest at the end.
+  const int32_t nl = llama::newline_id(*d.tokenizer);
+  size_t from = 0;  // ids before it are written
+  auto write = [&](bool last) {
+    const std::vector<int32_t> part(ids.begin() + std::ptrdiff_t(from), ids.end());
+    const std::string text = llama::decode_stream(*d.tokenizer, part) + (last ? "\n" : "");
+    from = ids.size();
+    if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+      fail("sample: cannot write the text to stdout: {}", std::strerror(errno));
+  };
+  const std::vector<int32_t> prompt = ids;
+  recipes::lm::generate(decoder, prompt, a.tokens, o, [&](int32_t t) {
+    ids.push_back(t);
+    if (t == nl) write(false);
+  });
+  write(true);
+}
+
 void run_sample(const SampleArgs& a) {
   namespace lm = recipes::lm;
   if (a.prompt.empty()) fail("sample: --prompt is empty; the model needs at least one byte");
   if (a.tokens < 0) fail("sample: --tokens {} must be >= 0", a.tokens);
   lm::sample_token(std::vector<float>{0.0f}, a.sample, random::key(0));  // checks T and k
+  std::error_code ec;
+  if (std::filesystem::is_directory(a.path, ec) &&
+      std::filesystem::exists(a.path + "/config.json", ec))
+    return sample_llama(a);
   io::Checkpoint c = io::load_checkpoint(a.path);
   auto model = lm::load_model(c);
   const auto& m = model->config();
@@ -58,10 +100,16 @@ void run_sample(const SampleArgs& a) {
 void register_sample(CLI::App& app) {
   static SampleArgs a;
   auto* cmd = app.add_subcommand(
-      "sample", "generate text from a `tlaloc train lm` checkpoint (KV-cache decoding)");
-  cmd->add_option("CKPT", a.path, "checkpoint written by `tlaloc train lm`")->required();
-  cmd->add_option("--prompt", a.prompt, "text to continue (bytes)")->capture_default_str();
-  cmd->add_option("--tokens", a.tokens, "bytes to generate")->capture_default_str();
+      "sample",
+      "generate text from a `tlaloc train lm` checkpoint or a Llama directory (KV-cache decoding)");
+  cmd->add_option("CKPT", a.path,
+                  "checkpoint written by `tlaloc train lm`, or a Llama model directory (with "
+                  "config.json and tokenizer.model)")
+      ->required();
+  cmd->add_option("--prompt", a.prompt,
+                  "text to continue (bytes; Llama: encoded with its tokenizer)")
+      ->capture_default_str();
+  cmd->add_option("--tokens", a.tokens, "bytes (Llama: tokens) to generate")->capture_default_str();
   cmd->add_option("--temperature", a.sample.temperature, "softmax temperature (0: greedy)")
       ->capture_default_str();
   cmd->add_option("--top-k", a.sample.top_k, "sample among the k most likely bytes (0: all)")

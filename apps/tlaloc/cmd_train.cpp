@@ -1,4 +1,4 @@
-// tlaloc train RECIPE: registers the recipes (disc, fmnist, lm) and their shared options.
+// tlaloc train RECIPE: registers the recipes (disc, fmnist, lm, llama) and their shared options.
 #include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "apps/tlaloc/train_common.h"
@@ -35,6 +35,9 @@ void add_common_options(CLI::App* cmd, CommonTrainFlags& f, recipes::Common& c) 
   cmd->add_option("--precision", f.precision,
                   "pjrt lane f32 dots: default (XLA may use TF32) | highest (full f32)")
       ->capture_default_str();
+  cmd->add_option("--minutes", c.minutes,
+                  "time budget: after M minutes of training, report, save and stop (0: none)")
+      ->check(finite_non_negative());
   cmd->add_flag("--deterministic", c.deterministic,
                 "pjrt lane: XLA's deterministic ops (xla_gpu_deterministic_ops)");
 }
@@ -76,11 +79,12 @@ void set_exit_status(const train::FitResult& r) {
 }
 
 void register_train(CLI::App& app) {
-  auto* train = app.add_subcommand("train", "train a model (recipes: disc, fmnist, lm)");
+  auto* train = app.add_subcommand("train", "train a model (recipes: disc, fmnist, lm, llama)");
   train->require_subcommand(1);
   register_train_disc(*train);
   register_train_fmnist(*train);
   register_train_lm(*train);
+  register_train_llama(*train);
 }
 
 }  // namespace tlaloc::app

@@ -11,7 +11,7 @@
 namespace tlaloc::app {
 
 // A new command: declare its register_* here, define it in cmd_<name>.cpp, call it in main.cpp.
-void register_train(CLI::App& app);    // tlaloc train disc|fmnist|lm
+void register_train(CLI::App& app);    // tlaloc train disc|fmnist|lm|llama
 void register_export(CLI::App& app);   // tlaloc export RECIPE: the train step as StableHLO
 void register_inspect(CLI::App& app);  // tlaloc inspect FILE: a safetensors listing
 void register_bench(CLI::App& app);    // tlaloc bench step: the three-lane step table
@@ -28,6 +28,7 @@ void add_export_recipe(ExportRecipe recipe);
 void register_train_disc(CLI::App& train);    // tlaloc train disc
 void register_train_fmnist(CLI::App& train);  // tlaloc train fmnist
 void register_train_lm(CLI::App& train);      // tlaloc train lm (train_lm.cpp)
+void register_train_llama(CLI::App& train);   // tlaloc train llama (train_llama.cpp)
 void register_eval(CLI::App& app);            // tlaloc eval CKPT
 void register_sample(CLI::App& app);          // tlaloc sample CKPT (cmd_sample.cpp)
 void register_tokenizer(CLI::App& app);       // tlaloc tokenizer train|encode|decode|info

@@ -30,7 +30,7 @@ fails "--points: Value 0 not in range" train disc --points 0
 fails "--points: Value -3 not in range" train disc --points -3
 fails "--steps: Value -1 not in range" train lm --steps -1
 fails "--tokens: '12abc' is not a decimal integer" sample x.safetensors --tokens 12abc
-fails "tlaloc: error: train: unknown recipe 'foo' (known: disc, fmnist, lm)" train foo
+fails "tlaloc: error: train: unknown recipe 'foo' (known: disc, fmnist, lm, llama)" train foo
 # Real-valued and named choices are checked before any work (no model printout first).
 fails "tlaloc: error: --lr: Value -1 must be a finite number >= 0" train fmnist --lr -1
 fails "tlaloc: error: --lr: Value nan must be a finite number >= 0" train lm --lr nan

@@ -17,10 +17,16 @@ refused "--warmup: Value -1 not in range 0 to" bench step --warmup -1
 refused "--threads: Value -1 not in range 0 to 4096" bench step --threads -1
 refused "--layers: Value 0 not in range 1 to" train lm --layers 0
 refused "--context: Value 0 not in range 1 to" train lm --context 0
+refused "--context: Value 0 not in range 1 to" train llama --context 0
+refused "--batch: Value 0 not in range 1 to" train llama --batch 0
+refused "--minutes: Value -1 must be a finite number >= 0" train llama --minutes -1
+refused "--minutes: Value inf must be a finite number >= 0" train fmnist --minutes inf
+refused "--preset: " train llama --preset huge
 # An empty value (an unset variable) is not 0.
 refused "--dropout: '' is not a number" train lm --dropout ""
 refused "--temperature: '' is not a number" sample "$tmp/none.st" --temperature ""
 refused "--lr: '' is not a number" train disc --lr ""
+refused "--minutes: '' is not a number" train lm --minutes ""
 OMP_NUM_THREADS=100000000 refused "OMP_NUM_THREADS=100000000 asks for more than 4096 threads" \
   train disc --steps 2
 # A warm-up that the run never leaves.

@@ -246,6 +246,78 @@ TEST(Fit, AStoppedAndResumedRunEqualsAnUninterruptedOneBitwise) {
   EXPECT_EQ(again.trainer->steps_taken(), 0);
 }
 
+// A time limit ends the run after the step that reaches it, as its last step would: the report
+// (on_end), then the save; a checkpoint format of the caller's writes and reads it, and the
+// resumed run equals an uninterrupted one.
+TEST(Fit, ATimeLimitEndsTheRunWithItsReportAndSaveThroughTheFormat) {
+  Scratch tmp;
+  Output out;
+  FitCallbacks cb;
+  TrainRun full = make_run(1);
+  cb.batch = batch_at;
+  fit(*full.trainer, options(out.f), cb);
+
+  std::vector<std::string> calls;
+  FitOptions::CheckpointFormat format;
+  format.check_output = [&](const std::string& p, const std::string& what) {
+    calls.push_back("check " + p + " " + what);
+  };
+  format.save = [&](const std::string& p, const io::Checkpoint& c) {
+    calls.push_back("save " + p);
+    io::save_checkpoint(p, c);
+  };
+  format.load = [&](const std::string& p) {
+    calls.push_back("load " + p);
+    return io::load_checkpoint(p);
+  };
+  TrainRun part = make_run(1);
+  FitOptions o = options(out.f);
+  o.save = tmp("c");
+  o.format = format;
+  o.time_limit_seconds = 0.2;
+  int ends = 0;
+  cb.batch = [](const StepPosition& p) {
+    if (p.step == 4) usleep(300000);  // step 5 runs past the limit
+    return batch_at(p);
+  };
+  cb.on_end = [&](int64_t steps_run, double) {
+    ++ends;
+    EXPECT_EQ(steps_run, 5);
+  };
+  FitResult r = fit(*part.trainer, o, cb);
+  EXPECT_TRUE(r.stopped && r.out_of_time);
+  EXPECT_EQ(r.steps, 5);
+  EXPECT_EQ(ends, 1);
+  EXPECT_EQ(calls, (std::vector<std::string>{"check " + tmp("c") + " test fit: --save",
+                                             "save " + tmp("c")}));
+  EXPECT_NE(out.text().find("stopped at step 5 of 18: the time limit of 0.003333 minutes is "
+                            "reached (continue with --resume " +
+                            tmp("c") + ")"),
+            std::string::npos)
+      << out.text();
+
+  TrainRun resumed = make_run(7);
+  o.resume = tmp("c");
+  o.time_limit_seconds = 0;
+  cb.batch = batch_at;
+  cb.on_end = nullptr;
+  calls.clear();
+  fit(*resumed.trainer, o, cb);
+  EXPECT_EQ(calls[1], "load " + tmp("c"));
+  train_test::expect_same_state(*full.trainer, *resumed.trainer);
+  // A format reads folders: a --resume file is refused then, and a folder without one.
+  o.format->folder = true;
+  EXPECT_NE(error_of([&] { check(o); }).find("is not a folder (a model directory)"),
+            std::string::npos);
+  o.format = std::nullopt;
+  o.resume = tmp("");
+  EXPECT_NE(error_of([&] { check(o); }).find("is a folder, not a checkpoint"), std::string::npos);
+  o.resume = std::nullopt;
+  o.time_limit_seconds = -1;
+  EXPECT_NE(error_of([&] { check(o); }).find("the time limit -1 s must be finite and >= 0"),
+            std::string::npos);
+}
+
 TEST(Fit, ANonFiniteLossStopsTheRunAndKeepsTheGoodCheckpoint) {
   Scratch tmp;
   Output out;

@@ -24,6 +24,7 @@ train::FitOptions fit_options(const Common& c, std::string name, int64_t steps,
   f.save = c.save;
   f.save_every = c.save_every;
   f.stop_after = c.stop_after;
+  f.time_limit_seconds = c.minutes * 60;
   f.resume = c.resume;
   f.seed = c.seed;
   f.metadata = std::move(metadata);

@@ -1,4 +1,4 @@
-// What the recipes (tlaloc/recipes: disc, fmnist, lm) share: the options of every
+// What the recipes (tlaloc/recipes: disc, fmnist, lm, llama) share: the options of every
 // `tlaloc train` recipe, the lane choice and the train::fit options made from them.
 //
 // A recipe is a reusable training job: its model, data inputs (by name) and loss, plus a
@@ -28,6 +28,7 @@ struct Common {
   // Checkpoints and metrics (train::FitOptions of the same names).
   std::optional<std::string> save, resume;
   int64_t save_every = 0, stop_after = 0;
+  double minutes = 0;  // > 0: a time budget (train::FitOptions::time_limit_seconds / 60)
   std::string metrics;
   std::FILE* out = stdout;
 };

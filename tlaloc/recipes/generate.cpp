@@ -72,12 +72,17 @@ std::unique_ptr<nn::CausalLM> load_model(const io::Checkpoint& c) {
   return model;
 }
 
-Decoder::Decoder(nn::CausalLM& model, int num_threads) : c_(model.config()) {
-  exe_ = runtime::host::compile(nn::decode_step(model, 1), {.num_threads = num_threads});
+Decoder::Decoder(nn::CausalLM& model, int num_threads)
+    : Decoder(static_cast<nn::CachedDecoder&>(model), model.config().context, num_threads) {}
+
+Decoder::Decoder(nn::CachedDecoder& model, int64_t context, int num_threads)
+    : vocab_(model.vocab_size()), context_(context) {
+  exe_ = runtime::host::compile(nn::decode_step(model, 1, context), {.num_threads = num_threads});
   inputs_.emplace_back(DType::s32, Shape{1});
   inputs_.emplace_back(DType::s32, Shape{});
-  const ir::TensorType cache = model.kv_cache_type(1);
-  for (int64_t i = 0; i < 2 * c_.layers; ++i) inputs_.emplace_back(cache.dtype, cache.shape);
+  const ir::TensorType cache = model.kv_cache_type(1, context);
+  for (int64_t i = 0; i < 2 * model.num_layers(); ++i)
+    inputs_.emplace_back(cache.dtype, cache.shape);
   for (auto& p : model.named_parameters()) inputs_.push_back(p.param->value);
 }
 
@@ -92,13 +97,13 @@ std::vector<float> Decoder::run(int32_t token, int32_t pos) {
   for (size_t i = 1; i < out.size(); ++i) inputs_[1 + i] = std::move(out[i]);  // caches back
   ++steps_;
   const float* l = out[0].data<float>();
-  return std::vector<float>(l, l + c_.vocab);
+  return std::vector<float>(l, l + vocab_);
 }
 
 std::vector<float> Decoder::push(int32_t token) {
-  if (token < 0 || token >= c_.vocab)
-    fail("Decoder: token {} is outside the vocabulary [0, {})", token, c_.vocab);
-  if (int64_t(window_.size()) == c_.context) {
+  if (token < 0 || token >= vocab_)
+    fail("Decoder: token {} is outside the vocabulary [0, {})", token, vocab_);
+  if (int64_t(window_.size()) == context_) {
     // Slide: position embeddings are absolute, so the kept tokens' keys and values change
     // with their positions; recompute them from slot 0.
     window_.erase(window_.begin());
@@ -109,6 +114,8 @@ std::vector<float> Decoder::push(int32_t token) {
 }
 
 int32_t sample_token(std::span<const float> logits, const SampleOptions& o, random::Key key) {
+  if (o.vocab < 0) fail("sample: vocab {} must be >= 0 (0: every id)", o.vocab);
+  if (o.vocab > 0 && size_t(o.vocab) < logits.size()) logits = logits.first(size_t(o.vocab));
   if (logits.empty()) fail("sample: empty logits");
   if (!(o.temperature >= 0) || std::isinf(o.temperature))
     fail("sample: temperature {} must be finite and >= 0", o.temperature);
@@ -148,11 +155,11 @@ std::vector<int32_t> generate(Decoder& d, std::span<const int32_t> prompt, int64
   if (n < 0) fail("generate: {} tokens requested; the count must be >= 0", n);
   sample_token(std::vector<float>{0.0f}, o, random::key(0));  // checks the options up front
   for (int32_t t : prompt)
-    if (t < 0 || t >= d.config().vocab)
-      fail("generate: prompt token {} is outside the vocabulary [0, {})", t, d.config().vocab);
+    if (t < 0 || t >= d.vocab())
+      fail("generate: prompt token {} is outside the vocabulary [0, {})", t, d.vocab());
   // Only the last `context` prompt tokens are ever seen: feeding just those gives the same
   // window as feeding all and sliding.
-  const size_t ctx = size_t(d.config().context);
+  const size_t ctx = size_t(d.context());
   d.reset();
   std::vector<float> logits;
   for (int32_t t : prompt.subspan(prompt.size() - std::min(prompt.size(), ctx))) logits = d.push(t);

@@ -1,5 +1,5 @@
-// Text generation with a byte-level CausalLM (tlaloc sample): the model read back from a
-// `tlaloc train lm` checkpoint, a Decoder that runs the compiled KV-cache decode step
+// Text generation with a byte-level CausalLM or a Llama model (tlaloc sample): the model read back
+// from a `tlaloc train lm` checkpoint, a Decoder that runs the compiled KV-cache decode step
 // (nn/kv_cache.h) on the host lane, and sampling on the host with threefry keys.
 //
 // Past the model's context the window slides: once the cache holds `context` tokens, the next
@@ -32,10 +32,13 @@ std::unique_ptr<nn::CausalLM> load_model(const io::Checkpoint& c);
 
 // Runs the decode step of one sequence (batch 1), compiled once for the host lane. Holds a copy
 // of the model's parameters (their values at construction) and the k/v caches, donated to
-// each step so they are updated in place.
+// each step so they are updated in place. Any nn::CachedDecoder: the byte-level CausalLM
+// (window: its context) or a LlamaForCausalLM (window: the context it was trained at).
 class Decoder {
  public:
   explicit Decoder(nn::CausalLM& model, int num_threads = 1);
+  // `context`: the window (and cache) length in tokens, in [1, model.max_positions()].
+  Decoder(nn::CachedDecoder& model, int64_t context, int num_threads = 1);
   ~Decoder();
   // Appends `token` (0 <= token < vocab, else tlaloc::Error) and returns the logits f32
   // [vocab] for the next token given the last min(n, context) tokens (the window slides; see
@@ -47,11 +50,12 @@ class Decoder {
   int64_t window() const { return int64_t(window_.size()); }
   // Decode steps run so far (re-fed tokens included).
   int64_t steps_run() const { return steps_; }
-  const nn::CausalLMConfig& config() const { return c_; }
+  int64_t vocab() const { return vocab_; }
+  int64_t context() const { return context_; }
 
  private:
   std::vector<float> run(int32_t token, int32_t pos);
-  nn::CausalLMConfig c_;
+  int64_t vocab_ = 0, context_ = 0;
   std::unique_ptr<runtime::Executable> exe_;
   std::vector<Array> inputs_;  // token, pos, caches (donated), parameters
   std::vector<int32_t> window_;
@@ -62,6 +66,9 @@ struct SampleOptions {
   double temperature = 1.0;  // 0: greedy (argmax); finite > 0: softmax(logits / temperature)
   int64_t top_k = 0;         // keep the k largest logits (0 or >= vocab: all)
   uint64_t seed = 20260921;  // keys: random::key(seed), split once per generated token
+  // > 0: only ids below it are drawn (the logits past it are dropped first): a tokenizer with
+  // fewer pieces than the model's vocabulary.
+  int64_t vocab = 0;
 };
 
 // One token from `logits` [vocab]: temperature 0 -> the first index of the largest logit;

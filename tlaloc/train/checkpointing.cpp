@@ -86,6 +86,12 @@ void restore(Trainer& t, const io::Checkpoint& ckpt) {
 io::Checkpoint load_resume(const std::string& path, const std::map<std::string, std::string>& user,
                            uint64_t seed) {
   io::Checkpoint c = io::load_checkpoint(path);
+  check_resume_fields(c, path, user, seed);
+  return c;
+}
+
+void check_resume_fields(const io::Checkpoint& c, const std::string& path,
+                         const std::map<std::string, std::string>& user, uint64_t seed) {
   // The recipe first: another recipe's checkpoint differs in every field, name the real cause.
   if (auto r = user.find("recipe"); r != user.end()) {
     auto have = c.user.find("recipe");
@@ -101,7 +107,6 @@ io::Checkpoint load_resume(const std::string& path, const std::map<std::string, 
       fail("--resume {}: it was trained with {}={}, this run has {}", path, k, c.user.at(k), v);
   if (c.seed && *c.seed != seed)
     fail("--resume {}: it was trained with --seed {}, this run has {}", path, *c.seed, seed);
-  return c;
 }
 
 void restore_model(nn::Module& m, const io::Checkpoint& ckpt) {

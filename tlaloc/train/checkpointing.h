@@ -25,6 +25,9 @@ void restore(Trainer& t, const io::Checkpoint& ckpt);
 // seed that differs.
 io::Checkpoint load_resume(const std::string& path, const std::map<std::string, std::string>& user,
                            uint64_t seed);
+// load_resume's checks of a checkpoint `c` already read from `path` (any format).
+void check_resume_fields(const io::Checkpoint& c, const std::string& path,
+                         const std::map<std::string, std::string>& user, uint64_t seed);
 // Parameters only (e.g. for evaluation): into the model's Parameter values, strictly.
 void restore_model(nn::Module& m, const io::Checkpoint& ckpt);
 // Throws tlaloc::Error "<where>: <kind> '<name>' holds N NaN or inf values of M (a diverged run

@@ -113,7 +113,8 @@ class MetricsCsv {
 
 void resume(Trainer& t, const FitOptions& o) {
   const std::string& path = *o.resume;
-  io::Checkpoint c = load_resume(path, o.metadata, o.seed);
+  io::Checkpoint c = o.format ? o.format->load(path) : io::load_checkpoint(path);
+  check_resume_fields(c, path, o.metadata, o.seed);
   if (c.step >= o.steps)
     fail("--resume {}: it is at step {} already; this run ends at step {}: nothing to train", path,
          c.step, o.steps);
@@ -151,10 +152,21 @@ void check(const FitOptions& o) {
     struct stat st {};
     if (::stat(o.resume->c_str(), &st) != 0)
       fail("{}: --resume {}: {}", o.name, *o.resume, std::strerror(errno));
-    if (S_ISDIR(st.st_mode))
-      fail("{}: --resume {} is a folder, not a checkpoint", o.name, *o.resume);
+    const bool folder = o.format && o.format->folder;
+    if (S_ISDIR(st.st_mode) != folder)
+      fail("{}: --resume {} is {}", o.name, *o.resume,
+           folder ? "not a folder (a model directory)" : "a folder, not a checkpoint");
   }
-  if (o.save) io::check_output_file(*o.save, o.name + ": --save", io::OutputMode::replace);
+  if (o.format && !(o.format->check_output && o.format->save && o.format->load))
+    fail("{}: a checkpoint format needs check_output, save and load", o.name);
+  if (o.save) {
+    if (o.format)
+      o.format->check_output(*o.save, o.name + ": --save");
+    else
+      io::check_output_file(*o.save, o.name + ": --save", io::OutputMode::replace);
+  }
+  if (!(o.time_limit_seconds >= 0) || !std::isfinite(o.time_limit_seconds))
+    fail("{}: the time limit {} s must be finite and >= 0", o.name, o.time_limit_seconds);
   if (!o.metrics.empty()) {
     io::check_output_file(o.metrics, o.name + ": --metrics", io::OutputMode::append);
     // Appending CSV rows to the checkpoint would make it unreadable.
@@ -207,7 +219,11 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
   auto save = [&] {
     if (!o.save || saved_at == t.steps_taken()) return;
     if (t.steps_taken() > first) check_loss(t.read_last().loss);
-    io::save_checkpoint(*o.save, to_checkpoint(t, o.seed, t.steps_taken(), o.metadata));
+    io::Checkpoint c = to_checkpoint(t, o.seed, t.steps_taken(), o.metadata);
+    if (o.format)
+      o.format->save(*o.save, c);
+    else
+      io::save_checkpoint(*o.save, c);
     fmt::print(o.out, "saved {} (step {})\n", *o.save, t.steps_taken());
     saved_at = t.steps_taken();
   };
@@ -215,7 +231,10 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
 
   FitResult r;
   const auto run_start = std::chrono::steady_clock::now();
-  while (t.steps_taken() < o.steps) {
+  auto out_of_time = [&] {
+    return o.time_limit_seconds > 0 && seconds_since(run_start) >= o.time_limit_seconds;
+  };
+  while (t.steps_taken() < o.steps && !r.out_of_time) {
     const int64_t epoch = t.steps_taken() / spe, first_b = t.steps_taken() % spe;
     const int64_t end_b = std::min(spe, o.steps - epoch * spe);
     // Items done after `b` batches: within the epoch, or since this process started.
@@ -292,10 +311,21 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
       }
       if (o.eval_every > 0 && t.steps_taken() % o.eval_every == 0) evaluate("eval", false, b + 1);
       if (o.save_every > 0 && t.steps_taken() % o.save_every == 0) save();
+      if (t.steps_taken() < o.steps && out_of_time()) {  // ends the run here, reported and saved
+        r.out_of_time = r.stopped = true;
+        if (bar) bar->finish(done(b + 1), bar_value());
+        bar.reset();
+        break;
+      }
     }
+    if (r.out_of_time) break;
     if (bar) bar->finish(done(end_b), bar_value());
     if (by_epoch) evaluate("epoch", true, end_b);
   }
+  if (r.out_of_time)
+    fmt::print(o.out, "stopped at step {} of {}: the time limit of {:.4g} minutes is reached{}\n",
+               t.steps_taken(), o.steps, o.time_limit_seconds / 60,
+               o.save ? " (continue with --resume " + *o.save + ")" : "");
   if (cb.on_end) cb.on_end(t.steps_taken() - first, seconds_since(run_start));
   save();
   r.steps = t.steps_taken();

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "tlaloc/io/checkpoint.h"
 #include "tlaloc/io/write_lock.h"
 #include "tlaloc/train/trainer.h"
 
@@ -86,9 +87,28 @@ struct FitOptions {
   std::optional<std::string> save;
   int64_t save_every = 0;
   int64_t stop_after = 0;  // > 0: save and stop once this many steps are taken
+  // > 0: a time budget. Once this many seconds of training (the loop's wall time in this
+  // process, evaluations included) have passed, the run ends as if it had reached its last
+  // step: on_end (the report), the checkpoint, and FitResult::stopped; it can go on with
+  // --resume. Checked after each step, so a step is never cut.
+  double time_limit_seconds = 0;
   std::optional<std::string> resume;
   uint64_t seed = 0;
   std::map<std::string, std::string> metadata;
+  // How `save` and `resume` are written and read; unset: one safetensors file
+  // (io::save_checkpoint / io::load_checkpoint, io::check_output_file). A recipe whose
+  // checkpoint is something else (an HF model directory with its training state beside it,
+  // io/hf_dir.h) sets all three; fit still does everything else (metadata and seed checks,
+  // check_resumable, restore, the lock on `save`).
+  struct CheckpointFormat {
+    // Throws tlaloc::Error starting with `what` when `path` cannot be written (before any work).
+    std::function<void(const std::string& path, const std::string& what)> check_output;
+    std::function<void(const std::string& path, const io::Checkpoint& c)> save;
+    // The checkpoint at `path` (parameters, optimizer state, metadata); c.source names it.
+    std::function<io::Checkpoint(const std::string& path)> load;
+    bool folder = false;  // `resume` is a folder (else a folder is refused)
+  };
+  std::optional<CheckpointFormat> format;
 
   // Evaluation: FitCallbacks::evaluate at each epoch's end and every eval_every steps (0: not
   // by steps). Metrics CSV: appended to `metrics` (empty: none), columns kind, step, epoch,
@@ -122,7 +142,8 @@ struct FitResult {
   int64_t steps = 0;         // steps taken at the end (trainer.steps_taken())
   bool interrupted = false;  // by a signal: saved (when `save` is set) and stopped early
   int signal = 0;            // SIGINT or SIGTERM when interrupted
-  bool stopped = false;      // by stop_after
+  bool stopped = false;      // by stop_after or the time limit
+  bool out_of_time = false;  // by the time limit (time_limit_seconds)
 };
 
 // Checks the options before any work: steps >= 1, log_every >= 1, save_every / stop_after /

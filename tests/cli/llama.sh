@@ -1,0 +1,182 @@
+#!/usr/bin/env bash
+# tlaloc train llama / eval / sample on a Llama directory: a few steps of a small model on a
+# small text, the HF directory it writes, its printed figures against a Python computation of
+# the held-out split, the token streams and the unigram baseline (from `tlaloc tokenizer
+# encode`'s ids, SentencePiece's own), eval reproducing the validation figure, sampling,
+# --resume and --minutes continuing bitwise, and bad input refused in one line with nothing
+# written.
+source "$(dirname "$0")/lib.bash"
+cd "$tmp"
+# A text of 300 lines from a fixed word list (no trailing newline: the last line counts too).
+python3 - <<'PY'
+words = "the cat dog sat on a mat log and ran to see big small red sun".split()
+lines, x = [], 7
+for i in range(300):
+    n = 3 + i % 7
+    line = []
+    for _ in range(n):
+        x = (x * 1103515245 + 12345) % 2**31
+        line.append(words[x % len(words)])
+    lines.append(" ".join(line) + ("." if i % 3 else ""))
+open("corpus.txt", "w").write("\n".join(lines))
+PY
+"$TLALOC" tokenizer train corpus.txt --vocab-size 300 -o tok >/dev/null
+cat >cfg.json <<'JSON'
+{"model_type": "llama", "vocab_size": 320, "hidden_size": 32, "intermediate_size": 64,
+ "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+ "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "torch_dtype": "float32"}
+JSON
+common=(--config cfg.json --tokenizer tok.model --text corpus.txt --context 16 --batch 4
+  --lr 1e-2 --threads 1 --log-every 10)
+"$TLALOC" train llama "${common[@]}" --steps 30 --save m >train.out
+
+# The directory: HF files, the tokenizer copied in, the training state beside it.
+[ "$(ls m | tr '\n' ' ')" = "config.json generation_config.json model.safetensors tokenizer.model " ] ||
+  die "directory layout: $(ls m)"
+[ -f m.training.safetensors ] || die "no m.training.safetensors"
+cmp -s m/tokenizer.model tok.model || die "tokenizer.model is not the given tokenizer"
+python3 -c '
+import json; c = json.load(open("m/config.json")); g = json.load(open("m/generation_config.json"))
+assert c["vocab_size"] == 320 and c["num_hidden_layers"] == 1 and c["model_type"] == "llama", c
+assert c["architectures"] == ["LlamaForCausalLM"], c
+assert g["bos_token_id"] == 1 and g["eos_token_id"] == 2, g' || die "config.json"
+
+# The oracle: the held-out split (lines from byte T - floor(T/10)), the streams (BOS, each
+# line's ids, <0x0A> after each line end), the add-one unigram of the training stream over the
+# tokenizer's 300 ids, in nats/token and bits/byte; and the model's line's own arithmetic.
+python3 - <<'PY' || die "held-out text"
+t = open("corpus.txt", "rb").read()
+cut = len(t) - int(len(t) * 0.1)
+i = cut if t[cut - 1:cut] == b"\n" else t.index(b"\n", cut) + 1
+open("train.txt", "wb").write(t[:i])
+open("val.txt", "wb").write(t[i:])
+PY
+"$TLALOC" tokenizer encode tok.model train.txt >train.ids
+"$TLALOC" tokenizer encode tok.model val.txt >val.ids
+python3 - <<'PY' || die "figures differ from the oracle: $(cat train.out)"
+import math, re
+nl = [l.split("\t")[0] for l in open("tok.vocab", encoding="utf-8")].index("<0x0A>")
+def stream(ids_file, text_file):
+    text = open(text_file, "rb").read()
+    s = [1]
+    lines = open(ids_file).read().split("\n")[:len(text.split(b"\n"))]
+    for k, l in enumerate(lines):
+        s += [int(x) for x in l.split()]
+        if k + 1 < len(lines): s.append(nl)
+    return s, len(text)
+tr, _ = stream("train.ids", "train.txt")
+va, vbytes = stream("val.ids", "val.txt")
+count = [1] * 300
+for x in tr: count[x] += 1
+nats = -sum(math.log(count[x] / (len(tr) + 300)) for x in va[1:])
+out = open("train.out").read()
+pat = r"([0-9.]+) nats/token, perplexity ([0-9.]+), ([0-9.]+) bits/byte \((\d+) tokens, (\d+) bytes\)"
+v = re.search("validation: " + pat, out).groups()
+u = re.search("unigram baseline: " + pat, out).groups()
+n = len(va) - 1
+assert int(u[3]) == n and int(u[4]) == vbytes and int(v[3]) == n and int(v[4]) == vbytes, (u, v, n)
+assert abs(float(u[0]) - nats / n) < 1e-4, (u, nats / n)
+assert abs(float(u[2]) - nats / math.log(2) / vbytes) < 1e-4, u
+for f in (u, v):  # perplexity and bits per byte from the printed nats/token
+    assert abs(float(f[1]) - math.exp(float(f[0]))) < 0.01 * math.exp(float(f[0])), f
+    assert abs(float(f[2]) - float(f[0]) * n / math.log(2) / vbytes) < 2e-4, f
+assert float(v[0]) < math.log(320), v  # trained below the uniform model
+PY
+
+# eval: the printed validation figure again, from the run's fields and from the held-out file.
+want=$(sed -n 's/^validation: //p' train.out)
+"$TLALOC" eval m >eval.out
+[ "$(sed -n 's/^loss: //p' eval.out)" = "$want" ] || die "eval: $(cat eval.out) vs $want"
+"$TLALOC" eval m --text val.txt --threads 2 >eval2.out
+[ "$(sed -n 's/^loss: //p' eval2.out)" = "$want" ] || die "eval --text: $(cat eval2.out) vs $want"
+
+# eval of a `train lm` checkpoint on the same text: nats per byte and its bits (the bytes after
+# the first are predicted).
+"$TLALOC" train lm --text corpus.txt --steps 5 --layers 1 --d-model 16 --heads 2 --kv-heads 2 \
+  --context 8 --d-ff 32 --threads 1 --save lm.st >/dev/null
+"$TLALOC" eval lm.st --text val.txt >lm.out
+python3 - "$(stat -c %s val.txt)" <<'PY' || die "eval lm: $(cat lm.out)"
+import math, re, sys
+n = int(sys.argv[1]) - 1
+m = re.search(r"^loss: ([0-9.]+) nats/byte, perplexity ([0-9.]+) \(per byte\), ([0-9.]+) bits/byte "
+              r"\((\d+) bytes predicted\)$", open("lm.out").read(), re.M)
+nats, ppl, bits, count = float(m[1]), float(m[2]), float(m[3]), int(m[4])
+assert count == n and abs(bits - nats / math.log(2)) < 2e-4 and abs(ppl - math.exp(nats)) < 1e-4 * ppl, m
+assert 0 < nats < math.log(256) + 0.5, m
+PY
+refused "eval: lm.st is a \`tlaloc train lm\` checkpoint; pass the text to score with --text FILE" \
+  eval lm.st
+
+# sample: the prompt, then text of the tokenizer's pieces; the same seed, the same text.
+"$TLALOC" sample m --prompt "the cat" --tokens 24 --seed 3 >s1 2>s.err
+"$TLALOC" sample m --prompt "the cat" --tokens 24 --seed 3 >s2 2>/dev/null
+grep -q "layers 1, hidden 32, heads 4, kv_heads 2, vocab 320), context 16" s.err || die "$(cat s.err)"
+case "$(cat s1)" in "the cat"?*) ;; *) die "sample: $(cat s1)" ;; esac
+cmp -s s1 s2 || die "sample: same seed, different text"
+
+# --resume continues bitwise; so does a run stopped by --minutes.
+"$TLALOC" train llama "${common[@]}" --steps 30 --save r --stop-after 12 >/dev/null
+"$TLALOC" train llama "${common[@]}" --steps 30 --save r --resume r >r.out
+grep -q "resumed from r at step 12" r.out || die "$(cat r.out)"
+cmp -s m/model.safetensors r/model.safetensors || die "resumed weights differ"
+cmp -s m.training.safetensors r.training.safetensors || die "resumed training state differs"
+"$TLALOC" train llama "${common[@]}" --steps 30 --save t --minutes 0.00001 >t.out
+grep -q "stopped at step 1 of 30: the time limit of 1e-05 minutes is reached" t.out || die "$(cat t.out)"
+grep -q "^validation: " t.out || die "no report after --minutes: $(cat t.out)"
+"$TLALOC" train llama "${common[@]}" --steps 30 --save t --resume t >/dev/null
+cmp -s m/model.safetensors t/model.safetensors || die "weights after --minutes + resume differ"
+
+# Bad input: one line naming it, exit status 1, no output folder.
+bad() {
+  refused "$@" --save bad
+  [ "$rc" -eq 1 ] || die "$*: exit status $rc"
+  [ ! -e bad ] && [ ! -e bad.training.safetensors ] || die "$*: wrote output"
+}
+python3 -c '
+import json; c = json.load(open("cfg.json")); c["sliding_window"] = 8
+json.dump(c, open("cfg_sw.json", "w"))'
+bad "cfg_sw.json: key 'sliding_window'" train llama --config cfg_sw.json --text corpus.txt
+"$TLALOC" tokenizer train corpus.txt --vocab-size 330 -o big >/dev/null
+bad "train llama: tokenizer big.model has 330 pieces, more than the model's vocab_size 320" \
+  train llama --config cfg.json --tokenizer big.model --text corpus.txt
+# --init directories: a sharded copy of m missing a shard; one with a tensor of another shape,
+# one of another dtype.
+python3 - <<'PY'
+import json, os, shutil, struct
+def read(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
+            for k, v in h.items()}
+def write(path, t):
+    h, off, data = {}, 0, b""
+    for k, (dt, sh, raw) in sorted(t.items()):
+        h[k] = {"dtype": dt, "shape": sh, "data_offsets": [off, off + len(raw)]}
+        off += len(raw); data += raw
+    hb = json.dumps(h).encode(); hb += b" " * (-len(hb) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(hb)) + hb + data)
+t = read("m/model.safetensors")
+for d in ("sharded", "shape", "dtype"):
+    os.mkdir(d); shutil.copy("m/config.json", d)
+names = sorted(t)
+a, b = names[: len(names) // 2], names[len(names) // 2:]
+write("sharded/model-00001-of-00002.safetensors", {k: t[k] for k in a})
+json.dump({"metadata": {"total_size": 0}, "weight_map":
+           {**{k: "model-00001-of-00002.safetensors" for k in a},
+            **{k: "model-00002-of-00002.safetensors" for k in b}}},
+          open("sharded/model.safetensors.index.json", "w"))
+s = dict(t); dt, sh, raw = s["model.norm.weight"]; s["model.norm.weight"] = (dt, [16, 2], raw)
+write("shape/model.safetensors", s)
+s = dict(t); s["model.norm.weight"] = ("F64", sh, raw[: len(raw) // 2] * 2 + raw[len(raw) // 2:] * 2)
+write("dtype/model.safetensors", s)
+PY
+bad "sharded/model.safetensors.index.json: shard 'model-00002-of-00002.safetensors' is missing" train llama --init sharded --text corpus.txt
+bad "train llama: --init shape: tensor 'model.norm.weight' (shape/model.safetensors) is F32 [16,2], the model's is F32 [32]" \
+  train llama --init shape --text corpus.txt
+bad "train llama: --init dtype: tensor 'model.norm.weight' (dtype/model.safetensors) is F64 [32], the model's is F32 [32]" \
+  train llama --init dtype --text corpus.txt
+bad "train llama: --preset, --config and --init exclude each other" \
+  train llama --preset tiny --config cfg.json --text corpus.txt
+mkdir empty && refused "eval: empty is a folder without config.json" eval empty
+echo "llama: ok"

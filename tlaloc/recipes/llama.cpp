@@ -1,0 +1,369 @@
+#include "tlaloc/recipes/llama.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include "tlaloc/io/atomic_file.h"
+#include "tlaloc/io/json_util.h"
+#include "tlaloc/random/random.h"
+#include "tlaloc/recipes/lm.h"
+#include "tlaloc/train/checkpointing.h"
+#include "tlaloc/train/progress.h"
+
+namespace tlaloc::recipes::llama {
+
+using nlohmann::json;
+using nn::models::LlamaConfig;
+using nn::models::LlamaForCausalLM;
+
+double parameter_count(const LlamaConfig& m) {
+  const double h = double(m.hidden_size), q = double(m.num_attention_heads * m.head_size());
+  const double kv = double(m.kv_heads() * m.head_size()), f = double(m.intermediate_size);
+  const double layer = h * q * 2 + h * kv * 2 + 3 * h * f + 2 * h +
+                       (m.attention_bias ? q + 2 * kv + h : 0) + (m.mlp_bias ? 2 * f + h : 0);
+  return double(m.vocab_size) * h * (m.tie_word_embeddings ? 1 : 2) +
+         double(m.num_hidden_layers) * layer + h;
+}
+
+namespace {
+
+constexpr const char* kWhat = "train llama";
+
+// A private folder under $TMPDIR (or /tmp), removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    const char* t = std::getenv("TMPDIR");
+    std::string tmpl = std::string(t && *t ? t : "/tmp") + "/tlaloc-llama-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) fail("{}: cannot create a folder in {}", kWhat, tmpl);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream o(path, std::ios::binary);
+  o.write(bytes.data(), std::streamsize(bytes.size()));
+  if (!o.flush()) fail("{}: cannot write {}", kWhat, path);
+}
+
+std::string describe(const io::TensorView& v) {
+  return fmt::format("{} {}", v.dtype_name(), to_string(Shape(v.shape)));
+}
+
+// The model's parameters from `src`'s tensors, strictly: each one present with the parameter's
+// dtype and shape, nothing else there. One line per refusal, naming `what` and the tensor.
+void restore_strict(LlamaForCausalLM& model, const io::HfModelDir& src, const std::string& what) {
+  auto named = model.named_parameters();
+  for (auto& p : named) {
+    const io::TensorView* v = src.find(p.name);
+    if (!v) fail("{}: tensor '{}' of the model is missing from {}", what, p.name, src.path());
+    const DType want = p.param->value.dtype();
+    if (v->dtype != io::from_tlaloc(want) || Shape(v->shape) != p.param->value.shape())
+      fail("{}: tensor '{}' ({}) is {}, the model's is {} {}", what, p.name, src.file_of(p.name),
+           describe(*v), io::st_name(io::from_tlaloc(want)), to_string(p.param->value.shape()));
+  }
+  if (src.tensors().size() != named.size())
+    for (const auto& v : src.tensors())
+      if (std::none_of(named.begin(), named.end(), [&](auto& p) { return p.name == v.name; }))
+        fail("{}: tensor '{}' ({}) is not a parameter of the model (the config's)", what, v.name,
+             src.file_of(v.name));
+  io::Checkpoint c = io::load_hf_checkpoint(src, false);
+  train::restore_model(model, c);
+  train::require_finite(c.params, src.path(), "parameter");
+}
+
+void check_vocab(const text::Tokenizer& tok, const LlamaConfig& m, const std::string& what) {
+  if (tok.vocab_size() > m.vocab_size)
+    fail("{}: tokenizer {} has {} pieces, more than the model's vocab_size {}", what, tok.name(),
+         tok.vocab_size(), m.vocab_size);
+}
+
+int64_t field_int(const io::Checkpoint& c, const std::string& key, const std::string& where) {
+  auto it = c.user.find(key);
+  int64_t v = 0;
+  if (it == c.user.end()) fail("{}: the training state has no field '{}'", where, key);
+  auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  if (ec != std::errc() || end != it->second.data() + it->second.size() || v <= 0)
+    fail("{}: the training state's field '{}' is '{}', not a positive integer", where, key,
+         it->second);
+  return v;
+}
+
+// The run's text as its metadata field: "default", or a JSON array of absolute paths.
+std::string text_field(const std::vector<std::string>& files) {
+  if (files.empty()) return "default";
+  json a = json::array();
+  for (const auto& f : files) a.push_back(std::filesystem::absolute(f).lexically_normal().string());
+  return a.dump();
+}
+
+// Throws "<what>: a model of N parameters needs about X GiB ..." when `bytes` per parameter
+// exceed this machine's memory, so such a config fails at once, not in the OOM killer.
+void check_memory(const LlamaConfig& m, double bytes, const std::string& what) {
+  const double n = parameter_count(m), need = n * bytes;
+  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  if (have > 0 && need > have)
+    fail(
+        "{}: a model of {:.4g} parameters needs about {:.1f} GiB ({} bytes each), more than "
+        "this machine's {:.1f} GiB of memory",
+        what, n, need / kGiB, bytes, have / kGiB);
+}
+
+struct Model {
+  LlamaConfig config;
+  std::string label;  // "preset tiny", "config.json X", "--init DIR"
+  int64_t context = 0, batch = 0;
+  std::optional<io::HfModelDir> init;
+};
+
+Model choose_model(const Config& c) {
+  const int given = !c.preset.empty() + !c.config_json.empty() + !c.init.empty();
+  if (given > 1) fail("{}: --preset, --config and --init exclude each other (one model)", kWhat);
+  Model m;
+  Preset small = preset("small");
+  m.context = small.context;
+  m.batch = small.batch;
+  if (!c.config_json.empty()) {
+    const std::string text = text::read_text_file(c.config_json, "train llama: --config");
+    m.config = nn::models::llama_config_from_json(
+        io::parse_json_strict(text, c.config_json, "config", 64), c.config_json);
+    m.label = "config " + c.config_json;
+  } else if (!c.init.empty()) {
+    m.init.emplace(io::HfModelDir::open(c.init));
+    m.config = nn::models::llama_config_from_json(m.init->config(), c.init + "/config.json");
+    m.label = "--init " + c.init;
+  } else {
+    Preset p = preset(c.preset.empty() ? "tiny" : c.preset);
+    m.config = p.model;
+    m.context = p.context;
+    m.batch = p.batch;
+    m.label = "preset " + p.name;
+  }
+  const int64_t max_pos = m.config.max_position_embeddings;
+  if (c.context && *c.context > max_pos)
+    fail("{}: --context {} is more than the model's max_position_embeddings {}", kWhat, *c.context,
+         max_pos);
+  m.context = c.context.value_or(std::min(m.context, max_pos));
+  m.batch = c.batch.value_or(m.batch);
+  if (m.context < 1) fail("{}: --context {} must be >= 1", kWhat, m.context);
+  if (m.batch < 1) fail("{}: --batch {} must be >= 1", kWhat, m.batch);
+  // Parameters, gradients and AdamW's two moments: 4 f32 per parameter.
+  check_memory(m.config, 16, kWhat);
+  return m;
+}
+
+json generation_config(const LlamaConfig& m) {
+  json g = {{"_from_model_config", true}};
+  if (m.bos_token_id) g["bos_token_id"] = *m.bos_token_id;
+  if (m.eos_token_id.size() == 1 && !m.eos_token_id_list)
+    g["eos_token_id"] = m.eos_token_id[0];
+  else
+    g["eos_token_id"] = m.eos_token_id;
+  if (m.pad_token_id) g["pad_token_id"] = *m.pad_token_id;
+  return g;
+}
+
+}  // namespace
+
+train::FitResult run(const Config& c) {
+  std::FILE* out = c.common.out;
+  if (!(c.val_fraction > 0 && c.val_fraction < 1))
+    fail("{}: the validation fraction {} must be in (0, 1)", kWhat, c.val_fraction);
+  Model m = choose_model(c);
+  const LlamaConfig& cfg = m.config;
+  const json config_json = nn::models::to_json(cfg);
+  const int64_t ctx = m.context;
+  const std::string dir =
+      c.common.save.value_or(c.preset.empty() && (c.config_json.size() || c.init.size())
+                                 ? "llama-model"
+                                 : "llama-" + (c.preset.empty() ? std::string("tiny") : c.preset));
+  const optim::Schedule schedule = make_schedule(c.common, kWhat, c.steps, c.common.warmup);
+
+  // The checkpoint: the model directory and its training state beside it.
+  TempDir tmp;
+  const std::string tok_file = tmp.file("tokenizer.model");
+  Common common = c.common;
+  common.save = dir;
+  train::FitOptions f = fit_options(common, kWhat, c.steps,
+                                    {{"recipe", "llama"},
+                                     {"context", std::to_string(ctx)},
+                                     {"batch", std::to_string(m.batch)},
+                                     {"text", text_field(c.text)},
+                                     {"val_fraction", io::exact(c.val_fraction)}});
+  io::HfSaveOptions save_opt;
+  save_opt.what = "train llama: --save";
+  save_opt.files = {{"tokenizer.model", tok_file}};
+  save_opt.generation_config = generation_config(cfg);
+  train::FitOptions::CheckpointFormat format;
+  format.folder = true;
+  format.check_output = [](const std::string& path, const std::string& what) {
+    io::check_output_model_dir(path, what);
+    io::check_output_file(io::training_state_path(path), what, io::OutputMode::replace);
+  };
+  format.save = [&](const std::string& path, const io::Checkpoint& ck) {
+    io::save_hf_checkpoint(path, config_json, ck, save_opt);
+  };
+  format.load = [&](const std::string& path) {
+    io::HfModelDir d = io::HfModelDir::open(path);
+    if (d.config() != config_json)
+      fail("--resume {}: its config.json is not this run's model ({})", path, m.label);
+    return io::load_hf_checkpoint(d, true);
+  };
+  f.format = std::move(format);
+  train::check(f);
+  const io::WriteLock lock = train::lock_outputs(f);
+  LlamaForCausalLM model(cfg);
+  model.init(random::key(c.common.seed));
+  if (m.init) restore_strict(model, *m.init, "train llama: --init " + c.init);
+
+  // The tokenizer: given, the --init or --resume directory's, or trained below.
+  std::optional<text::Tokenizer> tok;
+  if (!c.tokenizer.empty()) {
+    tok.emplace(text::Tokenizer::load(c.tokenizer));
+  } else if (m.init && m.init->tokenizer_model()) {
+    tok.emplace(text::Tokenizer::load(*m.init->tokenizer_model()));
+  } else if (c.common.resume) {
+    tok.emplace(text::Tokenizer::load(*c.common.resume));
+  }
+  if (tok) check_vocab(*tok, cfg, kWhat);
+  if (tok && c.common.resume) {
+    const std::string theirs = text::Tokenizer::load(*c.common.resume).bytes();
+    if (tok->bytes() != theirs)
+      fail("{}: the tokenizer {} is not the tokenizer.model of --resume {}", kWhat, tok->name(),
+           *c.common.resume);
+  }
+
+  train::TrainerOptions topt = trainer_options(c.common);  // prints the lane's line
+  topt.schedule = schedule;
+
+  const std::vector<Document> docs = c.text.empty() ? default_documents() : read_documents(c.text);
+  Split split = split_documents(docs, c.val_fraction);
+  const int64_t train_bytes = total_bytes(split.train), val_bytes = total_bytes(split.held_out);
+  fmt::print(out, "text: {} documents, {} bytes ({} train, {} held out)\n", docs.size(),
+             train_bytes + val_bytes, train_bytes, val_bytes);
+  const bool trained = !tok;
+  if (trained) {
+    const std::string text_file = tmp.file("train.txt");
+    {
+      std::string all;
+      for (const auto& d : split.train) {
+        all += d.text;
+        if (!all.empty() && all.back() != '\n') all += '\n';
+      }
+      write_file(text_file, all);
+    }
+    train::Activity a(fmt::format("training a BPE tokenizer of {} pieces", cfg.vocab_size), out);
+    try {
+      tok.emplace(text::train({text_file}, {.vocab_size = int32_t(cfg.vocab_size)}));
+    } catch (const Error& e) {
+      fail(
+          "{}: no --tokenizer given, and training one of the model's vocab_size {} on the {} "
+          "training bytes failed: {}",
+          kWhat, cfg.vocab_size, train_bytes, e.what());
+    }
+  }
+  write_file(tok_file, tok->bytes());
+  Array train_tok = encode_stream(*tok, split.train);
+  const Array val_tok = encode_stream(*tok, split.held_out);
+  const int64_t ntrain = train_tok.numel();
+  fmt::print(out, "tokenizer: {} ({} pieces): {} train tokens, {} held-out tokens\n",
+             trained ? std::string("BPE trained on the training text") : tok->name(),
+             tok->vocab_size(), ntrain, val_tok.numel());
+  if (ntrain <= ctx + 1)
+    fail("{}: {} training tokens are too few for context {}; pass more text", kWhat, ntrain, ctx);
+  fmt::print(out, "model ({}): {} parameters, context {}, batch {}\n", m.label,
+             model.num_parameters(), ctx, m.batch);
+
+  std::optional<train::Activity> compiling(std::in_place, "compiling the train step", out);
+  train::Trainer trainer(model, lm::loss_fn(ctx), lm::data_inputs(ntrain, m.batch),
+                         optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
+  compiling.reset();
+  fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
+             trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
+  const TextScore unigram = unigram_score(train_tok, tok->vocab_size(), val_tok, val_bytes);
+  trainer.set_resident("tokens", std::move(train_tok));
+
+  f.progress_value = "loss (nats/token)";
+  f.progress_mean = false;
+  train::FitCallbacks cb;
+  cb.batch = [&](const train::StepPosition& p) {
+    return train::Batch{{"starts", lm::random_starts(c.common.seed, p.step, m.batch, ntrain, ctx)}};
+  };
+  cb.on_end = [&](int64_t, double) {
+    trainer.sync_to_model();
+    TextScore s;
+    {
+      train::Activity a(fmt::format("validation on {} held-out tokens", val_tok.numel()), out);
+      s = score_stream(model, val_tok, ctx, val_bytes, c.common.threads);
+    }
+    fmt::print(out, "validation: {}\n", format_score(s));
+    fmt::print(out, "unigram baseline: {}\n", format_score(unigram));
+  };
+  return train::fit(trainer, f, cb);
+}
+
+LoadedDir load_dir(const std::string& dir, bool need_tokenizer) {
+  io::HfModelDir d = io::HfModelDir::open(dir);
+  LoadedDir r;
+  LlamaConfig cfg = nn::models::llama_config_from_json(d.config(), dir + "/config.json");
+  check_memory(cfg, 8, dir);  // the model and a program's copy, f32
+  r.model = std::make_unique<LlamaForCausalLM>(cfg);
+  restore_strict(*r.model, d, dir);
+  r.state = io::load_hf_checkpoint(d, true);
+  r.state.params.clear();
+  r.context = r.state.user.count("context") ? field_int(r.state, "context", dir)
+                                            : cfg.max_position_embeddings;
+  r.context = std::min(r.context, cfg.max_position_embeddings);
+  if (d.tokenizer_model()) {
+    r.tokenizer.emplace(text::Tokenizer::load(*d.tokenizer_model()));
+    check_vocab(*r.tokenizer, cfg, dir);
+  } else if (need_tokenizer) {
+    fail("{}: has no tokenizer.model", dir);
+  }
+  return r;
+}
+
+std::vector<Document> held_out_documents(const io::Checkpoint& state, const std::string& dir) {
+  auto text = state.user.find("text"), vf = state.user.find("val_fraction");
+  if (text == state.user.end() || vf == state.user.end())
+    fail(
+        "{}: no training state of `tlaloc train llama` beside it ({}) naming its text; pass --text",
+        dir, io::training_state_path(dir));
+  const double val_fraction = io::parse_double(vf->second, dir + ": field val_fraction");
+  std::vector<Document> docs;
+  if (text->second == "default") {
+    docs = default_documents();
+  } else {
+    std::vector<std::string> files;
+    for (const auto& f : io::parse_json_strict(text->second, dir, "field text", 2))
+      files.push_back(f.get<std::string>());
+    docs = read_documents(files);
+  }
+  return split_documents(docs, val_fraction).held_out;
+}
+
+TextScore score_documents(LoadedDir& d, const std::vector<Document>& docs, int threads) {
+  const Array stream = encode_stream(*d.tokenizer, docs);
+  return score_stream(*d.model, stream, d.context, total_bytes(docs), threads);
+}
+
+}  // namespace tlaloc::recipes::llama
