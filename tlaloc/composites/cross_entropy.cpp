@@ -120,11 +120,16 @@ __attribute__((always_inline)) inline F row_exp(const F* x, int64_t C, F& shift,
   F mx = m[0];
   for (int k = 1; k < 8; ++k) mx = max_nan(mx, m[k]);
   shift = mx == -std::numeric_limits<F>::infinity() ? F(0) : mx;
-  for (i = 0; i < C; ++i) e[i] = ir::scalar::fexp(x[i] - shift);
   F s[8] = {};
-  for (i = 0; i + 8 <= C; i += 8)
-    for (int k = 0; k < 8; ++k) s[k] += e[i + k];
-  for (; i < C; ++i) s[i % 8] += e[i];
+  for (i = 0; i + 8 <= C; i += 8)  // e and its 8 interleaved partial sums in one pass
+    for (int k = 0; k < 8; ++k) {
+      e[i + k] = ir::scalar::fexp(x[i + k] - shift);
+      s[k] += e[i + k];
+    }
+  for (; i < C; ++i) {
+    e[i] = ir::scalar::fexp(x[i] - shift);
+    s[i % 8] += e[i];
+  }
   return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
