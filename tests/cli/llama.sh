@@ -170,7 +170,22 @@ s = dict(t); dt, sh, raw = s["model.norm.weight"]; s["model.norm.weight"] = (dt,
 write("shape/model.safetensors", s)
 s = dict(t); s["model.norm.weight"] = ("F64", sh, raw[: len(raw) // 2] * 2 + raw[len(raw) // 2:] * 2)
 write("dtype/model.safetensors", s)
+# HF checkpoints are mostly BF16: every F32 tensor of m cut to BF16 (its high 16 bits), and the
+# same values widened back to F32 by hand, each beside m's config and tokenizer.
+for d in ("bf16", "widened"):
+    os.mkdir(d); shutil.copy("m/config.json", d); shutil.copy("m/tokenizer.model", d)
+def hi16(raw):
+    return b"".join(raw[i + 2:i + 4] for i in range(0, len(raw), 4))
+write("bf16/model.safetensors", {k: ("BF16", sh, hi16(raw)) for k, (dt, sh, raw) in t.items()})
+write("widened/model.safetensors",
+      {k: (dt, sh, b"".join(b"\0\0" + raw[i + 2:i + 4] for i in range(0, len(raw), 4)))
+       for k, (dt, sh, raw) in t.items()})
 PY
+# A BF16 directory loads widened to F32 exactly: the same figure as its F32 copy.
+"$TLALOC" eval bf16 --text val.txt >bf16.out || die "eval of a BF16 directory failed"
+"$TLALOC" eval widened --text val.txt >widened.out
+[ "$(sed -n 's/^loss: //p' bf16.out)" = "$(sed -n 's/^loss: //p' widened.out)" ] ||
+  die "BF16 directory: $(cat bf16.out) vs its F32 copy: $(cat widened.out)"
 bad "sharded/model.safetensors.index.json: shard 'model-00002-of-00002.safetensors' is missing" train llama --init sharded --text corpus.txt
 bad "train llama: --init shape: tensor 'model.norm.weight' (shape/model.safetensors) is F32 [16,2], the model's is F32 [32]" \
   train llama --init shape --text corpus.txt

@@ -68,15 +68,23 @@ std::string describe(const io::TensorView& v) {
   return fmt::format("{} {}", v.dtype_name(), to_string(Shape(v.shape)));
 }
 
+// Whether a stored tensor of dtype `have` loads exactly into a parameter of dtype `want`: the
+// same dtype, or BF16 / F16 widened to F32 (HF checkpoints are mostly BF16).
+bool loads_exactly(io::StDType have, DType want) {
+  return have == io::from_tlaloc(want) ||
+         (want == DType::f32 && (have == io::StDType::BF16 || have == io::StDType::F16));
+}
+
 // The model's parameters from `src`'s tensors, strictly: each one present with the parameter's
-// dtype and shape, nothing else there. One line per refusal, naming `what` and the tensor.
+// shape and dtype (or one that widens to it exactly), nothing else there. One line per refusal,
+// naming `what` and the tensor.
 void restore_strict(LlamaForCausalLM& model, const io::HfModelDir& src, const std::string& what) {
   auto named = model.named_parameters();
   for (auto& p : named) {
     const io::TensorView* v = src.find(p.name);
     if (!v) fail("{}: tensor '{}' of the model is missing from {}", what, p.name, src.path());
     const DType want = p.param->value.dtype();
-    if (v->dtype != io::from_tlaloc(want) || Shape(v->shape) != p.param->value.shape())
+    if (!loads_exactly(v->dtype, want) || Shape(v->shape) != p.param->value.shape())
       fail("{}: tensor '{}' ({}) is {}, the model's is {} {}", what, p.name, src.file_of(p.name),
            describe(*v), io::st_name(io::from_tlaloc(want)), to_string(p.param->value.shape()));
   }
@@ -86,6 +94,8 @@ void restore_strict(LlamaForCausalLM& model, const io::HfModelDir& src, const st
         fail("{}: tensor '{}' ({}) is not a parameter of the model (the config's)", what, v.name,
              src.file_of(v.name));
   io::Checkpoint c = io::load_hf_checkpoint(src, false);
+  for (auto& [name, a] : c.params)
+    if (a.dtype() == DType::bf16 || a.dtype() == DType::f16) a = a.astype(DType::f32);
   train::restore_model(model, c);
   train::require_finite(c.params, src.path(), "parameter");
 }
