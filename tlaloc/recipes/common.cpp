@@ -1,6 +1,7 @@
 #include "tlaloc/recipes/common.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 namespace tlaloc::recipes {
 
@@ -48,6 +49,17 @@ optim::Schedule make_schedule(const Common& c, const std::string& name, int64_t 
         "warm-up",
         name, warmup, steps);
   return optim::parse_schedule(c.schedule, steps, warmup);
+}
+
+void check_fits_in_memory(double n, double bytes_per_parameter, const std::string& what) {
+  const double need = n * bytes_per_parameter;
+  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  if (have > 0 && need > have)
+    fail(
+        "{}: a model of {:.4g} parameters needs about {:.1f} GiB ({} bytes each), more than this "
+        "machine's {:.1f} GiB of memory",
+        what, n, need / kGiB, bytes_per_parameter, have / kGiB);
 }
 
 }  // namespace tlaloc::recipes

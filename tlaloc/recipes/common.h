@@ -53,4 +53,9 @@ train::FitOptions fit_options(const Common& c, std::string name, int64_t steps,
 optim::Schedule make_schedule(const Common& c, const std::string& name, int64_t steps,
                               int64_t warmup);
 
+// Throws tlaloc::Error "<what>: a model of N parameters needs about X GiB (B bytes each), more
+// than this machine's Y GiB of memory" when parameters · bytes_per_parameter exceeds the
+// physical memory (sysconf), so such sizes fail at once instead of in the OOM killer.
+void check_fits_in_memory(double parameters, double bytes_per_parameter, const std::string& what);
+
 }  // namespace tlaloc::recipes

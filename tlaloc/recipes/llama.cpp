@@ -9,8 +9,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include <unistd.h>
-
 #include "tlaloc/io/atomic_file.h"
 #include "tlaloc/io/json_util.h"
 #include "tlaloc/random/random.h"
@@ -128,14 +126,7 @@ std::string text_field(const std::vector<std::string>& files) {
 // Throws "<what>: a model of N parameters needs about X GiB ..." when `bytes` per parameter
 // exceed this machine's memory, so such a config fails at once, not in the OOM killer.
 void check_memory(const LlamaConfig& m, double bytes, const std::string& what) {
-  const double n = parameter_count(m), need = n * bytes;
-  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-  if (have > 0 && need > have)
-    fail(
-        "{}: a model of {:.4g} parameters needs about {:.1f} GiB ({} bytes each), more than "
-        "this machine's {:.1f} GiB of memory",
-        what, n, need / kGiB, bytes, have / kGiB);
+  recipes::check_fits_in_memory(parameter_count(m), bytes, what);
 }
 
 struct Model {

@@ -10,8 +10,6 @@
 #include <iterator>
 #include <optional>
 
-#include <unistd.h>
-
 #include "tlaloc/io/checkpoint.h"
 #include "tlaloc/nn/losses.h"
 #include "tlaloc/random/random.h"
@@ -121,14 +119,7 @@ double parameter_count(const nn::CausalLMConfig& c) {
 
 void check_fits_in_memory(const nn::CausalLMConfig& c, double bytes_per_parameter,
                           const std::string& what) {
-  const double n = parameter_count(c), need = n * bytes_per_parameter;
-  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-  if (have > 0 && need > have)
-    fail(
-        "{}: a model of {:.4g} parameters needs about {:.1f} GiB ({} bytes each), more than this "
-        "machine's {:.1f} GiB of memory",
-        what, n, need / kGiB, bytes_per_parameter, have / kGiB);
+  recipes::check_fits_in_memory(parameter_count(c), bytes_per_parameter, what);
 }
 
 Array dropout_key(uint64_t seed, int64_t step) {
