@@ -34,7 +34,7 @@ void eval_llama(const EvalArgs& a) {
     what =
         fmt::format("the held-out text of its training run ({} bytes)", llama::total_bytes(docs));
   } else {
-    docs = llama::read_documents(a.text);
+    docs = llama::read_documents(a.text, "eval: --text");
     what = fmt::format("{} text files ({} bytes)", a.text.size(), llama::total_bytes(docs));
   }
   fmt::print("{}: step {}, {} parameters, context {}; on {}\n", a.path, d.state.step,

@@ -194,4 +194,39 @@ bad "train llama: --init dtype: tensor 'model.norm.weight' (dtype/model.safetens
 bad "train llama: --preset, --config and --init exclude each other" \
   train llama --preset tiny --config cfg.json --text corpus.txt
 mkdir empty && refused "eval: empty is a folder without config.json" eval empty
+# config.json's bos / eos ids (what HF's generate uses): in the vocabulary, and the tokenizer's.
+python3 -c '
+import json; c = json.load(open("cfg.json"))
+json.dump({**c, "bos_token_id": 5}, open("cfg_bos.json", "w"))
+json.dump({**c, "eos_token_id": 99999}, open("cfg_eos.json", "w"))'
+refused_later "train llama: the model's bos_token_id is 5, tokenizer tok.model's <s> is 1" \
+  train llama --config cfg_bos.json --tokenizer tok.model --text corpus.txt --save bad
+bad "cfg_eos.json: eos_token_id 99999 is outside the vocabulary [0, 320)" \
+  train llama --config cfg_eos.json --text corpus.txt
+[ ! -e bad ] || die "a refused tokenizer wrote bad"
+
+# The training state records the run's text and tokenizer: eval refuses a directory whose
+# tokenizer.model was swapped, or whose training text changed since (a resume too); text that
+# is not UTF-8 is refused by file and line.
+cp -r m swapped && cp m.training.safetensors swapped.training.safetensors
+"$TLALOC" tokenizer train corpus.txt --vocab-size 290 -o swapped/tokenizer >/dev/null
+rm swapped/tokenizer.vocab
+refused_later "swapped: tokenizer.model is not the tokenizer its training run used" eval swapped
+cp corpus.txt corpus.orig && echo "one more line" >>corpus.txt
+refused_later "eval m: the text of its training run ([\"$tmp/corpus.txt\"]) has changed since" eval m
+refused_later "--resume m: it was trained with text_digest=" \
+  train llama "${common[@]}" --steps 40 --save m --resume m
+mv corpus.orig corpus.txt
+# A save over a directory drops HF's files of another tokenizer (tokenizer.json first).
+cp -r m stale && echo '{}' >stale/tokenizer.json && echo '{}' >stale/special_tokens_map.json
+"$TLALOC" train llama "${common[@]}" --steps 2 --save stale >/dev/null
+[ "$(ls stale | tr '\n' ' ')" = "config.json generation_config.json model.safetensors tokenizer.model " ] ||
+  die "a save kept another tokenizer's files: $(ls stale)"
+"$TLALOC" eval m >/dev/null || die "eval after the text was restored"
+printf 'caf\xe9 au lait\nsecond line\n' >latin1.txt
+refused_later "eval: --text latin1.txt: line 1 is not UTF-8 text" eval m --text latin1.txt
+{ head -2 corpus.txt && printf '\xff\n'; } >tail.txt
+refused_later "train llama: --text tail.txt: line 3 is not UTF-8 text" \
+  train llama --config cfg.json --tokenizer tok.model --save bad --text tail.txt
+[ ! -e bad ] || die "a refused text wrote bad"
 echo "llama: ok"

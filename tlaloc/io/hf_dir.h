@@ -24,6 +24,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -109,6 +110,9 @@ struct HfSaveOptions {
   // kept files of a previous DIR not named here (nor generation_config.json, when
   // generation_config is set) are kept.
   std::map<std::string, std::string> files;
+  // Kept files of a previous DIR left out (e.g. a saver that writes tokenizer.model drops the
+  // tokenizer.json of another tokenizer, which HF's AutoTokenizer would read first).
+  std::set<std::string> dropped;
   // Starts every error message (e.g. "train llama: --save").
   std::string what = "save";
   SaveOptions save;

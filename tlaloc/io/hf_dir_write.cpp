@@ -159,7 +159,9 @@ void save_hf_dir(const std::string& dir_in, const json& config, std::vector<Tens
   for (const auto& [name, source] : opt.files) out.add_existing(name, source, /*may_link=*/false);
   for (const char* kept : kHfKeptFiles) {
     const std::string k = kept, old = dir + "/" + k;
-    if ((k == "generation_config.json" && opt.generation_config) || opt.files.count(k)) continue;
+    if ((k == "generation_config.json" && opt.generation_config) || opt.files.count(k) ||
+        opt.dropped.count(k))
+      continue;
     struct stat st {};
     if (::stat(old.c_str(), &st) == 0) out.add_existing(k, old, /*may_link=*/true);
   }

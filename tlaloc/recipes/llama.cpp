@@ -1,6 +1,7 @@
 #include "tlaloc/recipes/llama.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
 #include <cmath>
@@ -102,6 +103,14 @@ void check_vocab(const text::Tokenizer& tok, const LlamaConfig& m, const std::st
   if (tok.vocab_size() > m.vocab_size)
     fail("{}: tokenizer {} has {} pieces, more than the model's vocab_size {}", what, tok.name(),
          tok.vocab_size(), m.vocab_size);
+  // config.json's ids are what HF's generate uses: they must be the tokenizer's.
+  if (m.bos_token_id && tok.bos_id() >= 0 && *m.bos_token_id != tok.bos_id())
+    fail("{}: the model's bos_token_id is {}, tokenizer {}'s <s> is {}", what, *m.bos_token_id,
+         tok.name(), tok.bos_id());
+  if (tok.eos_id() >= 0 && !m.eos_token_id.empty() &&
+      std::find(m.eos_token_id.begin(), m.eos_token_id.end(), tok.eos_id()) == m.eos_token_id.end())
+    fail("{}: the model's eos_token_id is {}, tokenizer {}'s </s> is {}", what,
+         fmt::join(m.eos_token_id, ", "), tok.name(), tok.eos_id());
 }
 
 int64_t field_int(const io::Checkpoint& c, const std::string& key, const std::string& where) {
@@ -190,6 +199,7 @@ train::FitResult run(const Config& c) {
   if (!(c.val_fraction > 0 && c.val_fraction < 1))
     fail("{}: the validation fraction {} must be in (0, 1)", kWhat, c.val_fraction);
   Model m = choose_model(c);
+  m.config.torch_dtype = "float32";  // the dtype of the weights written (BF16 --init widens)
   const LlamaConfig& cfg = m.config;
   const json config_json = nn::models::to_json(cfg);
   const int64_t ctx = m.context;
@@ -213,6 +223,9 @@ train::FitResult run(const Config& c) {
   io::HfSaveOptions save_opt;
   save_opt.what = "train llama: --save";
   save_opt.files = {{"tokenizer.model", tok_file}};
+  // HF's files of another tokenizer would disagree with the tokenizer.model written here.
+  save_opt.dropped = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                      "added_tokens.json"};
   save_opt.generation_config = generation_config(cfg);
   train::FitOptions::CheckpointFormat format;
   format.folder = true;
@@ -281,8 +294,13 @@ train::FitResult run(const Config& c) {
           "training bytes failed: {}",
           kWhat, cfg.vocab_size, train_bytes, e.what());
     }
+    check_vocab(*tok, cfg, kWhat);  // its <s> 1 and </s> 2 against config.json's ids
   }
   write_file(tok_file, tok->bytes());
+  // What the run trained on, so a resume or `eval` can tell when the text or the directory's
+  // tokenizer.model changed since.
+  f.metadata["text_digest"] = text_digest(docs);
+  f.metadata["tokenizer_digest"] = bytes_digest(tok->bytes());
   Array train_tok = encode_stream(*tok, split.train);
   const Array val_tok = encode_stream(*tok, split.held_out);
   const int64_t ntrain = train_tok.numel();
@@ -337,6 +355,10 @@ LoadedDir load_dir(const std::string& dir, bool need_tokenizer) {
   if (d.tokenizer_model()) {
     r.tokenizer.emplace(text::Tokenizer::load(*d.tokenizer_model()));
     check_vocab(*r.tokenizer, cfg, dir);
+    auto want = r.state.user.find("tokenizer_digest");
+    if (want != r.state.user.end() && want->second != bytes_digest(r.tokenizer->bytes()))
+      fail("{}: tokenizer.model is not the tokenizer its training run used ({} has {}, it has {})",
+           dir, io::training_state_path(dir), want->second, bytes_digest(r.tokenizer->bytes()));
   } else if (need_tokenizer) {
     fail("{}: has no tokenizer.model", dir);
   }
@@ -357,8 +379,14 @@ std::vector<Document> held_out_documents(const io::Checkpoint& state, const std:
     std::vector<std::string> files;
     for (const auto& f : io::parse_json_strict(text->second, dir, "field text", 2))
       files.push_back(f.get<std::string>());
-    docs = read_documents(files);
+    docs = read_documents(files, "eval " + dir + ": the text of its training run,");
   }
+  auto want = state.user.find("text_digest");
+  if (want != state.user.end() && want->second != text_digest(docs))
+    fail(
+        "eval {}: the text of its training run ({}) has changed since (digest {}, now {}); pass "
+        "--text to score other text",
+        dir, text->second, want->second, text_digest(docs));
   return split_documents(docs, val_fraction).held_out;
 }
 

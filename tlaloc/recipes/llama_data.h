@@ -22,9 +22,16 @@ struct Document {
   std::string text;
 };
 
-// The files, read whole (text::read_text_file: errors name the file). Throws when the total is
-// empty.
-std::vector<Document> read_documents(const std::vector<std::string>& files);
+// The files, read whole (text::read_text_file: errors name the file, after `what`). Throws when
+// the total is empty, or naming the file and line of text that is not UTF-8 (SentencePiece would
+// read it as U+FFFD, so neither the tokens nor bits per byte would describe the file).
+std::vector<Document> read_documents(const std::vector<std::string>& files,
+                                     const std::string& what = "train llama: --text");
+// "crc32:XXXXXXXX:BYTES" of the documents' texts in order (lengths included, names not): the
+// training state records it so that a resume or `eval` can tell when a run's text changed.
+std::string text_digest(const std::vector<Document>& docs);
+// The same digest of one byte string (a tokenizer.model's bytes).
+std::string bytes_digest(std::string_view bytes);
 // The default corpus: the King James Bible (Debian's bible-kjv: the output of `bible
 // gen1:1-rev22:21`, from /usr/bin/bible or `bible` on PATH) followed by the English fortunes
 // files (lm::default_corpus()). Throws naming the package that is missing.

@@ -135,6 +135,11 @@ void LlamaConfig::validate(std::string_view what) const {
          attention_dropout);
   if (pad_token_id && (*pad_token_id < 0 || *pad_token_id >= vocab_size))
     fail("{}: pad_token_id {} is outside the vocabulary [0, {})", what, *pad_token_id, vocab_size);
+  if (bos_token_id && (*bos_token_id < 0 || *bos_token_id >= vocab_size))
+    fail("{}: bos_token_id {} is outside the vocabulary [0, {})", what, *bos_token_id, vocab_size);
+  for (int64_t e : eos_token_id)
+    if (e < 0 || e >= vocab_size)
+      fail("{}: eos_token_id {} is outside the vocabulary [0, {})", what, e, vocab_size);
   if (!torch_dtype.empty() && torch_dtype != "float32" && torch_dtype != "bfloat16" &&
       torch_dtype != "float16" && torch_dtype != "float64")
     fail("{}: torch_dtype '{}' is not float32, bfloat16, float16 or float64", what, torch_dtype);
@@ -221,6 +226,14 @@ LlamaConfig llama_config_from_json(const json& j, std::string_view what) {
     } else if (k == "model_type") {
       if (x.string() != "llama")
         fail("{}: model_type '{}' is not implemented (tlaloc's Llama: 'llama')", what, x.string());
+    } else if (k == "architectures" &&
+               !(v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const json& a) {
+                   return a.is_string() && a.get<std::string>().rfind("Llama", 0) == 0;
+                 }))) {
+      fail(
+          "{}: key 'architectures' is {}, not a list of Llama classes (e.g. "
+          "[\"LlamaForCausalLM\"])",
+          what, v.dump());
     } else if (kept(k)) {
       c.metadata[k] = v.dump();
     } else {
