@@ -112,9 +112,11 @@ void register_sample(CLI::App& app) {
   cmd->add_option("--tokens", a.tokens, "bytes (Llama: tokens) to generate")->capture_default_str();
   cmd->add_option("--temperature", a.sample.temperature, "softmax temperature (0: greedy)")
       ->capture_default_str();
-  cmd->add_option("--top-k", a.sample.top_k, "sample among the k most likely bytes (0: all)")
+  cmd->add_option("--top-k", a.sample.top_k,
+                  "sample among the k most likely bytes (Llama: tokens; 0: all)")
       ->capture_default_str();
-  cmd->add_option("--seed", a.sample.seed, "threefry seed (one key split per byte)")
+  cmd->add_option("--seed", a.sample.seed,
+                  "threefry seed (one key split per byte; Llama: per token)")
       ->capture_default_str();
   cmd->add_option("--threads", a.threads, "host lane threads (0: OpenMP default)")
       ->capture_default_str()

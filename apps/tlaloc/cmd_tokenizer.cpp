@@ -111,7 +111,8 @@ void run_info(const TokenizerArgs& a) {
 
 void register_tokenizer(CLI::App& app) {
   static TokenizerArgs a;
-  auto* cmd = app.add_subcommand("tokenizer", "SentencePiece tokenizers: train, encode, decode");
+  auto* cmd =
+      app.add_subcommand("tokenizer", "SentencePiece tokenizers: train, encode, decode, info");
   cmd->require_subcommand(1);
 
   auto* train = cmd->add_subcommand(

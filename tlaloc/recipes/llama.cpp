@@ -272,8 +272,8 @@ train::FitResult run(const Config& c) {
   const std::vector<Document> docs = c.text.empty() ? default_documents() : read_documents(c.text);
   Split split = split_documents(docs, c.val_fraction);
   const int64_t train_bytes = total_bytes(split.train), val_bytes = total_bytes(split.held_out);
-  fmt::print(out, "text: {} documents, {} bytes ({} train, {} held out)\n", docs.size(),
-             train_bytes + val_bytes, train_bytes, val_bytes);
+  fmt::print(out, "text: {} document{}, {} bytes ({} train, {} held out)\n", docs.size(),
+             docs.size() == 1 ? "" : "s", train_bytes + val_bytes, train_bytes, val_bytes);
   const bool trained = !tok;
   if (trained) {
     const std::string text_file = tmp.file("train.txt");
