@@ -10,8 +10,8 @@
 //   the decomposition when asked.
 // Host kernel: one pass, a row of D features per (leading index, s, h), each output one multiply,
 //   one multiply and one add / subtract in the decomposition's order (no FMA): bitwise the
-//   plain ops' result, whatever the threads. The plain ops took ~3 ns per element on the host
-//   lane (strided half-row views, the concatenate, and the pads of the slices' gradients).
+//   plain ops' result, whatever the threads, without the plain ops' strided half-row views,
+//   concatenate and the pads of the slices' gradients.
 #include "tlaloc/autodiff/rules.h"
 #include "tlaloc/composites/composites.h"
 #include "tlaloc/ir/composite.h"
