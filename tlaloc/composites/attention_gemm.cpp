@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "tlaloc/composites/sum8.h"
 #include "tlaloc/ir/scalar.h"
 #include "tlaloc/runtime/host/kernels.h"
 
@@ -40,18 +41,14 @@ TLALOC_CLONES float row_max(const float* s, int64_t n) {
 }
 
 TLALOC_CLONES float row_sum(const float* s, int64_t n) {
-  float a[8] = {};
-  int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; ++k) a[k] += s[j + k];
-  for (; j < n; ++j) a[j % 8] += s[j];
-  return ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]));
+  return sum8<float>(n, [&](int64_t j) { return s[j]; });
 }
 
 TLALOC_CLONES void scale_row(float* s, int64_t n, float c) {
   for (int64_t j = 0; j < n; ++j) s[j] *= c;
 }
 
+// Σ a[j]·b[j] in order (a row's delta = do·o: head_dim terms).
 float dot(const float* a, const float* b, int64_t n) {
   float s = 0;
   for (int64_t j = 0; j < n; ++j) s += a[j] * b[j];

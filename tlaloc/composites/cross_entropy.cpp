@@ -18,6 +18,7 @@
 
 #include "tlaloc/autodiff/rules.h"
 #include "tlaloc/composites/composites.h"
+#include "tlaloc/composites/sum8.h"
 #include "tlaloc/ir/composite.h"
 #include "tlaloc/ir/scalar.h"
 #include "tlaloc/runtime/host/kernels.h"
@@ -107,8 +108,8 @@ __attribute__((always_inline)) inline F max_nan(F a, F b) {
   return (a > b || a != a) ? a : b;
 }
 
-// A row's shift (its max, 0 when that is -inf); e[i] = exp(x[i] - shift); returns Σ e. Each
-// pass is its own simple loop, so each vectorizes.
+// A row's shift (its max, 0 when that is -inf); e[i] = exp(x[i] - shift); returns Σ e (sum8):
+// the max in one loop, e and its sum in a second.
 template <class F>
 __attribute__((always_inline)) inline F row_exp(const F* x, int64_t C, F& shift, F* e) {
   F m[8];
@@ -120,17 +121,7 @@ __attribute__((always_inline)) inline F row_exp(const F* x, int64_t C, F& shift,
   F mx = m[0];
   for (int k = 1; k < 8; ++k) mx = max_nan(mx, m[k]);
   shift = mx == -std::numeric_limits<F>::infinity() ? F(0) : mx;
-  F s[8] = {};
-  for (i = 0; i + 8 <= C; i += 8)  // e and its 8 interleaved partial sums in one pass
-    for (int k = 0; k < 8; ++k) {
-      e[i + k] = ir::scalar::fexp(x[i + k] - shift);
-      s[k] += e[i + k];
-    }
-  for (; i < C; ++i) {
-    e[i] = ir::scalar::fexp(x[i] - shift);
-    s[i % 8] += e[i];
-  }
-  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+  return sum8<F>(C, [&](int64_t j) { return e[j] = ir::scalar::fexp(x[j] - shift); });
 }
 
 // Rows [r0, r1). The loss needs e only for its sum (written to `buf`, C values); the gradient

@@ -1,10 +1,12 @@
 // Internal to the normalization composites (layer_norm, rms_norm): the operand check they share,
-// and their kernels' row sums in a fixed order (so results do not depend on the thread count).
+// and their parameter gradients' sums over rows in a fixed order (so results do not depend on the
+// thread count); row sums are sum8 (sum8.h).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 
+#include "tlaloc/composites/sum8.h"
 #include "tlaloc/ir/ir.h"
 
 namespace tlaloc::composites {
@@ -15,17 +17,6 @@ inline ir::TensorType norm_weight_type(const ir::TensorType& x) {
     fail("needs f32 or f64, got {}", name(x.dtype));
   if (x.shape.rank() < 1) fail("x must have rank >= 1");
   return {x.dtype, Shape{x.shape[x.shape.rank() - 1]}};
-}
-
-// Σ f(i) for i < n in 8 interleaved partials (i into partial i % 8), added pairwise.
-template <class F, class G>
-__attribute__((always_inline)) inline F sum8(int64_t n, G f) {
-  F s[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int k = 0; k < 8; ++k) s[k] += f(i + k);
-  for (; i < n; ++i) s[i % 8] += f(i);
-  return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
 // Rows per chunk of a parameter gradient's sum over rows: each chunk's partial sum is written by
