@@ -14,14 +14,13 @@ Prints a final line
 """
 import argparse
 import math
-import resource
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_step import lm_step, result_line, time_steps
 
 # name: layers, hidden, heads, kv_heads, intermediate, context, batch (vocab 8000, head_dim
 # hidden / heads, RMSNorm eps 1e-5, rope_theta 10000)
@@ -143,30 +142,9 @@ def main():
     data = torch.randint(0, VOCAB, (batch, ctx + 1), generator=g).to(dev)
     x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-
-    def step():
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, VOCAB), y.view(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
-
-    for _ in range(a.warmup):
-        step()
-    sync()
-    times = []
-    loss = None
-    for _ in range(a.steps):
-        t0 = time.perf_counter()
-        loss = step()
-        sync()
-        times.append(1e3 * (time.perf_counter() - t0))
+    times, loss = time_steps(lm_step(model, opt, x, y, VOCAB), a.warmup, a.steps, sync)
     print(f"last loss {loss.item():.6f}")
-    print(f"RESULT torch {dev.type} preset={a.preset} params={nparams} "
-          f"median_ms={statistics.median(times):.4f} min_ms={min(times):.4f} "
-          f"max_ms={max(times):.4f} steps={a.steps} "
-          f"peak_rss_mib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}")
+    print(result_line(f"{dev.type} preset={a.preset} params={nparams}", times))
 
 
 if __name__ == "__main__":

@@ -9,14 +9,13 @@ Prints one line per timed step with --verbose, and a final line
   RESULT torch <device> params=N median_ms=.. min_ms=.. max_ms=.. steps=N optimizer=..
 """
 import argparse
-import resource
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_step import lm_step, result_line, time_steps
 
 VOCAB, CONTEXT, D, HEADS, MLP, LAYERS, BATCH = 256, 16, 128, 4, 512, 2, 4
 
@@ -84,31 +83,9 @@ def main():
     data = torch.randint(0, VOCAB, (BATCH, CONTEXT + 1), generator=g).to(dev)
     x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-
-    def step():
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, VOCAB), y.view(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        return loss
-
-    for _ in range(a.warmup):
-        step()
-    sync()
-    times = []
-    loss = None
-    for i in range(a.steps):
-        t0 = time.perf_counter()
-        loss = step()
-        sync()
-        times.append(1e3 * (time.perf_counter() - t0))
-        if a.verbose:
-            print(f"step {i} {times[-1]:.4f} ms")
+    times, loss = time_steps(lm_step(model, opt, x, y, VOCAB), a.warmup, a.steps, sync, a.verbose)
     print(f"last loss {loss.item():.6f}")
-    print(f"RESULT torch {dev.type} params={nparams} median_ms={statistics.median(times):.4f} "
-          f"min_ms={min(times):.4f} max_ms={max(times):.4f} steps={a.steps} optimizer={kind} "
-          f"peak_rss_mib={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}")
+    print(result_line(f"{dev.type} params={nparams}", times, f"optimizer={kind}"))
 
 
 if __name__ == "__main__":
