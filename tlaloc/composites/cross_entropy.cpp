@@ -4,9 +4,12 @@
 // cross_entropy (logits [N, C], labels s32 [N]) -> [N] of the logits' dtype
 //   f32 / f64. -log_softmax(logits)[label]: s = x - max (a max of -inf shifts by 0), the label's
 //   entry picked by select (never 0·inf); a label outside [0, C) gives -0.
-// cross_entropy_grad (logits, labels, d_loss [N]) -> [N, C]
+// cross_entropy_grad (logits, labels, d_loss [N]) -> ([N, C], [N])
 //   d_loss · (softmax(logits) - one_hot(label)); rows whose label is outside [0, C) are 0 (their
-//   loss is constant). Its own VJP is its decomposition's.
+//   loss is constant). Its second result is cross_entropy(logits, labels), bit for bit: a
+//   training step's loss then comes out of the gradient's sweep over the logits (the forward
+//   node is merged away by passes::simplify when d_loss does not depend on it). Its own VJP is
+//   its decomposition's.
 // Host kernels, per row of C logits: the max m (NaN if any is NaN; a max of -inf shifts by 0),
 // e = exp(x - m), lse = log Σe, loss = -((x[label] - m) - lse); the gradient recomputes e and
 // writes d_loss · (e / Σe - one_hot) (the decomposition's exp(s - lse), rounded differently).
@@ -43,7 +46,8 @@ std::vector<TensorType> infer_impl(std::span<const TensorType> in, bool grad) {
   if (in[1] != l) fail("labels must be {}, got {}", to_string(l), to_string(in[1]));
   const TensorType d{x.dtype, Shape{x.shape[0]}};
   if (grad && in[2] != d) fail("d_loss must be {}, got {}", to_string(d), to_string(in[2]));
-  return {grad ? x : d};
+  if (grad) return {x, d};
+  return {d};
 }
 
 std::vector<TensorType> infer(std::span<const TensorType> in, const ir::Attrs&) {
@@ -65,11 +69,14 @@ Tensor shifted(const Tensor& x) {
   return x - where(equal(m, full_like(m, -INFINITY)), zeros_like(m), m);
 }
 
+Tensor loss(const Tensor& x, const Tensor& labels) {
+  Tensor s = shifted(x), ls = s - log(sum(exp(s), {1}, true));
+  return -sum(where(is_label(x, labels), ls, zeros_like(ls)), {1});
+}
+
 std::vector<ValueId> decompose(ir::Builder& b, const ir::Node&, std::span<const ValueId> ops) {
   trace::BuilderScope scope(b);
-  const Tensor x(&b, ops[0]), labels(&b, ops[1]);
-  Tensor s = shifted(x), ls = s - log(sum(exp(s), {1}, true));
-  return {(-sum(where(is_label(x, labels), ls, zeros_like(ls)), {1})).id()};
+  return {loss(Tensor(&b, ops[0]), Tensor(&b, ops[1])).id()};
 }
 
 std::vector<ValueId> decompose_grad(ir::Builder& b, const ir::Node&, std::span<const ValueId> ops) {
@@ -79,10 +86,11 @@ std::vector<ValueId> decompose_grad(ir::Builder& b, const ir::Node&, std::span<c
   Tensor hot = where(is_label(x, labels), ones_like(p), zeros_like(p));
   Tensor in =
       broadcast_to(expand_dims((labels > -1.0) & (labels < double(x.dim(1))), 1), x.shape());
-  return {where(in, broadcast_to(expand_dims(dl, 1), x.shape()) * (p - hot), zeros_like(p)).id()};
+  Tensor dx = where(in, broadcast_to(expand_dims(dl, 1), x.shape()) * (p - hot), zeros_like(p));
+  return {dx.id(), loss(x, labels).id()};
 }
 
-// ---- VJP: the logits' cotangent is one cross_entropy_grad composite; labels get none -------
+// ---- VJP: the logits' cotangent is cross_entropy_grad's first result; labels get none ------
 
 std::vector<ValueId> vjp(const autodiff::detail::RuleCtx& c) {
   std::vector<ValueId> out(c.n.operands.size(), -1);
@@ -97,7 +105,7 @@ using runtime::host::Frame;
 using runtime::host::Kernel;
 
 struct CrossEntropyKernel : Kernel {
-  int32_t x = -1, labels = -1, dl = -1, res = -1;
+  int32_t x = -1, labels = -1, dl = -1, res = -1, loss = -1;  // loss: the gradient's second
   int64_t N = 0, C = 0;
   bool parallel = false;
 };
@@ -125,7 +133,8 @@ __attribute__((always_inline)) inline F row_exp(const F* x, int64_t C, F& shift,
 }
 
 // Rows [r0, r1). The loss needs e only for its sum (written to `buf`, C values); the gradient
-// writes e to its output row and scales it there: d = d_loss · (e / Σe - one_hot).
+// writes e to its output row and scales it there: d = d_loss · (e / Σe - one_hot), and its loss
+// from the same sum.
 template <class F>
 TLALOC_CLONES void rows(const CrossEntropyKernel& k, const Frame& fr, int64_t r0, int64_t r1,
                         F* buf) {
@@ -142,11 +151,14 @@ TLALOC_CLONES void rows(const CrossEntropyKernel& k, const Frame& fr, int64_t r0
       continue;
     }
     F* d = static_cast<F*>(fr.ptr[k.res]) + r * C;
+    F* loss = static_cast<F*>(fr.ptr[k.loss]) + r;
     if (!in) {
       std::fill(d, d + C, F(0));
+      *loss = -F(0);
       continue;
     }
     const F sum = row_exp(x, C, shift, d);
+    *loss = -((x[label] - shift) - std::log(sum));
     const F dl = static_cast<const F*>(fr.ptr[k.dl])[r];
     const F el = d[label];
     for (int64_t i = 0; i < C; ++i) d[i] = dl * (d[i] / sum);
@@ -170,8 +182,12 @@ std::unique_ptr<Kernel> make_kernel(const ir::Function& f, ValueId id, int num_t
   auto k = std::make_unique<CrossEntropyKernel>();
   k->x = n.operands[0];
   k->labels = n.operands[1];
-  if (n.op == Op::cross_entropy_grad) k->dl = n.operands[2];
   k->res = id;
+  if (n.op == Op::cross_entropy_grad) {
+    k->dl = n.operands[2];
+    k->res = id + 1;
+    k->loss = id + 2;
+  }
   const Shape& xs = f.type(k->x).shape;
   k->N = xs[0];
   k->C = xs[1];
@@ -179,7 +195,7 @@ std::unique_ptr<Kernel> make_kernel(const ir::Function& f, ValueId id, int num_t
   const int64_t elem = f.type(k->x).dtype == DType::f64 ? 8 : 4;
   if (k->dl < 0) k->scratch_bytes = std::max(num_threads, 1) * k->C * elem;  // one row each
   k->reads.assign(n.operands.begin(), n.operands.end());
-  k->writes = {id};
+  k->writes = ir::results_of(f, id);
   k->run = f.type(k->x).dtype == DType::f64 ? run<double> : run<float>;
   return k;
 }
@@ -210,4 +226,5 @@ TLALOC_COMPOSITE_RECORD(cross_entropy, "tlaloc.cross_entropy", 2, 2, {}, composi
                         composites::examples)
 TLALOC_COMPOSITE_RECORD(cross_entropy_grad, "tlaloc.cross_entropy_grad", 3, 3, {},
                         composites::infer_grad, composites::decompose_grad, nullptr,
-                        composites::make_kernel, composites::examples_grad)
+                        composites::make_kernel, composites::examples_grad,
+                        ::tlaloc::ir::Op::cross_entropy, 1)

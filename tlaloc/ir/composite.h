@@ -12,6 +12,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,13 @@ struct Composite {
                                                         int num_threads) = nullptr;
   // Instances the record-walking tests run (kernel vs decomposition, FD of the VJP, StableHLO).
   std::vector<CompositeExample> (*examples)() = nullptr;
+  // A gradient composite that also yields its forward's value: result `forward_result` of this
+  // node equals the single result of composite `forward` (same attrs) on this node's leading
+  // operands (cross_entropy_grad's loss). passes::simplify then reads that result instead of
+  // running a separate forward node, when this node's operands do not depend on it (a loss
+  // whose cotangent is fixed: a mean or a weighted mean).
+  std::optional<Op> forward = std::nullopt;
+  int forward_result = -1;
 
   // The index of param `name` (throws when the record has no such param).
   size_t param(std::string_view name) const;

@@ -132,14 +132,19 @@ ir::Function fold_constants(const ir::Function& f) {
   return detail::verified(detail::fold(f, nullptr), "fold_constants");
 }
 
+ir::Function merge_forward_into_grad(const ir::Function& f) {
+  return detail::verified(detail::merge(f, nullptr), "merge_forward_into_grad");
+}
+
 ir::Function simplify(const ir::Function& f) {
   ir::Function g = f;  // the one copy: the rounds below move nodes
   for (int round = 0; round < 32; ++round) {
-    bool a = false, b = false, c = false;
+    bool a = false, b = false, m = false, c = false;
     g = detail::cse(std::move(g), &a);
     g = detail::fold(std::move(g), &b);
+    g = detail::merge(std::move(g), &m);
     g = detail::dce(std::move(g), &c);
-    if (!a && !b && !c) break;
+    if (!a && !b && !m && !c) break;
   }
   return detail::verified(std::move(g), "simplify");
 }

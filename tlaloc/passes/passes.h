@@ -40,7 +40,14 @@ inline constexpr int64_t kMaxFoldOperandElements = 16 * kMaxFoldElements;
 // Leaves replaced nodes dead (run dce).
 ir::Function fold_constants(const ir::Function& f);
 
-// cse, fold_constants and dce repeated until nothing changes (at most 32 rounds).
+// A forward composite node whose value a gradient composite node also yields
+// (ir/composite.h: Composite::forward; cross_entropy's loss, yielded by cross_entropy_grad) is
+// read from that result instead, when the gradient's operands do not depend on the forward (the
+// gradient node moves up to the forward's first reader). Leaves the forward dead (run dce).
+ir::Function merge_forward_into_grad(const ir::Function& f);
+
+// cse, fold_constants, merge_forward_into_grad and dce repeated until nothing changes (at most
+// 32 rounds).
 ir::Function simplify(const ir::Function& f);
 
 }  // namespace tlaloc::passes

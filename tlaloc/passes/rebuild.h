@@ -30,5 +30,6 @@ ir::Function verified(ir::Function f, const char* pass);
 ir::Function dce(ir::Function f, bool* changed);
 ir::Function cse(ir::Function f, bool* changed);
 ir::Function fold(ir::Function f, bool* changed);
+ir::Function merge(ir::Function f, bool* changed);
 
 }  // namespace tlaloc::passes::detail
