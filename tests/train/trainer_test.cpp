@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "support/error_of.h"
 #include "tlaloc/nn/losses.h"
@@ -214,5 +215,77 @@ TEST(Trainer, DataInputsGoByNameAndMisnamedOnesAreClearErrors) {
   EXPECT_NE(error_of([&] {
               Trainer(*model, loss, data, optim::Adam{});
             }).find("two data inputs are named 'x'"),
+            std::string::npos);
+}
+
+// Frozen parameters (requires_grad false): step inputs with no gradient, no optimizer state and
+// no update. The trained ones follow the hand gradient and reference Adam as above; the frozen
+// ones stay bitwise equal over 100 steps; no dot_general of W1's shape (its weight gradient)
+// is in the step.
+TEST(Trainer, FrozenParametersGetNoGradientStateOrUpdate) {
+  const int64_t n = 32;
+  auto model = disc::make_model();
+  model->init(random::key(3));
+  EXPECT_EQ(nn::freeze(*model, {"0.*", "4.bias"}), 3);
+  EXPECT_NE(error_of([&] { nn::freeze(*model, {"9.*"}); }).find("'9.*' matches no parameter"),
+            std::string::npos);
+  disc::Data d = disc::make_data(random::key(4), n);
+  optim::Adam adam{.lr = 0.01};
+  Trainer t(*model, disc::mse_loss_fn(), disc::data_inputs(n), adam);
+  t.set_resident("x", d.x);
+  t.set_resident("y", d.y);
+  const auto frozen0 = t.frozen_parameters();
+  ASSERT_EQ(frozen0.size(), 3u);
+  EXPECT_EQ(frozen0[0].first, "0.weight");
+  EXPECT_EQ(frozen0[2].first, "4.bias");
+  std::vector<std::string> trained;
+  for (auto& [name, a] : t.named_parameters()) trained.push_back(name);
+  EXPECT_EQ(trained, (std::vector<std::string>{"2.weight", "2.bias", "4.weight"}));
+  for (auto& [name, type] : t.state_specs())
+    EXPECT_TRUE(name == "optimizer.step" || name.find("optimizer.2.") == 0 ||
+                name == "optimizer.4.weight.exp_avg" || name == "optimizer.4.weight.exp_avg_sq")
+        << name;
+  for (const ir::Node& node : t.step_function().nodes)
+    EXPECT_FALSE(node.op == ir::Op::dot_general && (node.type.shape == Shape{16, 2}));
+
+  // All six as the hand gradient sees them, model order; updates only for 2.*, 4.weight.
+  std::vector<Array> all;
+  for (auto& p : model->named_parameters()) all.push_back(p.param->value);
+  const std::vector<size_t> train_idx = {2, 3, 4};
+  std::vector<ir::TensorType> types;
+  for (size_t i : train_idx) types.push_back({all[i].dtype(), all[i].shape()});
+  auto state = optim::init_state(optim::state_layout(adam, types));
+  for (int s = 0; s < 5; ++s) {
+    std::vector<std::vector<double>> p, g;
+    for (auto& a : all) p.push_back(a.to_doubles());
+    mlp_grad(p, d.x, d.y, g);
+    std::vector<Array> params, grads;
+    for (size_t i : train_idx) {
+      params.push_back(all[i]);
+      grads.push_back(Array::from_doubles(DType::f64, all[i].shape(), g[i]).astype(DType::f32));
+    }
+    std::vector<double> lr{adam.lr};
+    optim::reference_step(adam, {}, params, grads, state, lr);
+    for (size_t k = 0; k < train_idx.size(); ++k) all[train_idx[k]] = params[k];
+    t.step({});
+    auto got = t.named_parameters();
+    for (size_t k = 0; k < train_idx.size(); ++k) {
+      auto want = params[k].to_doubles(), have = got[k].second.to_doubles();
+      for (size_t e = 0; e < want.size(); ++e)
+        ASSERT_NEAR(have[e], want[e], 2e-5 * std::max(1.0, std::abs(want[e])))
+            << got[k].first << "[" << e << "] step " << s;
+    }
+  }
+  for (int s = 5; s < 100; ++s) t.step({});
+  const auto frozen = t.frozen_parameters();
+  for (size_t k = 0; k < frozen.size(); ++k)
+    EXPECT_EQ(std::memcmp(frozen[k].second.raw(), frozen0[k].second.raw(),
+                          size_t(frozen0[k].second.nbytes())),
+              0)
+        << frozen[k].first;
+  nn::freeze(*model, {"*"});
+  EXPECT_NE(error_of([&] {
+              Trainer(*model, disc::mse_loss_fn(), disc::data_inputs(n), adam);
+            }).find("every parameter of the model is frozen"),
             std::string::npos);
 }

@@ -1,6 +1,7 @@
 #include "tlaloc/nn/module.h"
 
 #include <fmt/format.h>
+#include <fnmatch.h>
 
 #include "tlaloc/random/program.h"
 
@@ -9,7 +10,8 @@ namespace tlaloc::nn {
 Parameter& Module::register_parameter(std::string name, Array value) {
   for (auto& p : params_)
     if (p->name == name) fail("{}: parameter '{}' registered twice", repr(), name);
-  params_.push_back(std::make_unique<Parameter>(Parameter{std::move(name), std::move(value), {}}));
+  params_.push_back(
+      std::make_unique<Parameter>(Parameter{std::move(name), std::move(value), {}, true}));
   return *params_.back();
 }
 
@@ -126,6 +128,26 @@ std::string Module::to_string() const {
   std::string out;
   print_tree(out, "", 0);
   return out;
+}
+
+int freeze(Module& m, const std::vector<std::string>& patterns) {
+  auto named = m.named_parameters();
+  std::vector<Parameter*> hit;
+  for (const auto& pat : patterns) {
+    bool any = false;
+    for (auto& p : named)
+      if (fnmatch(pat.c_str(), p.name.c_str(), 0) == 0) {
+        hit.push_back(p.param);
+        any = true;
+      }
+    if (!any) fail("freeze: the pattern '{}' matches no parameter of the model", pat);
+  }
+  int n = 0;
+  for (Parameter* p : hit) {
+    n += p->requires_grad;
+    p->requires_grad = false;
+  }
+  return n;
 }
 
 }  // namespace tlaloc::nn

@@ -19,6 +19,9 @@ struct Parameter {
   std::string name;     // local name within its module ("weight")
   Array value;          // host value; the Trainer keeps the live copy on the lane
   trace::Tensor bound;  // the symbolic input during a capture
+  // torch.nn.Parameter.requires_grad: false freezes it (a Trainer input with no gradient and no
+  // optimizer state, never donated; see train/trainer.h).
+  bool requires_grad = true;
 };
 
 // A parameter seen from the root: its dotted name and the slot holding it.
@@ -99,5 +102,11 @@ class Module {
   uint32_t key_index_ = 0;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
+
+// Freezes (requires_grad = false) every parameter of `m` whose dotted name matches one of the
+// glob patterns (fnmatch: `*` and `?` match any characters, dots included; "model.embed_tokens.*",
+// "*.mlp.*"). Returns how many were frozen. Throws tlaloc::Error naming a pattern that matches
+// no parameter (nothing is frozen then).
+int freeze(Module& m, const std::vector<std::string>& patterns);
 
 }  // namespace tlaloc::nn

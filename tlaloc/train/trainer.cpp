@@ -11,6 +11,21 @@
 
 namespace tlaloc::train {
 
+std::vector<size_t> parameter_order(nn::Module& model) {
+  auto named = model.named_parameters();
+  std::vector<size_t> order;
+  for (bool trainable : {false, true})
+    for (size_t i = 0; i < named.size(); ++i)
+      if (named[i].param->requires_grad == trainable) order.push_back(i);
+  return order;
+}
+
+int num_trainable(nn::Module& model) {
+  int n = 0;
+  for (auto& p : model.named_parameters()) n += p.param->requires_grad;
+  return n;
+}
+
 namespace {
 
 std::string join_names(std::span<const std::string> names) {
@@ -19,10 +34,12 @@ std::string join_names(std::span<const std::string> names) {
   return out.empty() ? "none" : out;
 }
 
-// Captures (data..., params...) -> loss outputs of `fn` applied to `model`.
+// Captures (data..., frozen params..., trainable params...) -> loss outputs of `fn` applied to
+// `model` (parameter_order's order).
 ir::Function capture_model(nn::Module& model, const LossFn& fn, const std::vector<DataInput>& data,
                            const char* name) {
   auto named = model.named_parameters();
+  const std::vector<size_t> order = parameter_order(model);
   std::vector<ir::TensorType> types;
   std::vector<std::string> names;
   for (const auto& d : data) {
@@ -33,13 +50,15 @@ ir::Function capture_model(nn::Module& model, const LossFn& fn, const std::vecto
   }
   const size_t nd = data.size();
   const std::vector<std::string> data_names = names;
-  for (auto& p : named) {
-    types.push_back({p.param->value.dtype(), p.param->value.shape()});
-    names.push_back(p.name);
+  for (size_t i : order) {
+    types.push_back({named[i].param->value.dtype(), named[i].param->value.shape()});
+    names.push_back(named[i].name);
   }
   ir::Function f = trace::capture(
       [&](std::span<const trace::Tensor> in) {
-        model.bind(in.subspan(nd));
+        std::vector<trace::Tensor> bound(named.size());
+        for (size_t k = 0; k < order.size(); ++k) bound[order[k]] = in[nd + k];
+        model.bind(bound);
         auto outs = fn(model, Inputs(in.subspan(0, nd), data_names));
         if (outs.empty()) fail("{}: the loss function returned no outputs", name);
         return outs;
@@ -101,9 +120,14 @@ ir::Function build_gradient(nn::Module& model, const LossFn& loss,
   if (lt.shape.rank() != 0 || !is_floating(lt.dtype))
     fail("train step: the loss must be a floating scalar, got {}", ir::to_string(lt));
   if (forward_ops) *forward_ops = fwd.num_ops();
-  int num_params = int(model.named_parameters().size());
+  const int num_params = num_trainable(model);
+  if (num_params == 0)
+    fail(
+        "train step: every parameter of the model is frozen (requires_grad false): nothing to "
+        "train");
+  const int first = fwd.num_inputs() - num_params;
   std::vector<int> wrt;
-  for (int i = 0; i < num_params; ++i) wrt.push_back(int(data.size()) + i);
+  for (int i = 0; i < num_params; ++i) wrt.push_back(first + i);
   return passes::simplify(autodiff::value_and_grad(fwd, wrt));
 }
 
@@ -114,7 +138,7 @@ optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
   optim::validate(opt);
   ir::Function grad = build_gradient(model, loss, data, forward_ops);
   if (gradient_ops) *gradient_ops = grad.num_ops();
-  int num_params = int(model.named_parameters().size());
+  const int num_params = num_trainable(model);
   optim::TrainStep step = optim::append_update(opt, grad, num_params, update);
   step.fn = passes::simplify(step.fn);
   return step;
@@ -131,16 +155,20 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
   step_ =
       build_train_step(model_, loss, data_, opt_, options_.update, &forward_ops_, &gradient_ops_);
   auto named = model_.named_parameters();
-  for (auto& p : named) param_names_.push_back(p.name);
+  order_ = parameter_order(model_);
+  const size_t nf = named.size() - size_t(step_.num_params);
+  for (size_t k = 0; k < order_.size(); ++k)
+    (k < nf ? frozen_names_ : param_names_).push_back(named[order_[k]].name);
   lane_ = options_.lane == Lane::automatic ? choose_lane(Lane::automatic).lane : options_.lane;
   if (lane_ == Lane::pjrt)
     client_ = options_.client ? options_.client : &runtime::pjrt::default_client();
   exe_ = compile(step_.fn);
   inputs_.resize(size_t(step_.fn.num_inputs()));
 
-  // Resident inputs: data slots stay empty until set; params from the model; fresh state.
-  for (size_t i = 0; i < named.size(); ++i)
-    put_input(step_.param_input(int(i)), named[i].param->value);
+  // Resident inputs: data slots stay empty until set; frozen parameters (after the data, never
+  // donated) and params from the model; fresh state.
+  for (size_t k = 0; k < order_.size(); ++k)
+    put_input(int(data_.size() + k), named[order_[k]].param->value);
   auto state = optim::init_state(step_.state);
   for (int j = 0; j < step_.state.size(); ++j)
     put_input(step_.state_input(j), std::move(state[size_t(j)]));
@@ -235,8 +263,16 @@ double Trainer::current_lr() const {
 
 void Trainer::sync_to_model() {
   auto named = model_.named_parameters();
-  for (size_t i = 0; i < named.size(); ++i)
-    named[i].param->value = exe_->download(inputs_[size_t(step_.param_input(int(i)))]);
+  const size_t nf = frozen_names_.size();
+  for (size_t i = 0; i < param_names_.size(); ++i)
+    named[order_[nf + i]].param->value = exe_->download(inputs_[size_t(step_.param_input(int(i)))]);
+}
+
+std::vector<std::pair<std::string, Array>> Trainer::frozen_parameters() const {
+  std::vector<std::pair<std::string, Array>> out;
+  for (size_t k = 0; k < frozen_names_.size(); ++k)
+    out.emplace_back(frozen_names_[k], exe_->download(inputs_[data_.size() + k]));
+  return out;
 }
 
 std::vector<std::pair<std::string, Array>> Trainer::named_parameters() const {
@@ -314,12 +350,10 @@ std::vector<Array> Trainer::run_eval(int id, Batch& data) {
   // buffers are lent too: neither is donated, both are taken back.
   std::vector<runtime::Buffer> args;
   for (size_t k : at) args.emplace_back(std::move(data[k].second));
-  const size_t nd = args.size();
-  for (size_t i = 0; i < param_names_.size(); ++i)
-    args.push_back(std::move(inputs_[size_t(step_.param_input(int(i)))]));
+  const size_t nd = args.size(), np = order_.size();  // frozen, then trained parameters
+  for (size_t i = 0; i < np; ++i) args.push_back(std::move(inputs_[data_.size() + i]));
   auto give_back = [&] {
-    for (size_t i = 0; i < param_names_.size(); ++i)
-      inputs_[size_t(step_.param_input(int(i)))] = std::move(args[nd + i]);
+    for (size_t i = 0; i < np; ++i) inputs_[data_.size() + i] = std::move(args[nd + i]);
     for (size_t k = 0; k < nd; ++k)
       if (args[k].on_host()) data[at[k]].second = args[k].take_array();
   };

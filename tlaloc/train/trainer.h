@@ -14,6 +14,10 @@
 //
 // Data inputs are named (DataInput::name): set_resident("images", a), step({{"idx", i}, ...}),
 // and inside the loss function d["images"].
+//
+// Frozen parameters (nn::Parameter::requires_grad false, nn::freeze) are resident step inputs
+// placed after the data: put on the lane once, read every step, never donated; the step forms
+// no gradient and keeps no optimizer state for them (fine-tuning, LoRA's base weights).
 #pragma once
 
 #include <functional>
@@ -91,8 +95,15 @@ struct StepReport {
   std::vector<Array> aux;  // the loss function's extra outputs
 };
 
-// The gradient program of `loss` on `model`: (data..., params...) -> (loss, aux..., grads...),
-// one gradient per parameter in named_parameters() order (capture, value_and_grad, simplify).
+// The model's parameters (indices into named_parameters()) in the order the programs below take
+// them: the frozen ones (requires_grad false), then the trained ones, each in model order.
+std::vector<size_t> parameter_order(nn::Module& model);
+// How many parameters require a gradient.
+int num_trainable(nn::Module& model);
+
+// The gradient program of `loss` on `model`: (data..., frozen..., params...) -> (loss, aux...,
+// grads...), one gradient per trained parameter (requires_grad) in model order, none for the
+// frozen ones (no cotangent is formed for them), by capture, value_and_grad, simplify.
 // The size of the forward program goes to *forward_ops when given.
 ir::Function build_gradient(nn::Module& model, const LossFn& loss,
                             const std::vector<DataInput>& data, int64_t* forward_ops = nullptr);
@@ -140,10 +151,14 @@ class Trainer {
   int64_t optimizer_step() const;
   double current_lr() const;  // the lr factor x base lr of group 0 for the next step
 
-  // Copies the resident parameters back into the model's Parameter values.
+  // Copies the resident trained parameters back into the model's Parameter values.
   void sync_to_model();
-  // Parameters with dotted names (copies of the resident values).
+  // The trained parameters (requires_grad) with dotted names (copies of the resident values),
+  // in model order: what the optimizer updates and a checkpoint holds.
   std::vector<std::pair<std::string, Array>> named_parameters() const;
+  // The frozen ones (requires_grad false when the Trainer was made), in model order: resident
+  // step inputs of their own, read by the step, never donated nor changed.
+  std::vector<std::pair<std::string, Array>> frozen_parameters() const;
   // Optimizer state with names "optimizer.<param>.<exp_avg|...>" and "optimizer.step".
   std::vector<std::pair<std::string, Array>> optimizer_state() const;
   // Names, dtypes and shapes of the parameters and of the optimizer state, in the orders
@@ -182,7 +197,9 @@ class Trainer {
   optim::Optimizer opt_;
   TrainerOptions options_;
   std::vector<DataInput> data_;
-  std::vector<std::string> param_names_;
+  std::vector<std::string> param_names_, frozen_names_;
+  // The model's parameters (named_parameters() indices) in step input order: frozen, trained.
+  std::vector<size_t> order_;
   optim::TrainStep step_;
   Lane lane_ = Lane::host;
   runtime::pjrt::Client* client_ = nullptr;  // pjrt lane
