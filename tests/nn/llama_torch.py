@@ -9,8 +9,10 @@ An input file holds the model's weights under HF's names (float32 or float64), i
 [batch, seq]), optionally attention_mask (I32 [batch, seq]), and metadata: "config" (the
 config.json text), "dtype" ("float32" or "float64": the computation's), "interleaved" ("1": the
 q_proj / k_proj weights are in Meta's interleaved layout; they are permuted into HF's layout with
-convert_llama_weights_to_hf.py's permute() before the HF equations run) and "grad" ("1": also the
-mean next-token cross-entropy and its gradient). The output holds logits [batch, seq, vocab],
+convert_llama_weights_to_hf.py's permute() before the HF equations run), "grad" ("1": also the
+mean next-token cross-entropy and its gradient) and "lora_scaling" (a Linear NAME with weights
+NAME.lora_A.weight [r, in] and NAME.lora_B.weight [out, r] adds PEFT's LoRA term
+(x A^T) B^T * lora_scaling, from Hu et al. 2021). The output holds logits [batch, seq, vocab],
 inv_freq [head_dim / 2] and, with grad, loss [] and grad.<weight name> for every weight.
 
 In float32 the RoPE frequencies and tables are computed in float32 as HF does; in float64
@@ -100,7 +102,7 @@ def rms_norm(x, weight, eps):
     return weight * (x * torch.rsqrt(variance + eps))
 
 
-def forward(w, cfg, ids, mask, dt):
+def forward(w, cfg, ids, mask, dt, lora_scaling=0.0):
     H = cfg["num_attention_heads"]
     Hkv = cfg.get("num_key_value_heads") or H
     D = cfg.get("head_dim") or cfg["hidden_size"] // H
@@ -119,7 +121,10 @@ def forward(w, cfg, ids, mask, dt):
 
     def linear(x, name):
         y = x @ w[name + ".weight"].T
-        return y + w[name + ".bias"] if name + ".bias" in w else y
+        y = y + w[name + ".bias"] if name + ".bias" in w else y
+        if name + ".lora_A.weight" in w:  # PEFT's lora.Linear: + lora_B(lora_A(x)) * scaling
+            y = y + (x @ w[name + ".lora_A.weight"].T) @ w[name + ".lora_B.weight"].T * lora_scaling
+        return y
 
     x = w["model.embed_tokens.weight"][ids.long()]
     for i in range(cfg["num_hidden_layers"]):
@@ -161,7 +166,7 @@ k: v.to(dt).requires_grad_(True) for k, v in tensors.items()}
                 hf[name] = permute(hf[name], H)
             elif ".self_attn.k_proj." in name:
                 hf[name] = permute(hf[name], Hkv)
-    logits, inv = forward(hf, cfg, ids, mask, dt)
+    logits, inv = forward(hf, cfg, ids, mask, dt, float(meta.get("lora_scaling", "0")))
     out = {
   "logits" : logits, "inv_freq" : inv}
     if meta.get("grad") == "1":

@@ -26,12 +26,45 @@ trace::Tensor Linear::forward(const trace::Tensor& x) {
   ir::Builder& b = x.builder();
   trace::Tensor y{&b, b.dot_general(x.id(), w.id(), {{}, {}, {x.rank() - 1}, {1}})};
   if (bias_) y = y + param("bias");
+  if (lora_r_ > 0) {
+    trace::Tensor h = lora_dropout_ ? child("lora_dropout")(x) : x;
+    h = child("lora_A")(h) * lora_scaling_;  // scaled at rank r, the narrowest point
+    y = y + child("lora_B")(h);
+  }
   return y;
 }
 
 std::string Linear::repr() const {
-  return fmt::format("Linear(in_features={}, out_features={}, bias={})", in_, out_,
-                     bias_ ? "True" : "False");
+  std::string lora;
+  if (lora_r_ > 0) lora = fmt::format(", lora_r={}, lora_scaling={}", lora_r_, lora_scaling_);
+  return fmt::format("Linear(in_features={}, out_features={}, bias={}{})", in_, out_,
+                     bias_ ? "True" : "False", lora);
+}
+
+namespace {
+// LoRA's B: zeros when initialised (PEFT: nn.init.zeros_), so a fresh adapter changes nothing.
+class ZeroLinear : public Linear {
+ public:
+  using Linear::Linear;
+  void reset_parameters(const random::Key&) override {
+    Parameter& w = parameter("weight");
+    w.value = Array(w.value.dtype(), w.value.shape());
+  }
+};
+}  // namespace
+
+void Linear::add_lora(int64_t r, double scaling, double dropout) {
+  if (lora_r_ > 0) fail("{}: it has a LoRA adapter already", repr());
+  if (r < 1) fail("LoRA: r = {} must be >= 1", r);
+  if (!std::isfinite(scaling)) fail("LoRA: the scaling {} must be finite", scaling);
+  if (!(dropout >= 0 && dropout < 1)) fail("LoRA: lora_dropout {} must be in [0, 1)", dropout);
+  const DType dt = parameter("weight").value.dtype();
+  register_module("lora_A", std::make_shared<Linear>(in_, r, false, dt));
+  register_module("lora_B", std::make_shared<ZeroLinear>(r, out_, false, dt));
+  if (dropout > 0) register_module("lora_dropout", std::make_shared<Dropout>(dropout));
+  lora_r_ = r;
+  lora_scaling_ = scaling;
+  lora_dropout_ = dropout > 0;
 }
 
 void Linear::reset_parameters(const random::Key& key) {

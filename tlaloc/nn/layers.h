@@ -20,9 +20,24 @@ class Linear : public Module {
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
 
+  // A LoRA adapter (Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language Models"; PEFT's
+  // lora.Linear): children lora_A (Linear(in, r), no bias: weight [r, in]), lora_B (Linear(r,
+  // out), no bias: [out, r]) and, for 0 < dropout, lora_dropout (Dropout(dropout)); the forward
+  // becomes x Wᵀ + b + scaling · (dropout(x) Aᵀ) Bᵀ, never forming W + scaling · B A. A is
+  // drawn as Linear's own (kaiming-uniform, a = √5: U(-1/√in, 1/√in)) and B is 0 when
+  // initialised (reset_parameters, Module::init). Throws tlaloc::Error for r < 1, a
+  // non-finite scaling, dropout outside [0, 1) or a second adapter.
+  void add_lora(int64_t r, double scaling, double dropout);
+  bool has_lora() const { return lora_r_ > 0; }
+  int64_t lora_r() const { return lora_r_; }
+  double lora_scaling() const { return lora_scaling_; }
+
  private:
   int64_t in_, out_;
   bool bias_;
+  int64_t lora_r_ = 0;
+  double lora_scaling_ = 0;
+  bool lora_dropout_ = false;
 };
 
 // Elementwise activations (no parameters).

@@ -42,6 +42,18 @@ void Module::collect_modules(std::vector<Module*>& out) {
   for (auto& c : children_) c.second->collect_modules(out);
 }
 
+void Module::collect_named(const std::string& name,
+                           std::vector<std::pair<std::string, Module*>>& out) {
+  out.emplace_back(name, this);
+  for (auto& [n, m] : children_) m->collect_named(name.empty() ? n : name + "." + n, out);
+}
+
+std::vector<std::pair<std::string, Module*>> Module::named_modules() {
+  std::vector<std::pair<std::string, Module*>> out;
+  collect_named("", out);
+  return out;
+}
+
 std::vector<NamedParameter> Module::named_parameters() {
   std::vector<NamedParameter> out;
   collect("", out);

@@ -54,6 +54,9 @@ class Module {
   void init(const random::Key& key);
   // Every parameter of the tree, pre-order, in registration order, with dotted names.
   std::vector<NamedParameter> named_parameters();
+  // Every module of the tree, pre-order, with dotted names ("" for this one), as
+  // torch.nn.Module.named_modules.
+  std::vector<std::pair<std::string, Module*>> named_modules();
   int64_t num_parameters();  // total element count
   // Training mode of the whole tree (torch.nn.Module.train / eval; modules start in training
   // mode). Read at capture time: Dropout is active only in training mode.
@@ -94,6 +97,7 @@ class Module {
  private:
   void collect(const std::string& prefix, std::vector<NamedParameter>& out);
   void collect_modules(std::vector<Module*>& out);
+  void collect_named(const std::string& name, std::vector<std::pair<std::string, Module*>>& out);
   void print_tree(std::string& out, const std::string& name, int indent) const;
 
   std::vector<std::unique_ptr<Parameter>> params_;
