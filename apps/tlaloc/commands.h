@@ -11,10 +11,12 @@
 namespace tlaloc::app {
 
 // A new command: declare its register_* here, define it in cmd_<name>.cpp, call it in main.cpp.
-void register_train(CLI::App& app);    // tlaloc train disc|fmnist|lm|llama
-void register_export(CLI::App& app);   // tlaloc export RECIPE: the train step as StableHLO
-void register_inspect(CLI::App& app);  // tlaloc inspect FILE: a safetensors listing
-void register_bench(CLI::App& app);    // tlaloc bench step: the three-lane step table
+void register_train(CLI::App& app);     // tlaloc train disc|fmnist|lm|llama
+void register_export(CLI::App& app);    // tlaloc export RECIPE: the train step as StableHLO
+void register_inspect(CLI::App& app);   // tlaloc inspect FILE: a safetensors listing
+void register_bench(CLI::App& app);     // tlaloc bench step: the three-lane step table
+void register_finetune(CLI::App& app);  // tlaloc finetune DIR (cmd_finetune.cpp)
+void register_merge(CLI::App& app);     // tlaloc merge DIR ADAPTER OUT (cmd_finetune.cpp)
 
 // A recipe whose train step `tlaloc export NAME` prints: `step` builds the whole captured
 // train step (forward, gradient, optimizer update, aliases). Register before parsing.

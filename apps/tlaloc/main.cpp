@@ -81,6 +81,8 @@ int main(int argc, char** argv) {
   tlaloc::app::register_inspect(app);
   tlaloc::app::register_bench(app);
   tlaloc::app::register_tokenizer(app);
+  tlaloc::app::register_finetune(app);
+  tlaloc::app::register_merge(app);
   tlaloc::app::require_strict_numbers(app);
   if (argc == 1) {  // no command: the usage, as `tlaloc --help` prints it
     std::fputs(app.help().c_str(), stdout);

@@ -19,8 +19,6 @@ using json = nlohmann::json;
 
 namespace {
 
-// Larger config / index files are refused unread (a 1T-parameter model's index is ~10 MB).
-constexpr uint64_t kMaxJsonFileBytes = 256 << 20;
 // Nesting allowed in config.json / generation_config.json, and in the index.
 constexpr int kMaxConfigDepth = 64, kMaxIndexDepth = 8;
 
@@ -32,27 +30,6 @@ bool is_file(const std::string& path) {
 bool exists(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;
-}
-
-std::string read_text(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) fail("{}: cannot read: {}", path, std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) fail("{}: not a regular file", path);
-  if (uint64_t(st.st_size) > kMaxJsonFileBytes)
-    fail("{}: {} bytes, over the {} bytes tlaloc reads as JSON", path, st.st_size,
-         kMaxJsonFileBytes);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot read: {}", path, std::strerror(errno));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail("{}: read failed", path);
-  return text;
-}
-
-// A JSON object from `path`; `noun` names it in errors.
-json read_object(const std::string& path, std::string_view noun, int max_depth) {
-  json j = parse_json_strict(read_text(path), path, noun, max_depth);
-  if (!j.is_object()) fail("{}: holds {}, not a JSON object", path, json_kind(j));
-  return j;
 }
 
 bool plain_file_name(const std::string& s) {
@@ -79,9 +56,10 @@ HfModelDir HfModelDir::open(const std::string& dir) {
 
   const std::string config = p + "/config.json";
   if (!exists(config)) fail("{}: missing (a HuggingFace model directory has one)", config);
-  d.config_ = read_object(config, "config", kMaxConfigDepth);
+  d.config_ = read_json_object(config, "config", kMaxConfigDepth);
   const std::string gen = p + "/generation_config.json";
-  if (exists(gen)) d.generation_config_ = read_object(gen, "generation config", kMaxConfigDepth);
+  if (exists(gen))
+    d.generation_config_ = read_json_object(gen, "generation config", kMaxConfigDepth);
   for (const char* name : kHfKeptFiles)
     if (is_file(p + "/" + name)) d.other_files_[name] = p + "/" + name;
   if (d.other_files_.count("tokenizer.model")) d.tokenizer_model_ = p + "/tokenizer.model";
@@ -105,7 +83,7 @@ HfModelDir HfModelDir::open(const std::string& dir) {
   }
 
   d.sharded_ = true;
-  const json idx = read_object(index, "index", kMaxIndexDepth);
+  const json idx = read_json_object(index, "index", kMaxIndexDepth);
   auto wm = idx.find("weight_map");
   if (wm == idx.end() || !wm->is_object())
     fail("{}: has no \"weight_map\" object (tensor -> shard file)", index);

@@ -1,5 +1,11 @@
 #include "tlaloc/io/json_util.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <vector>
 
@@ -8,6 +14,27 @@
 namespace tlaloc::io {
 
 using json = nlohmann::json;
+
+namespace {
+// Larger JSON files are refused unread (a 1T-parameter model's index is ~10 MB).
+constexpr uint64_t kMaxJsonFileBytes = 256 << 20;
+}  // namespace
+
+json read_json_object(const std::string& path, std::string_view noun, int max_depth) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail("{}: cannot read: {}", path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail("{}: not a regular file", path);
+  if (uint64_t(st.st_size) > kMaxJsonFileBytes)
+    fail("{}: {} bytes, over the {} bytes tlaloc reads as JSON", path, st.st_size,
+         kMaxJsonFileBytes);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot read: {}", path, std::strerror(errno));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail("{}: read failed", path);
+  json j = parse_json_strict(text, path, noun, max_depth);
+  if (!j.is_object()) fail("{}: holds {}, not a JSON object", path, json_kind(j));
+  return j;
+}
 
 const char* json_kind(const json& j) {
   switch (j.type()) {

@@ -16,6 +16,10 @@ namespace tlaloc::io {
 nlohmann::json parse_json_strict(std::string_view text, const std::string& src,
                                  std::string_view noun, int max_depth);
 
+// The JSON object in file `path` (parse_json_strict; `noun` names it in errors). Throws naming
+// the file when it is missing, not a regular file, over 256 MiB, unreadable or not an object.
+nlohmann::json read_json_object(const std::string& path, std::string_view noun, int max_depth);
+
 // "an object", "an array", "a string", "an integer", "a float", "a boolean", "null".
 const char* json_kind(const nlohmann::json& j);
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "tlaloc/nn/layers.h"
@@ -81,6 +82,23 @@ std::vector<std::string> add_lora(Module& model, const LoraConfig& c, const rand
   }
   for (auto& p : model.named_parameters()) p.param->requires_grad = is_adapter_parameter(p.name);
   return names;
+}
+
+void add_lora_to(Module& model, const std::vector<std::string>& modules, const LoraConfig& c) {
+  auto all = linears(model);
+  std::vector<Linear*> chosen;
+  for (const auto& m : modules) {
+    auto it = std::find_if(all.begin(), all.end(), [&](auto& l) { return l.first == m; });
+    if (it == all.end()) fail("LoRA: module '{}' is not a Linear module of the model", m);
+    if (it->second->has_lora()) fail("LoRA: module '{}' has an adapter already", m);
+    chosen.push_back(it->second);
+  }
+  if (c.r < 1) fail("LoRA: r = {} must be >= 1", c.r);
+  if (!std::isfinite(c.scaling())) fail("LoRA: the scaling {} must be finite", c.scaling());
+  if (!(c.lora_dropout >= 0 && c.lora_dropout < 1))
+    fail("LoRA: lora_dropout {} must be in [0, 1)", c.lora_dropout);
+  for (Linear* l : chosen) l->add_lora(c.r, c.scaling(), c.lora_dropout);
+  for (auto& p : model.named_parameters()) p.param->requires_grad = is_adapter_parameter(p.name);
 }
 
 std::vector<std::string> lora_modules(Module& model) {

@@ -31,6 +31,12 @@ struct LoraConfig {
 // model is unchanged then.
 std::vector<std::string> add_lora(Module& model, const LoraConfig& c, const random::Key& key);
 
+// Adds adapters of rank c.r, c.scaling() and c.lora_dropout to exactly the Linear modules named
+// `modules` (dotted; c.target_modules is not read) and freezes the rest, as add_lora; A and B
+// are 0 (to be loaded, e.g. from a PEFT adapter). Throws tlaloc::Error naming a module that is
+// not a Linear module of the model or has an adapter already (nothing is changed then).
+void add_lora_to(Module& model, const std::vector<std::string>& modules, const LoraConfig& c);
+
 // The adapted modules of `model` (those with Linear::has_lora), dotted names in model order.
 std::vector<std::string> lora_modules(Module& model);
 

@@ -13,6 +13,7 @@
 #include "tlaloc/io/atomic_file.h"
 #include "tlaloc/io/json_util.h"
 #include "tlaloc/random/random.h"
+#include "tlaloc/recipes/llama_finetune.h"
 #include "tlaloc/recipes/lm.h"
 #include "tlaloc/train/checkpointing.h"
 #include "tlaloc/train/progress.h"
@@ -147,7 +148,7 @@ struct Model {
 
 Model choose_model(const Config& c) {
   const int given = !c.preset.empty() + !c.config_json.empty() + !c.init.empty();
-  if (given > 1) fail("{}: --preset, --config and --init exclude each other (one model)", kWhat);
+  if (given > 1) fail("{}: --preset, --config and --init exclude each other (one model)", c.name);
   Model m;
   Preset small = preset("small");
   m.context = small.context;
@@ -170,14 +171,14 @@ Model choose_model(const Config& c) {
   }
   const int64_t max_pos = m.config.max_position_embeddings;
   if (c.context && *c.context > max_pos)
-    fail("{}: --context {} is more than the model's max_position_embeddings {}", kWhat, *c.context,
+    fail("{}: --context {} is more than the model's max_position_embeddings {}", c.name, *c.context,
          max_pos);
   m.context = c.context.value_or(std::min(m.context, max_pos));
   m.batch = c.batch.value_or(m.batch);
-  if (m.context < 1) fail("{}: --context {} must be >= 1", kWhat, m.context);
-  if (m.batch < 1) fail("{}: --batch {} must be >= 1", kWhat, m.batch);
+  if (m.context < 1) fail("{}: --context {} must be >= 1", c.name, m.context);
+  if (m.batch < 1) fail("{}: --batch {} must be >= 1", c.name, m.batch);
   // Parameters, gradients and AdamW's two moments: 4 f32 per parameter.
-  check_memory(m.config, 16, kWhat);
+  check_memory(m.config, 16, c.name);
   return m;
 }
 
@@ -196,30 +197,38 @@ json generation_config(const LlamaConfig& m) {
 
 train::FitResult run(const Config& c) {
   std::FILE* out = c.common.out;
+  const std::string& what = c.name;
+  const bool finetune = c.lora || !c.freeze.empty();
+  if (finetune && c.init.empty())
+    fail("{}: fine-tuning needs the model to start from (--init DIR)", what);
+  if (c.lora && !c.freeze.empty())
+    fail("{}: --freeze with --lora: LoRA freezes the whole base model already", what);
   if (!(c.val_fraction > 0 && c.val_fraction < 1))
-    fail("{}: the validation fraction {} must be in (0, 1)", kWhat, c.val_fraction);
+    fail("{}: the validation fraction {} must be in (0, 1)", what, c.val_fraction);
   Model m = choose_model(c);
   m.config.torch_dtype = "float32";  // the dtype of the weights written (BF16 --init widens)
   const LlamaConfig& cfg = m.config;
   const json config_json = nn::models::to_json(cfg);
   const int64_t ctx = m.context;
   const std::string dir =
-      c.common.save.value_or(c.preset.empty() && (c.config_json.size() || c.init.size())
+      c.common.save.value_or(c.lora ? "llama-lora"
+                             : c.preset.empty() && (c.config_json.size() || c.init.size())
                                  ? "llama-model"
                                  : "llama-" + (c.preset.empty() ? std::string("tiny") : c.preset));
-  const optim::Schedule schedule = make_schedule(c.common, kWhat, c.steps, c.common.warmup);
+  const optim::Schedule schedule = make_schedule(c.common, what, c.steps, c.common.warmup);
 
   // The checkpoint: the model directory and its training state beside it.
   TempDir tmp;
   const std::string tok_file = tmp.file("tokenizer.model");
   Common common = c.common;
   common.save = dir;
-  train::FitOptions f = fit_options(common, kWhat, c.steps,
-                                    {{"recipe", "llama"},
-                                     {"context", std::to_string(ctx)},
-                                     {"batch", std::to_string(m.batch)},
-                                     {"text", text_field(c.text)},
-                                     {"val_fraction", io::exact(c.val_fraction)}});
+  std::map<std::string, std::string> fields = {{"recipe", "llama"},
+                                               {"context", std::to_string(ctx)},
+                                               {"batch", std::to_string(m.batch)},
+                                               {"text", text_field(c.text)},
+                                               {"val_fraction", io::exact(c.val_fraction)}};
+  if (finetune) add_finetune_fields(c, *m.init, fields);
+  train::FitOptions f = fit_options(common, what, c.steps, std::move(fields));
   io::HfSaveOptions save_opt;
   save_opt.what = "train llama: --save";
   save_opt.files = {{"tokenizer.model", tok_file}};
@@ -242,12 +251,16 @@ train::FitResult run(const Config& c) {
       fail("--resume {}: its config.json is not this run's model ({})", path, m.label);
     return io::load_hf_checkpoint(d, true);
   };
+  LlamaForCausalLM model(cfg);
+  const train::Trainer* trainer_of_run = nullptr;  // set once made: the frozen tensors' source
+  if (c.lora) format = lora_format(c);
+  if (!c.freeze.empty()) frozen_format(model, format, trainer_of_run);
   f.format = std::move(format);
   train::check(f);
   const io::WriteLock lock = train::lock_outputs(f);
-  LlamaForCausalLM model(cfg);
   model.init(random::key(c.common.seed));
-  if (m.init) restore_strict(model, *m.init, "train llama: --init " + c.init);
+  if (m.init) restore_strict(model, *m.init, what + ": --init " + c.init);
+  if (finetune) prepare_finetune(c, model);
 
   // The tokenizer: given, the --init or --resume directory's, or trained below.
   std::optional<text::Tokenizer> tok;
@@ -258,11 +271,14 @@ train::FitResult run(const Config& c) {
   } else if (c.common.resume) {
     tok.emplace(text::Tokenizer::load(*c.common.resume));
   }
-  if (tok) check_vocab(*tok, cfg, kWhat);
-  if (tok && c.common.resume) {
+  if (tok) check_vocab(*tok, cfg, what);
+  if (finetune && !tok)
+    fail("{}: --init {} has no tokenizer.model: give the model's tokenizer with --tokenizer", what,
+         c.init);
+  if (tok && c.common.resume && !c.lora) {  // an adapter's tokenizer is its base model's
     const std::string theirs = text::Tokenizer::load(*c.common.resume).bytes();
     if (tok->bytes() != theirs)
-      fail("{}: the tokenizer {} is not the tokenizer.model of --resume {}", kWhat, tok->name(),
+      fail("{}: the tokenizer {} is not the tokenizer.model of --resume {}", what, tok->name(),
            *c.common.resume);
   }
 
@@ -292,9 +308,9 @@ train::FitResult run(const Config& c) {
       fail(
           "{}: no --tokenizer given, and training one of the model's vocab_size {} on the {} "
           "training bytes failed: {}",
-          kWhat, cfg.vocab_size, train_bytes, e.what());
+          what, cfg.vocab_size, train_bytes, e.what());
     }
-    check_vocab(*tok, cfg, kWhat);  // its <s> 1 and </s> 2 against config.json's ids
+    check_vocab(*tok, cfg, what);  // its <s> 1 and </s> 2 against config.json's ids
   }
   write_file(tok_file, tok->bytes());
   // What the run trained on, so a resume or `eval` can tell when the text or the directory's
@@ -308,13 +324,15 @@ train::FitResult run(const Config& c) {
              trained ? std::string("BPE trained on the training text") : tok->name(),
              tok->vocab_size(), ntrain, val_tok.numel());
   if (ntrain <= ctx + 1)
-    fail("{}: {} training tokens are too few for context {}; pass more text", kWhat, ntrain, ctx);
-  fmt::print(out, "model ({}): {} parameters, context {}, batch {}\n", m.label,
-             model.num_parameters(), ctx, m.batch);
+    fail("{}: {} training tokens are too few for context {}; pass more text", what, ntrain, ctx);
+  fmt::print(out, "model ({}): {} parameters{}, context {}, batch {}\n", m.label,
+             model.num_parameters(), finetune ? trained_text(model) : "", ctx, m.batch);
+  const bool dropout = c.lora && c.lora->lora_dropout > 0;  // a fresh key every step
 
   std::optional<train::Activity> compiling(std::in_place, "compiling the train step", out);
-  train::Trainer trainer(model, lm::loss_fn(ctx), lm::data_inputs(ntrain, m.batch),
+  train::Trainer trainer(model, lm::loss_fn(ctx), lm::data_inputs(ntrain, m.batch, dropout),
                          optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
+  trainer_of_run = &trainer;
   compiling.reset();
   fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
              trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
@@ -325,7 +343,9 @@ train::FitResult run(const Config& c) {
   f.progress_mean = false;
   train::FitCallbacks cb;
   cb.batch = [&](const train::StepPosition& p) {
-    return train::Batch{{"starts", lm::random_starts(c.common.seed, p.step, m.batch, ntrain, ctx)}};
+    train::Batch b{{"starts", lm::random_starts(c.common.seed, p.step, m.batch, ntrain, ctx)}};
+    if (dropout) b.emplace_back("dropout_key", lm::dropout_key(c.common.seed, p.step));
+    return b;
   };
   cb.on_end = [&](int64_t, double) {
     trainer.sync_to_model();

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "tlaloc/io/hf_dir.h"
+#include "tlaloc/nn/lora.h"
 #include "tlaloc/nn/models/llama.h"
 #include "tlaloc/recipes/common.h"
 #include "tlaloc/recipes/llama_data.h"
@@ -45,6 +46,12 @@ struct Config {
   std::vector<std::string> text;  // "": the default corpus
   int64_t steps = 2000;
   double lr = 1e-3, wd = 0.1, val_fraction = 0.1;
+  // Fine-tuning (`tlaloc finetune`, needs init): parameters frozen by glob (nn::freeze), and / or
+  // LoRA adapters (nn::add_lora, drawn from the seed), which freeze the whole base model; with
+  // lora the output is a PEFT adapter directory (io/peft.h) instead of a model directory.
+  std::vector<std::string> freeze;
+  std::optional<nn::LoraConfig> lora;
+  std::string name = "train llama";  // the command, in messages and the run's metadata
 };
 
 // Parameters of LlamaForCausalLM(m), counted without building it (double: absurd sizes do not
@@ -72,6 +79,14 @@ struct LoadedDir {
 // Throws naming DIR and the key / tensor / file (hf_dir.h's refusals, config keys, tensors of
 // another name, shape or dtype, NaN / inf parameters, a tokenizer larger than vocab_size).
 LoadedDir load_dir(const std::string& dir, bool need_tokenizer = true);
+
+// `tlaloc merge`: the model of `dir` with the PEFT adapter `adapter` folded in (W + scaling · B A
+// computed in f64, stored as F32; merged_lora_weights) written as the model directory `out`
+// with dir's config (torch_dtype float32), generation config and tokenizer files. One line to
+// `log`. Throws, writing nothing, for load_dir's and load_peft_adapter's refusals, an adapter
+// module the model lacks or of another shape, and an `out` that is `dir` or `adapter`.
+void merge_adapter(const std::string& dir, const std::string& adapter, const std::string& out,
+                   std::FILE* log);
 
 // The held-out documents of the run that wrote `state` (its fields text and val_fraction):
 // the default corpus or the files, split as run() splits them. Throws when the state has no

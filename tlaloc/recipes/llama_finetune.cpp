@@ -1,0 +1,180 @@
+#include "tlaloc/recipes/llama_finetune.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <filesystem>
+#include <set>
+
+#include "tlaloc/io/json_util.h"
+#include "tlaloc/random/random.h"
+
+namespace tlaloc::recipes::llama {
+
+namespace {
+
+// LoRA's A is drawn from fold_in(key(seed), kLoraStream), apart from every other draw of the run.
+constexpr uint32_t kLoraStream = 0x4c6f5241;  // "LoRA"
+
+std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
+  return out;
+}
+
+}  // namespace
+
+io::PeftLoraConfig peft_config(const Config& c) {
+  io::PeftLoraConfig p;
+  p.r = c.lora->r;
+  p.lora_alpha = c.lora->lora_alpha;
+  p.lora_dropout = c.lora->lora_dropout;
+  p.use_rslora = c.lora->use_rslora;
+  p.target_modules = c.lora->target_modules;
+  p.base_model_name_or_path = std::filesystem::absolute(c.init).lexically_normal().string();
+  return p;
+}
+
+void add_finetune_fields(const Config& c, const io::HfModelDir& init,
+                         std::map<std::string, std::string>& fields) {
+  fields["base_model"] = io::tensors_digest(init.tensor_refs());
+  if (!c.freeze.empty()) fields["freeze"] = join(c.freeze);
+  if (c.lora) {
+    io::PeftLoraConfig p = peft_config(c);
+    p.base_model_name_or_path.clear();  // where the base lies may change; its digest may not
+    fields["lora"] = io::peft_config_json(p).dump();
+  }
+}
+
+void prepare_finetune(const Config& c, nn::models::LlamaForCausalLM& model) {
+  if (!c.freeze.empty()) nn::freeze(model, c.freeze);
+  if (c.lora)
+    nn::add_lora(model, *c.lora, random::fold_in(random::key(c.common.seed), kLoraStream));
+}
+
+std::string trained_text(nn::Module& model) {
+  int64_t n = 0;
+  for (auto& p : model.named_parameters())
+    if (p.param->requires_grad) n += p.param->value.numel();
+  return fmt::format(", {} trained", n);
+}
+
+train::FitOptions::CheckpointFormat lora_format(const Config& c) {
+  train::FitOptions::CheckpointFormat format;
+  format.folder = true;
+  format.check_output = [](const std::string& path, const std::string& what) {
+    io::check_output_adapter_dir(path, what);
+    io::check_output_file(io::training_state_path(path), what, io::OutputMode::replace);
+  };
+  const io::PeftLoraConfig cfg = peft_config(c);
+  const std::string what = c.name + ": --save";
+  format.save = [cfg, what](const std::string& path, const io::Checkpoint& ck) {
+    io::save_peft_checkpoint(path, cfg, ck, what);
+  };
+  format.load = [cfg](const std::string& path) {
+    io::PeftAdapter a = io::load_peft_adapter(path);
+    const io::PeftLoraConfig& h = a.config;
+    if (h.r != cfg.r || h.lora_alpha != cfg.lora_alpha || h.lora_dropout != cfg.lora_dropout ||
+        h.use_rslora != cfg.use_rslora || h.target_modules != cfg.target_modules)
+      fail(
+          "--resume {}: its adapter (r {}, lora_alpha {}, lora_dropout {}, use_rslora {}, targets "
+          "{}) is not this run's (r {}, lora_alpha {}, lora_dropout {}, use_rslora {}, targets {})",
+          path, h.r, h.lora_alpha, h.lora_dropout, h.use_rslora, join(h.target_modules), cfg.r,
+          cfg.lora_alpha, cfg.lora_dropout, cfg.use_rslora, join(cfg.target_modules));
+    return io::load_peft_checkpoint(a, true);
+  };
+  return format;
+}
+
+void frozen_format(nn::Module& model, train::FitOptions::CheckpointFormat& format,
+                   const train::Trainer*& trainer) {
+  auto save = format.save;
+  format.save = [save, &trainer](const std::string& path, const io::Checkpoint& ck) {
+    io::Checkpoint all = ck;
+    for (auto& t : trainer->frozen_parameters()) all.params.push_back(std::move(t));
+    save(path, all);
+  };
+  auto load = format.load;
+  format.load = [load, &model](const std::string& path) {
+    io::Checkpoint ck = load(path);
+    std::map<std::string, const Array*> frozen;
+    for (auto& p : model.named_parameters())
+      if (!p.param->requires_grad) frozen[p.name] = &p.param->value;
+    io::NamedArrays kept;
+    for (auto& [name, a] : ck.params) {
+      auto it = frozen.find(name);
+      if (it == frozen.end()) {
+        kept.emplace_back(name, std::move(a));
+        continue;
+      }
+      const Array& want = *it->second;
+      if (a.dtype() != want.dtype() || a.shape() != want.shape() ||
+          std::memcmp(a.raw(), want.raw(), want.nbytes()) != 0)
+        fail("--resume {}: its frozen tensor '{}' is not --init's", path, name);
+    }
+    ck.params = std::move(kept);
+    return ck;
+  };
+}
+
+void apply_adapter(nn::models::LlamaForCausalLM& model, const io::PeftAdapter& adapter) {
+  std::vector<std::string> modules;
+  for (const auto& [name, a] : adapter.tensors)
+    if (name.ends_with(".lora_A.weight"))
+      modules.push_back(name.substr(0, name.size() - std::strlen(".lora_A.weight")));
+  nn::LoraConfig c{.r = adapter.config.r,
+                   .lora_alpha = adapter.config.lora_alpha,
+                   .lora_dropout = adapter.config.lora_dropout,
+                   .use_rslora = adapter.config.use_rslora};
+  try {
+    nn::add_lora_to(model, modules, c);
+  } catch (const Error& e) {
+    fail("{}: {}", adapter.path, e.what());
+  }
+  std::map<std::string, nn::Parameter*> params;
+  for (auto& p : model.named_parameters()) params[p.name] = p.param;
+  for (const auto& [name, a] : adapter.tensors) {
+    nn::Parameter* p = params.at(name);
+    Array v = a.dtype() == DType::bf16 || a.dtype() == DType::f16 ? a.astype(DType::f32) : a;
+    if (v.dtype() != p->value.dtype() || v.shape() != p->value.shape())
+      fail("{}: tensor '{}{}' is {}, the model's is {}", adapter.path, io::kPeftPrefix, name,
+           describe(a), describe(p->value));
+    p->value = std::move(v);
+  }
+}
+
+void merge_adapter(const std::string& dir, const std::string& adapter_dir, const std::string& out,
+                   std::FILE* log) {
+  const std::string what = "merge: " + out;
+  std::error_code ec;
+  for (const std::string* in : {&dir, &adapter_dir})
+    if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(out, *in, ec))
+      fail("{} is {}: write the merged model to a folder of its own", what, *in);
+  io::check_output_model_dir(out, what);
+  const io::PeftAdapter adapter = io::load_peft_adapter(adapter_dir);
+  io::HfModelDir base = io::HfModelDir::open(dir);
+  LoadedDir d = load_dir(dir, false);
+  apply_adapter(*d.model, adapter);
+  std::map<std::string, Array> merged;
+  for (auto& [name, w] : nn::merged_lora_weights(*d.model)) merged[name] = std::move(w);
+  io::NamedArrays tensors;
+  for (auto& p : d.model->named_parameters()) {
+    if (p.name.find(".lora_") != std::string::npos) continue;
+    auto it = merged.find(p.name);
+    tensors.emplace_back(p.name, it == merged.end() ? p.param->value : it->second);
+  }
+  nlohmann::json config = base.config();
+  config["torch_dtype"] = "float32";  // the merge is computed in f32 / f64 and stored as F32
+  io::HfSaveOptions opt;
+  opt.what = what;
+  opt.files = base.other_files();
+  io::save_hf_dir(out, config, tensors, opt);
+  const double scaling = nn::LoraConfig{.r = adapter.config.r,
+                                        .lora_alpha = adapter.config.lora_alpha,
+                                        .use_rslora = adapter.config.use_rslora}
+                             .scaling();
+  fmt::print(log, "merged the {} LoRA adapters of {} (r {}, scaling {}) into {}: wrote {}\n",
+             merged.size(), adapter_dir, adapter.config.r, scaling, dir, out);
+}
+
+}  // namespace tlaloc::recipes::llama

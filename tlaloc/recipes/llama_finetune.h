@@ -1,0 +1,45 @@
+// Internal to the Llama recipe (llama.cpp): what fine-tuning (Config::freeze, Config::lora) adds
+// to `train llama --init DIR` -- the run's fields, the frozen or adapted model, and the
+// checkpoint formats (a model directory with its frozen tensors, or a PEFT adapter directory).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "tlaloc/io/hf_dir.h"
+#include "tlaloc/io/peft.h"
+#include "tlaloc/recipes/llama.h"
+
+namespace tlaloc::recipes::llama {
+
+// The run's fields that a resume must match: base_model (a digest of --init's tensors),
+// freeze (the patterns) and lora (the adapter_config.json this run writes).
+void add_finetune_fields(const Config& c, const io::HfModelDir& init,
+                         std::map<std::string, std::string>& fields);
+
+// Freezes c.freeze or adds c.lora's adapters (A drawn from the run's seed) to `model`, whose
+// base weights are loaded.
+void prepare_finetune(const Config& c, nn::models::LlamaForCausalLM& model);
+
+// ", N trained" (the parameter count that requires a gradient).
+std::string trained_text(nn::Module& model);
+
+// The adapter_config.json fields of c.lora (base_model_name_or_path: --init's absolute path).
+io::PeftLoraConfig peft_config(const Config& c);
+
+// Checkpoints as PEFT adapter directories (io/peft.h) plus the training state beside them; a
+// --resume adapter must have this run's r, lora_alpha, lora_dropout, use_rslora and targets.
+train::FitOptions::CheckpointFormat lora_format(const Config& c);
+
+// Wraps `format` (a model directory's) for a run with frozen parameters: a save writes the
+// frozen tensors too (read from *trainer once it is set), a load checks that the directory's
+// frozen tensors are the model's (bitwise) and leaves them out of the checkpoint.
+void frozen_format(nn::Module& model, train::FitOptions::CheckpointFormat& format,
+                   const train::Trainer*& trainer);
+
+// The model of `dir` with the PEFT adapter of `adapter` added (its modules, r and scaling) and
+// its tensors loaded (BF16 / F16 widened to the parameters' F32). Throws naming a module the
+// model does not have or a tensor of another shape than the module's.
+void apply_adapter(nn::models::LlamaForCausalLM& model, const io::PeftAdapter& adapter);
+
+}  // namespace tlaloc::recipes::llama
