@@ -327,6 +327,7 @@ train::FitResult run(const Config& c) {
   cb.batch = [&](const train::StepPosition& p) {
     return train::Batch{{"starts", lm::random_starts(c.common.seed, p.step, m.batch, ntrain, ctx)}};
   };
+  double val_nats = NAN;  // nats per held-out token: the metrics' final row
   cb.on_end = [&](int64_t, double) {
     trainer.sync_to_model();
     TextScore s;
@@ -336,7 +337,9 @@ train::FitResult run(const Config& c) {
     }
     fmt::print(out, "validation: {}\n", format_score(s));
     fmt::print(out, "unigram baseline: {}\n", format_score(unigram));
+    val_nats = s.nats_per_token();
   };
+  cb.final_metrics = [&] { return train::Metrics{{"val_loss", val_nats}}; };
   return train::fit(trainer, f, cb);
 }
 
