@@ -45,6 +45,18 @@ tail -1 m.csv | grep -qE "^final,60,1,,[0-9.e-]+,[0-9.e-]+,0.02,[0-9.e-]+$" ||
 cmp curves.png curves2.png || die "train disc --plot: two runs gave different bytes"
 cmp b.png b2.png || die "train disc --boundary: two runs gave different bytes"
 
+# train lm: the validation (nats per byte) is the metrics' final row; a save point at step 10
+# draws the rows so far, the end (not the save point at the last step) draws them all.
+printf 'the cat sat on the mat. %.0s' $(seq 200) >corpus.txt
+"$TLALOC" train lm --text corpus.txt --layers 1 --d-model 16 --heads 2 --kv-heads 2 --context 8 \
+  --d-ff 32 --threads 1 --steps 20 --log-every 5 --save lm.st --save-every 10 --metrics lm.csv \
+  --plot lm.png >lm.log
+[ "$(grep -c "^plotted lm.png" lm.log)" -eq 2 ] || die "lm: $(grep plotted lm.log)"
+has_line "plotted lm.png (step 10)" lm.log
+has_line "plotted lm.png (step 20)" lm.log
+tail -1 lm.csv | grep -qE "^final,20,1,,[0-9.e-]+,,0.003,[0-9.e-]+$" || die "lm.csv: $(tail -1 lm.csv)"
+expect_size lm.png 900x600
+
 # 2. tlaloc plot: one file, two files overlaid, a log scale; the same bytes twice.
 "$TLALOC" plot m.csv -o p.png >plot.log
 has_line "wrote p.png (900 x 600 pixels, 1 run)" plot.log

@@ -222,6 +222,11 @@ TEST(Fit, PlotsAtEverySavePointAndAtTheEndAfterTheFinalRow) {
     EXPECT_NE(text.find("plotted " + o.plot + " (step " + std::to_string(step) + ")\n"),
               std::string::npos)
         << step << text;
+  size_t plotted = 0;
+  for (size_t at = text.find("plotted "); at != std::string::npos;
+       at = text.find("plotted ", at + 1))
+    ++plotted;
+  EXPECT_EQ(plotted, 4u) << text;
   const plot::Image img = plot::decode_png(file_text(o.plot));
   EXPECT_EQ(img.width, 900);
   EXPECT_EQ(img.height, 600);

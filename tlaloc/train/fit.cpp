@@ -260,9 +260,11 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     if (!o.plot.empty() && plotted_rows != log.rows().size())
       plotted_rows = plot_curves(o, log.rows(), t.steps_taken());
   };
-  auto save = [&] {  // a save point: the checkpoint, then the picture
+  // A save point: the checkpoint, then the picture (at the last step only at the end, which
+  // adds the last evaluation and the final row).
+  auto save = [&](bool end = false) {
     save_checkpoint();
-    write_plot();
+    if (end || t.steps_taken() < o.steps) write_plot();
   };
   if (cb.on_start) cb.on_start();
 
@@ -368,7 +370,7 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     log.add("final", t.steps_taken(), (t.steps_taken() - 1) / spe, NAN, m, last_lr(),
             seconds_since(run_start));
   }
-  save();
+  save(true);
   r.steps = t.steps_taken();
   return r;
 }

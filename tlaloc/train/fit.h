@@ -18,8 +18,8 @@
 //     for the whole run (lock_outputs()).
 //   * Every write of the metrics CSV is checked: a full disk is a tlaloc::Error, not a cut file.
 //   * The metrics rows are kept in memory too: `plot` draws them (plot/curves.h) at every save
-//     point (save_every, Ctrl-C, stop_after) and at the end, with or without `metrics`,
-//     atomically (never a cut picture).
+//     point (save_every, Ctrl-C, stop_after; one at the last step leaves it to the end) and at
+//     the end, with or without `metrics`, atomically (never a cut picture).
 //
 // Output (to FitOptions::out): "resumed from F at step N", the pjrt lane's cross-check line,
 // the progress bar, "saved F (step N)", "plotted F (step N)", "interrupted at step N: continue with
