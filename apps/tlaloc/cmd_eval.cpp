@@ -8,6 +8,9 @@
 
 #include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
+#include "apps/tlaloc/train_common.h"
+#include "tlaloc/io/atomic_file.h"
+#include "tlaloc/plot/canvas.h"
 #include "tlaloc/recipes/fmnist.h"
 #include "tlaloc/recipes/generate.h"
 #include "tlaloc/recipes/llama.h"
@@ -22,6 +25,7 @@ struct EvalArgs {
   std::string path, data = io::kFashionMnistDir;
   std::vector<std::string> text;
   int threads = 0;
+  std::string confusion;  // fmnist: the confusion matrix as a PNG
 };
 
 void eval_llama(const EvalArgs& a) {
@@ -80,18 +84,36 @@ void eval_fmnist(const EvalArgs& a) {
   fmt::print("test loss {:.4f}  test accuracy {:.2f}% on {} images\n\n", e.metrics.loss,
              100 * e.metrics.accuracy, e.images);
   fmt::print("{}", fmnist::format_confusion(e.metrics));
+  if (!a.confusion.empty()) {
+    plot::write_file(a.confusion,
+                     fmnist::confusion_png(e.metrics, fmt::format("{} (step {}): test accuracy "
+                                                                  "{:.2f}%",
+                                                                  io::base_name(a.path), e.step,
+                                                                  100 * e.metrics.accuracy)));
+    fmt::print("wrote {} (the confusion matrix)\n", a.confusion);
+  }
 }
 
 void run_eval(const EvalArgs& a) {
   std::error_code ec;
+  if (!a.confusion.empty()) {  // before any work
+    io::check_output_file(a.confusion, "eval: --confusion", io::OutputMode::replace);
+    if (io::same_file(a.confusion, a.path))
+      fail("eval: --confusion {} is the checkpoint being evaluated", a.confusion);
+  }
+  const char* not_fmnist = "eval: --confusion is for `tlaloc train fmnist` checkpoints; {} is {}";
   if (std::filesystem::is_directory(a.path, ec)) {
+    if (!a.confusion.empty()) fail(fmt::runtime(not_fmnist), a.path, "a Llama directory");
     if (!std::filesystem::exists(a.path + "/config.json", ec))
       fail("eval: {} is a folder without config.json (not a model directory)", a.path);
     return eval_llama(a);
   }
   io::Checkpoint c = io::load_checkpoint(a.path);
   auto recipe = c.user.find("recipe");
-  if (recipe != c.user.end() && recipe->second == "lm") return eval_lm(a, c);
+  if (recipe != c.user.end() && recipe->second == "lm") {
+    if (!a.confusion.empty()) fail(fmt::runtime(not_fmnist), a.path, "a `train lm` checkpoint");
+    return eval_lm(a, c);
+  }
   if (!a.text.empty())
     fail("eval: --text is for Llama directories and `train lm` checkpoints; {} is neither", a.path);
   eval_fmnist(a);
@@ -115,7 +137,12 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--threads", a.threads, "host lane threads (0: OpenMP default)")
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxThreads));
-  cmd->callback([] { run_eval(a); });
+  cmd->add_option("--confusion", a.confusion,
+                  "fmnist: write the confusion matrix as a heat map (PNG) to this file");
+  cmd->callback([cmd] {
+    refuse_empty_outputs(cmd, {"--confusion"});
+    run_eval(a);
+  });
 }
 
 }  // namespace tlaloc::app

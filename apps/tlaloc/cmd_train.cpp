@@ -59,6 +59,21 @@ void add_checkpoint_options(CLI::App* cmd, CommonTrainFlags& f, recipes::Common&
       ->check(CLI::Range(int64_t(1), kMaxSteps));
   f.resume_option = cmd->add_option("--resume", f.resume, "continue from this checkpoint");
   cmd->add_option("--metrics", c.metrics, "append per-step and per-epoch metrics to this CSV");
+  cmd->add_option("--plot", c.plot,
+                  "write the training curves (PNG) here at every save and at the end");
+  f.command = cmd;
+}
+
+void refuse_empty_outputs(const CLI::App* cmd, std::initializer_list<const char*> flags) {
+  for (const char* flag : flags) {
+    const CLI::Option* o = cmd->get_option_no_throw(flag);
+    if (!o || o->count() == 0 || !o->results().back().empty()) continue;
+    const CLI::App* parent = cmd->get_parent();  // "train disc: ...", "eval: ..."
+    const std::string what = parent && parent->get_parent()
+                                 ? parent->get_name() + " " + cmd->get_name()
+                                 : cmd->get_name();
+    fail("{}: {} is empty (an unset variable?); omit it to write no picture", what, flag);
+  }
 }
 
 void resolve(const CommonTrainFlags& f, recipes::Common& c) {
@@ -66,6 +81,7 @@ void resolve(const CommonTrainFlags& f, recipes::Common& c) {
     fail("--lane must be host, pjrt or auto, got '{}'", f.lane);
   if (f.precision != "default" && f.precision != "highest")
     fail("--precision must be default or highest, got '{}'", f.precision);
+  if (f.command) refuse_empty_outputs(f.command, {"--plot", "--confusion", "--boundary"});
   c.lane = train::parse_lane(f.lane);
   c.precision_highest = f.precision == "highest";
   c.save.reset();

@@ -34,6 +34,7 @@ void register_train_llama(CLI::App& train);   // tlaloc train llama (train_llama
 void register_eval(CLI::App& app);            // tlaloc eval CKPT
 void register_sample(CLI::App& app);          // tlaloc sample CKPT (cmd_sample.cpp)
 void register_tokenizer(CLI::App& app);       // tlaloc tokenizer train|encode|decode|info
+void register_plot(CLI::App& app);            // tlaloc plot METRICS.csv... -o FILE.png
 
 // The status main() returns after a command that threw nothing: 0 unless a command set another
 // (e.g. 130: a training run stopped by Ctrl-C or SIGTERM, its checkpoint saved).

@@ -1,4 +1,4 @@
-// The `tlaloc` command: train, evaluate, inspect and export models. See README.md.
+// The `tlaloc` command: train, evaluate, inspect, export and plot models. See README.md.
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   tlaloc::app::register_inspect(app);
   tlaloc::app::register_bench(app);
   tlaloc::app::register_tokenizer(app);
+  tlaloc::app::register_plot(app);
   tlaloc::app::register_finetune(app);
   tlaloc::app::register_merge(app);
   tlaloc::app::require_strict_numbers(app);

@@ -21,6 +21,8 @@ void register_train_disc(CLI::App& train) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   add_checkpoint_options(cmd, f, c.common, "");
+  cmd->add_option("--boundary", c.boundary,
+                  "write the learned boundary beside the true disc (PNG) here at the end");
   cmd->callback([] {
     resolve(f, c.common);
     set_exit_status(recipes::disc::run(c));

@@ -25,6 +25,8 @@ void register_train_fmnist(CLI::App& train) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
   add_checkpoint_options(cmd, f, c.common, c.common.save.value_or(""));
+  cmd->add_option("--confusion", c.confusion,
+                  "write the test set's confusion matrix as a heat map (PNG) here at the end");
   CLI::Option* warmup = cmd->get_option("--warmup");
   cmd->callback([warmup] {
     resolve(f, c.common);

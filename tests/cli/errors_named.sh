@@ -13,7 +13,7 @@ usage_error() { # usage_error "message" args...: refused with exit status 2
   refused "$@"
   [ "$rc" -eq 2 ] || die "${*:2}: exit $rc, not 2 (a usage error)"
 }
-usage_error "unknown command 'frobnicate' (known: train, export, eval, sample, inspect, bench, tokenizer, finetune, merge)" frobnicate
+usage_error "unknown command 'frobnicate' (known: train, export, eval, sample, inspect, bench, tokenizer, plot, finetune, merge)" frobnicate
 usage_error "bench: unknown command 'stepz' (known: step)" bench stepz
 refused "unknown Llama preset 'huge' (known: tiny, small, medium)" bench step --model llama --preset huge
 refused "bench step: --model must be disc, lm or llama, got 'gpt'" bench step --model gpt

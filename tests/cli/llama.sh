@@ -29,6 +29,13 @@ JSON
 common=(--config cfg.json --tokenizer tok.model --text corpus.txt --context 16 --batch 4
   --lr 1e-2 --threads 1 --log-every 10)
 "$TLALOC" train llama "${common[@]}" --steps 30 --save m >train.out
+# --plot and --metrics: the validation is the metrics' final row (nats per token) and drawn.
+"$TLALOC" train llama "${common[@]}" --steps 20 --save mp --metrics mp.csv --plot mp.png >mp.out
+grep -qxF "plotted mp.png (step 20)" mp.out || { echo "FAIL: no plot line: $(cat mp.out)"; exit 1; }
+tail -1 mp.csv | grep -qE "^final,20,1,,[0-9.e-]+,,[0-9.e-]+,[0-9.e-]+$" ||
+  { echo "FAIL: mp.csv's last row: $(tail -1 mp.csv)"; exit 1; }
+[ "$(head -c 8 mp.png | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ] ||
+  { echo "FAIL: mp.png is not a PNG"; exit 1; }
 
 # The directory: HF files, the tokenizer copied in, the training state beside it.
 [ "$(ls m | tr '\n' ' ')" = "config.json generation_config.json model.safetensors tokenizer.model " ] ||

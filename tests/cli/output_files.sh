@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Files on disk (issue 18): a --save, --metrics or export --output that is a device or a FIFO, a
+# Files on disk (issue 18): a --save, --metrics, picture (--plot, --boundary, --confusion,
+# plot -o) or export --output that is a device or a FIFO, a
 # folder, an empty name, or lies in a missing or read-only folder is refused before any work
 # with one line naming the option and the path, and left as it was; temporaries have unique
 # names, a second Ctrl-C during a save leaves none, a killed run's are removed by the next save
@@ -34,6 +35,11 @@ for t in "${targets[@]}"; do
   refused "train lm: --save $path is $kind, $regular" "${lm[@]}" --save "$path"
   refused "train disc: --metrics $path is $kind, $regular" "${disc[@]}" --metrics "$path"
   refused "export: --output $path is $kind, $regular" export disc -o "$path"
+  refused "train disc: --plot $path is $kind, $regular" "${disc[@]}" --plot "$path"
+  refused "train disc: --boundary $path is $kind, $regular" "${disc[@]}" --boundary "$path"
+  refused "train fmnist: --confusion $path is $kind, $regular" "${fmnist[@]}" --confusion "$path"
+  refused "eval: --confusion $path is $kind, $regular" eval "$tmp/none.st" --confusion "$path"
+  refused "plot: -o $path is $kind, $regular" plot "$tmp/none.csv" -o "$path"
   [ -p "$path" ] || [ -c "$path" ] || die "$path was replaced: $(ls -l "$path")"
 done
 

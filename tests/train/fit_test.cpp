@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -18,7 +19,9 @@
 #include "support/file_size_limit.h"
 #include "support/train_test_util.h"
 #include "tlaloc/io/checkpoint.h"
+#include "tlaloc/io/metrics_csv.h"
 #include "tlaloc/nn/losses.h"
+#include "tlaloc/plot/canvas.h"
 #include "tlaloc/random/random.h"
 #include "tlaloc/recipes/disc.h"
 #include "tlaloc/train/fit.h"
@@ -120,7 +123,6 @@ TEST(Fit, EpochsLogEvaluateAndWriteMetricsOnTheirCadence) {
   FitOptions o = options(out.f);
   o.eval_every = 9;
   o.metrics = tmp("m.csv");
-  o.eval_metrics = {"val"};
   FitCallbacks cb;
   cb.batch = batch_at;
   std::vector<int64_t> logged;
@@ -132,7 +134,7 @@ TEST(Fit, EpochsLogEvaluateAndWriteMetricsOnTheirCadence) {
   std::vector<EvalPoint> evals;
   cb.evaluate = [&](const EvalPoint& p) {
     evals.push_back(p);
-    return Metrics{{"val", double(p.step)}};
+    return Metrics{{"val_loss", double(p.step)}};
   };
   int ends = 0;
   cb.on_end = [&](int64_t steps_run, double) { ends += steps_run == 3 * kPerEpoch; };
@@ -163,7 +165,7 @@ TEST(Fit, EpochsLogEvaluateAndWriteMetricsOnTheirCadence) {
   std::vector<std::string> rows;
   for (std::string line; std::getline(csv, line);) rows.push_back(line);
   ASSERT_EQ(rows.size(), 1u + 6 + 5);
-  EXPECT_EQ(rows[0], "kind,step,epoch,train_loss,val,seconds");
+  EXPECT_EQ(rows[0], "kind,step,epoch,train_loss,val_loss,val_accuracy,lr,wall_s");
   auto fields = [](const std::string& row) {
     std::vector<std::string> f;
     std::istringstream in(row);
@@ -171,12 +173,18 @@ TEST(Fit, EpochsLogEvaluateAndWriteMetricsOnTheirCadence) {
     return f;
   };
   auto step = fields(rows[1]), epoch = fields(rows[3]), eval = fields(rows[4]);
-  ASSERT_EQ(step.size(), 6u);
+  ASSERT_EQ(step.size(), 8u);
   EXPECT_EQ(step[0] + step[1] + step[2], "step41");
   EXPECT_EQ(std::stod(step[3]), losses[0]);  // shortest text that reads back exactly
-  EXPECT_EQ(step[4], "");                    // no evaluation in a step row
+  EXPECT_EQ(step[4] + step[5], "");          // no evaluation in a step row
+  // The lr of step 4 (0-based 3) of the cosine schedule over 18 steps, base 0.02.
+  EXPECT_EQ(std::stod(step[6]), 0.02 * optim::parse_schedule("cosine", 3 * kPerEpoch).factor(3));
+  EXPECT_GT(std::stod(step[7]), 0);  // wall time
   EXPECT_EQ(epoch[0] + epoch[1] + epoch[2] + epoch[4], "epoch616");
   EXPECT_EQ(eval[0] + eval[1] + eval[2] + eval[4], "eval929");
+  EXPECT_EQ(eval[3], "");  // no loss read yet in this epoch at step 9 (the next at step 10)
+  EXPECT_EQ(std::stod(epoch[3]), losses[0] / 2 + losses[1] / 2);  // the epoch's mean
+  EXPECT_EQ(epoch[5], "");                                        // no accuracy reported
 
   // A full disk is an error, not a cut file (the header fits, the first row does not).
   TrainRun r2 = make_run(1);
@@ -187,6 +195,60 @@ TEST(Fit, EpochsLogEvaluateAndWriteMetricsOnTheirCadence) {
     e = error_of([&] { fit(*r2.trainer, o, cb); });
   }
   EXPECT_EQ(e, "test fit: --metrics " + o.metrics + ": cannot write: File too large");
+}
+
+// --plot: the curves of the rows so far at every save point and at the end, after the final
+// row of the held-out values (FitCallbacks::final_metrics); an evaluation reporting a value that
+// is not a column is an error.
+TEST(Fit, PlotsAtEverySavePointAndAtTheEndAfterTheFinalRow) {
+  Scratch tmp;
+  Output out;
+  TrainRun r = make_run(1);
+  FitOptions o = options(out.f);
+  o.save = tmp("p.st");
+  o.save_every = 5;
+  o.metrics = tmp("p.csv");
+  o.plot = tmp("curves.png");
+  FitCallbacks cb;
+  cb.batch = batch_at;
+  cb.evaluate = [](const EvalPoint& p) {
+    return Metrics{{"val_loss", 1.0 / double(p.step)}, {"val_accuracy", 0.5}};
+  };
+  cb.final_metrics = [] { return Metrics{{"val_loss", 0.25}}; };
+  fit(*r.trainer, o, cb);
+  const std::string text = out.text();
+  // Save points at steps 5, 10, 15, the end at 18; the first loss is read at step 4.
+  for (int step : {5, 10, 15, 18})
+    EXPECT_NE(text.find("plotted " + o.plot + " (step " + std::to_string(step) + ")\n"),
+              std::string::npos)
+        << step << text;
+  size_t plotted = 0;
+  for (size_t at = text.find("plotted "); at != std::string::npos;
+       at = text.find("plotted ", at + 1))
+    ++plotted;
+  EXPECT_EQ(plotted, 4u) << text;
+  const plot::Image img = plot::decode_png(file_text(o.plot));
+  EXPECT_EQ(img.width, 900);
+  EXPECT_EQ(img.height, 600);
+  // The rows read back through the plot's reader; the last one is the final row.
+  const std::vector<io::MetricsRow> rows = io::read_metrics(o.metrics, "test");
+  ASSERT_EQ(rows.size(), 6u + 3 + 1);
+  EXPECT_EQ(rows.back().kind, "final");
+  EXPECT_EQ(rows.back().step, 18);
+  EXPECT_EQ(rows.back().epoch, 3);
+  EXPECT_TRUE(std::isnan(rows.back().train_loss));
+  EXPECT_EQ(rows.back().val_loss, 0.25);
+  EXPECT_TRUE(std::isnan(rows.back().val_accuracy));
+  EXPECT_EQ(rows[2].kind, "epoch");
+  EXPECT_EQ(rows[2].val_accuracy, 0.5);
+  EXPECT_EQ(rows[2].val_loss, 1.0 / 6);
+
+  TrainRun r2 = make_run(1);
+  cb.evaluate = [](const EvalPoint&) { return Metrics{{"accuracy", 1.0}}; };
+  o.save.reset();
+  EXPECT_EQ(error_of([&] { fit(*r2.trainer, o, cb); }),
+            "test fit: the evaluation reported 'accuracy', which is not a metrics column "
+            "(val_loss, val_accuracy)");
 }
 
 TEST(Fit, AStoppedAndResumedRunEqualsAnUninterruptedOneBitwise) {
@@ -430,6 +492,24 @@ TEST(Fit, OptionsAreCheckedBeforeAnyWork) {
   EXPECT_EQ(refused([&](FitOptions& o) { o.save = o.metrics = tmp("same.st"); }),
             "test fit: --metrics " + tmp("same.st") + " is the checkpoint file " + tmp("same.st") +
                 " too; give it a file of its own");
+  // The picture: a regular file of its own, checked like the others.
+  EXPECT_EQ(refused([&](FitOptions& o) { o.plot = tmp.dir.string(); }),
+            "test fit: --plot " + tmp.dir.string() + " is a folder; give a file name");
+  EXPECT_EQ(refused([&](FitOptions& o) { o.plot = tmp("no/c.png"); }),
+            "test fit: --plot " + tmp("no/c.png") + ": folder " + tmp("no") + " does not exist");
+  EXPECT_EQ(refused([&](FitOptions& o) { o.save = o.plot = tmp("same.st"); }),
+            "test fit: --plot " + tmp("same.st") + " is the checkpoint file " + tmp("same.st") +
+                " too; give it a file of its own");
+  EXPECT_EQ(refused([&](FitOptions& o) { o.metrics = o.plot = tmp("m.csv"); }),
+            "test fit: --plot " + tmp("m.csv") +
+                " is the --metrics file too; give the picture a file of its own");
+  // Rows of this layout appended to a file of another would make neither readable.
+  std::ofstream(tmp("old.csv")) << "kind,step,epoch,train_loss,test_loss,seconds\nstep,1,1,2,,3\n";
+  EXPECT_EQ(refused([&](FitOptions& o) { o.metrics = tmp("old.csv"); }),
+            "test fit: --metrics " + tmp("old.csv") +
+                " holds another layout (its header is \"kind,step,epoch,train_loss,test_loss,"
+                "seconds\", this version writes kind,step,epoch,train_loss,val_loss,val_accuracy,"
+                "lr,wall_s); give a new file");
   EXPECT_EQ(refused([](FitOptions& o) { o.items_per_step = -1; }),
             "test fit: items per step -1 and per epoch 48 must be >= 0 (per step > 0)");
   EXPECT_EQ(refused([](FitOptions& o) { o.progress_unit = 0; }),

@@ -12,6 +12,7 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "tlaloc/core/error.h"
@@ -144,6 +145,14 @@ void check_writable_folder(const std::string& path, const std::string& what,
   if (!S_ISDIR(st.st_mode)) fail("{} {}: {} is not a folder", what, path, dir);
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     fail("{} {}: folder {} is not writable: {}", what, path, dir, std::strerror(errno));
+}
+
+bool same_file(const std::string& a, const std::string& b) {
+  std::error_code ec;
+  if (std::filesystem::exists(a, ec) && std::filesystem::exists(b, ec))
+    return std::filesystem::equivalent(a, b, ec);
+  return std::filesystem::absolute(a, ec).lexically_normal() ==
+         std::filesystem::absolute(b, ec).lexically_normal();
 }
 
 std::string parent_dir(const std::string& path) {

@@ -96,6 +96,10 @@ void check_output_file(const std::string& path, const std::string& what,
 void check_writable_folder(const std::string& path, const std::string& what,
                            const std::string& dir);
 
+// Whether paths a and b name one file: the same file when both exist, else the same path once
+// made absolute and normal (two outputs of one command must not be one file).
+bool same_file(const std::string& a, const std::string& b);
+
 // Folder part of a path ("." when it has none).
 std::string parent_dir(const std::string& path);
 // File name part of a path (after the last '/').

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "tlaloc/io/atomic_file.h"
+
 namespace tlaloc::recipes {
 
 train::TrainerOptions trainer_options(const Common& c) {
@@ -30,6 +32,7 @@ train::FitOptions fit_options(const Common& c, std::string name, int64_t steps,
   f.seed = c.seed;
   f.metadata = std::move(metadata);
   f.metrics = c.metrics;
+  f.plot = c.plot;
   f.out = c.out;
   return f;
 }
@@ -38,6 +41,20 @@ io::WriteLock check_options(const Common& c, const std::string& name) {
   const train::FitOptions f = fit_options(c, name, 1, {});
   train::check(f);
   return train::lock_outputs(f);
+}
+
+void check_picture_output(const Common& c, const std::string& name, const std::string& flag,
+                          const std::string& path) {
+  if (path.empty()) return;
+  io::check_output_file(path, name + ": " + flag, io::OutputMode::replace);
+  const std::pair<const char*, std::optional<std::string>> others[] = {
+      {"--save", c.save},
+      {"--resume", c.resume},
+      {"--metrics", c.metrics.empty() ? std::nullopt : std::optional(c.metrics)},
+      {"--plot", c.plot.empty() ? std::nullopt : std::optional(c.plot)}};
+  for (const auto& [other, p] : others)
+    if (p && io::same_file(path, *p))
+      fail("{}: {} {} is the {} file too; give it a file of its own", name, flag, path, other);
 }
 
 optim::Schedule make_schedule(const Common& c, const std::string& name, int64_t steps,

@@ -30,6 +30,7 @@ struct Common {
   int64_t save_every = 0, stop_after = 0;
   double minutes = 0;  // > 0: a time budget (train::FitOptions::time_limit_seconds / 60)
   std::string metrics;
+  std::string plot;  // training curves (PNG) at every save point and at the end
   std::FILE* out = stdout;
 };
 
@@ -46,6 +47,12 @@ train::FitOptions fit_options(const Common& c, std::string name, int64_t steps,
 // Checks the checkpoint and metrics options (train::check) and takes the --save lock
 // (train::lock_outputs) before any work is done; the recipe holds the lock until it returns.
 [[nodiscard]] io::WriteLock check_options(const Common& c, const std::string& name);
+
+// Checks, before any work, a picture the recipe writes besides fit's outputs (`flag`, e.g.
+// "--confusion", at `path`; empty: none): io::check_output_file, and not the file of --save,
+// --resume, --metrics or --plot. Throws tlaloc::Error "<name>: <flag> ...".
+void check_picture_output(const Common& c, const std::string& name, const std::string& flag,
+                          const std::string& path);
 
 // The lr schedule of a run of `steps` steps (optim::parse_schedule of c.schedule and
 // `warmup`), refusing a warm-up that is not shorter than the run (with the constant schedule

@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "tlaloc/nn/losses.h"
+#include "tlaloc/plot/boundary.h"
+#include "tlaloc/plot/canvas.h"
 #include "tlaloc/random/random.h"
 
 namespace tlaloc::recipes::disc {
@@ -51,6 +53,16 @@ optim::TrainStep train_step(int64_t points) {
                                  optim::Adam{.lr = 0.02});
 }
 
+double mse(const Array& pred, const Array& y) {
+  if (pred.numel() != y.numel() || pred.numel() == 0)
+    fail("disc::mse: {} predictions for {} labels", pred.numel(), y.numel());
+  const float* p = pred.data<float>();
+  const float* t = y.data<float>();
+  double sum = 0;
+  for (int64_t i = 0; i < pred.numel(); ++i) sum += (double(p[i]) - t[i]) * (double(p[i]) - t[i]);
+  return sum / double(pred.numel());
+}
+
 double accuracy(const Array& pred, const Array& y) {
   if (pred.numel() != y.numel() || pred.numel() == 0)
     fail("disc::accuracy: {} predictions for {} labels", pred.numel(), y.numel());
@@ -95,10 +107,27 @@ std::string ascii_boundary(const Array& pred, int rows, int cols, int* disagreei
   return out;
 }
 
+std::string boundary_png(const Array& pred, int n, const std::string& title) {
+  if (pred.numel() != int64_t(n) * n)
+    fail("disc::boundary_png: {} predictions for a grid of {} x {}", pred.numel(), n, n);
+  Array g = grid_points(n, n);
+  const float* xy = g.data<float>();
+  plot::Field learned{n, n, {}}, truth{n, n, {}};
+  learned.values.assign(pred.data<float>(), pred.data<float>() + pred.numel());
+  for (int64_t i = 0; i < int64_t(n) * n; ++i)
+    truth.values.push_back(label(xy[2 * i], xy[2 * i + 1]));
+  plot::BoundaryOptions o;
+  o.title = title;
+  o.truth_title =
+      fmt::format("true: the disc centred ({}, {}), radius {}", kCenterX, kCenterY, kRadius);
+  return plot::render_boundary(learned, truth, o);
+}
+
 train::FitResult run(const Config& c) {
   using namespace tlaloc::train;
   std::FILE* out = c.common.out;
   const io::WriteLock lock = check_options(c.common, "train disc");
+  check_picture_output(c.common, "train disc", "--boundary", c.boundary);
   auto schedule = make_schedule(c.common, "train disc", c.steps, c.common.warmup);
   TrainerOptions topt = trainer_options(c.common);  // first: a lane that cannot start fails now
   topt.schedule = schedule;
@@ -129,6 +158,7 @@ train::FitResult run(const Config& c) {
     fmt::print(out, "step {:4d}  loss {:.6f}{}\n", l.step, l.report.loss,
                l.report.found_inf ? "  (skipped: non-finite)" : "");
   };
+  Metrics held_out;  // the held-out points' loss and accuracy, for the metrics' final row
   cb.on_end = [&](int64_t steps_run, double secs) {
     fmt::print(out, "wall time {:.3f} s, {:.3f} ms/step\n", secs,
                1e3 * secs / double(std::max<int64_t>(steps_run, 1)));
@@ -143,11 +173,24 @@ train::FitResult run(const Config& c) {
     fmt::print(out, "disagreeing grid cells: {} of {}\n", bad, rows * cols);
     Batch test{{"x", std::move(test_data.x)}};
     Array test_pred = trainer.run_eval(test_eval, test)[0];
-    fmt::print(out, "held-out accuracy: {:.2f}% on {} fresh points\n",
-               100 * accuracy(test_pred, test_data.y), c.heldout);
+    held_out = {{"val_loss", mse(test_pred, test_data.y)},
+                {"val_accuracy", accuracy(test_pred, test_data.y)}};
+    fmt::print(out, "held-out accuracy: {:.2f}% on {} fresh points\n", 100 * held_out[1].second,
+               c.heldout);
+    if (!c.boundary.empty()) {
+      const int n = kBoundaryGrid;
+      int fine = trainer.add_eval(predict_fn(), {{"x", {DType::f32, Shape{n * n, 2}}}});
+      Batch cells{{"x", grid_points(n, n)}};
+      plot::write_file(c.boundary,
+                       boundary_png(trainer.run_eval(fine, cells)[0], n,
+                                    fmt::format("train disc, step {}: held-out accuracy {:.2f}%",
+                                                trainer.steps_taken(), 100 * held_out[1].second)));
+      fmt::print(out, "wrote {} (the learned boundary beside the true disc)\n", c.boundary);
+    }
     fmt::print(out, "compiled executables: {} for training ({} in all, with evaluation)\n",
                train_executables, compiled_executables(topt.lane) - compiled_before);
   };
+  cb.final_metrics = [&] { return held_out; };
   return fit(trainer, f, cb);
 }
 

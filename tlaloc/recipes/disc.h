@@ -39,6 +39,8 @@ train::LossFn predict_fn();
 // The demo's train step (512 points, Adam lr 0.02 inside the program), for export and tests.
 optim::TrainStep train_step(int64_t points = 512);
 
+// Mean of (pred - y)² (the training loss, in f64), pred and y f32 [n,1].
+double mse(const Array& pred, const Array& y);
 // Fraction of points where sign(pred) equals the label; pred f32 [n,1].
 double accuracy(const Array& pred, const Array& y);
 
@@ -51,14 +53,22 @@ Array grid_points(int rows, int cols);
 // `tlaloc train disc`: `points` training points and `heldout` test points drawn from the seed's
 // keys, `steps` full-batch Adam steps (lr `lr`) through train::fit (checkpoints only with
 // common.save; Ctrl-C / SIGTERM stop it), then the ASCII picture of the learned boundary,
-// the held-out accuracy and the number of compiled executables, printed to common.out.
+// the held-out accuracy and the number of compiled executables, printed to common.out; the
+// held-out loss and accuracy are the metrics' final row. With `boundary`, the learned boundary
+// beside the true disc as a PNG there (boundary_png; the file is checked before any work).
 struct Config {
   Common common;
   int64_t steps = 600;
   double lr = 0.02;
   int64_t points = 512;
   int64_t heldout = 1024;
+  std::string boundary;  // PNG of the learned boundary beside the true disc; empty: none
 };
+
+// The learned boundary (pred: the model at grid_points(n, n), f32 [n*n, 1]) beside the true
+// disc over [-1, 1]² (plot::render_boundary), PNG bytes; `title` above it.
+std::string boundary_png(const Array& pred, int n, const std::string& title);
+inline constexpr int kBoundaryGrid = 120;  // the picture's cells per side
 train::FitResult run(const Config& c);
 
 // `tlaloc bench step`'s disc case: the demo's step (512 points, seed 20260921).

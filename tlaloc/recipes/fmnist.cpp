@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "tlaloc/nn/losses.h"
+#include "tlaloc/plot/heatmap.h"
 #include "tlaloc/random/random.h"
 #include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/train/checkpointing.h"
@@ -140,6 +141,14 @@ std::string format_confusion(const Metrics& m) {
   return out;
 }
 
+std::string confusion_png(const Metrics& m, const std::string& title) {
+  const std::vector<std::string> names(io::kFashionMnistClasses.begin(),
+                                       io::kFashionMnistClasses.end());
+  plot::ConfusionOptions o;
+  o.title = title;
+  return plot::render_confusion(m.confusion, names, o);
+}
+
 namespace {
 
 io::ImageSet first_rows(io::ImageSet s, int64_t n) {
@@ -166,6 +175,7 @@ std::vector<int64_t> hidden_of(const io::Checkpoint& c) {
 train::FitResult run(const Config& c) {
   std::FILE* out = c.common.out;
   const io::WriteLock lock = check_options(c.common, "train fmnist");
+  check_picture_output(c.common, "train fmnist", "--confusion", c.confusion);
   auto hidden = parse_sizes(c.hidden, "--hidden");
   if (c.batch <= 0) fail("--batch must be positive, got {}", c.batch);
   io::ImageSet train_set = first_rows(io::load_fashion_mnist(c.data, true), c.limit);
@@ -213,7 +223,6 @@ train::FitResult run(const Config& c) {
   f.steps_per_epoch = spe;
   f.items_per_step = c.batch;
   f.items_per_epoch = n;
-  f.eval_metrics = {"test_loss", "test_accuracy"};
   train::FitCallbacks cb;
   std::vector<int32_t> order;  // the order of the epoch `order_epoch`
   int64_t order_epoch = -1;
@@ -235,13 +244,21 @@ train::FitResult run(const Config& c) {
                "{:.0f} samples/s)\n",
                p.epoch + 1, p.train_loss, last.loss, 100 * last.accuracy, p.seconds,
                double(p.items) / p.seconds);
-    return {{"test_loss", last.loss}, {"test_accuracy", last.accuracy}};
+    return {{"val_loss", last.loss}, {"val_accuracy", last.accuracy}};
   };
   cb.on_end = [&](int64_t, double) {
     if (last.confusion.empty()) last = evaluate_test();
     fmt::print(out, "\nconfusion matrix (test set, rows: true class, columns: predicted):\n{}",
                format_confusion(last));
     fmt::print(out, "test accuracy {:.2f}%\n", 100 * last.accuracy);
+    if (!c.confusion.empty()) {
+      plot::write_file(
+          c.confusion,
+          confusion_png(last, fmt::format("Fashion-MNIST test set, step {}: accuracy "
+                                          "{:.2f}%",
+                                          trainer.steps_taken(), 100 * last.accuracy)));
+      fmt::print(out, "wrote {} (the confusion matrix)\n", c.confusion);
+    }
     fmt::print(out, "compiled executables: {} for training ({} in all, with evaluation)\n",
                train_executables, train::compiled_executables(topt.lane) - compiled_before);
   };

@@ -55,11 +55,15 @@ struct Metrics {
 Metrics evaluate(const Array& logits, const Array& labels);
 // The confusion matrix with class names and per-class accuracy, as text.
 std::string format_confusion(const Metrics& m);
+// The confusion matrix as a heat map (plot::render_confusion, the class names of
+// io::kFashionMnistClasses), PNG bytes; `title` above it.
+std::string confusion_png(const Metrics& m, const std::string& title);
 
 // `tlaloc train fmnist`: the MLP `hidden` trained with AdamW (lr, wd) in batches of `batch` for
 // `epochs` epochs over the training set of `data` (its first `limit` rows when > 0) through
 // train::fit, the test set evaluated after every epoch; prints the model, each epoch's losses
-// and test accuracy, the confusion matrix and the compiled executables to common.out. The
+// and test accuracy, the confusion matrix (and, with `confusion`, its heat map as a PNG written
+// there; the file is checked before any work) and the compiled executables to common.out. The
 // default schedule is warm-up (one epoch, shortened to the run) then cosine; an explicit
 // --warmup (warmup_given) is used as given. Throws tlaloc::Error for bad sizes, unreadable data
 // and fit's errors.
@@ -77,6 +81,7 @@ struct Config {
   double lr = 3e-3, wd = 1e-2;
   int64_t limit = 0;  // use only the first N training rows (tests, quick runs)
   bool warmup_given = false;
+  std::string confusion;  // the test set's confusion matrix as a PNG at the end; empty: none
 };
 train::FitResult run(const Config& c);
 

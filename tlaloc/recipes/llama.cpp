@@ -347,6 +347,7 @@ train::FitResult run(const Config& c) {
     if (dropout) b.emplace_back("dropout_key", lm::dropout_key(c.common.seed, p.step));
     return b;
   };
+  double val_nats = NAN;  // nats per held-out token: the metrics' final row
   cb.on_end = [&](int64_t, double) {
     trainer.sync_to_model();
     TextScore s;
@@ -356,7 +357,9 @@ train::FitResult run(const Config& c) {
     }
     fmt::print(out, "validation: {}\n", format_score(s));
     fmt::print(out, "unigram baseline: {}\n", format_score(unigram));
+    val_nats = s.nats_per_token();
   };
+  cb.final_metrics = [&] { return train::Metrics{{"val_loss", val_nats}}; };
   return train::fit(trainer, f, cb);
 }
 

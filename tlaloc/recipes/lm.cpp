@@ -223,6 +223,7 @@ train::FitResult run(const Config& c) {
     if (dropout) in.emplace_back("dropout_key", dropout_key(c.common.seed, p.step));
     return in;
   };
+  double val_nats = NAN;  // the validation loss in nats per byte: the metrics' final row
   cb.on_end = [&](int64_t, double) {
     double bpb = 0;
     {  // a large model's validation takes a while after the bar's "ETA 0.0s"
@@ -232,7 +233,8 @@ train::FitResult run(const Config& c) {
         train::Batch in{{"tokens", val_tok}, {"starts", s}};
         nats += trainer.run_eval(eval_id, in)[0].at(0);
       }
-      bpb = nats / double(starts.size()) / std::log(2.0);
+      val_nats = nats / double(starts.size());
+      bpb = val_nats / std::log(2.0);
     }
     if (!std::isfinite(bpb))
       fail(
@@ -243,6 +245,7 @@ train::FitResult run(const Config& c) {
                "validation: {:.4f} bits/byte (model)  vs  {:.4f} bits/byte (unigram baseline)\n",
                bpb, unigram_bits_per_byte(all, val_tok));
   };
+  cb.final_metrics = [&] { return train::Metrics{{"val_loss", val_nats}}; };
   return train::fit(trainer, f, cb);
 }
 

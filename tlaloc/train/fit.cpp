@@ -11,9 +11,12 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <optional>
 
 #include "tlaloc/io/atomic_file.h"
+#include "tlaloc/io/metrics_csv.h"
+#include "tlaloc/plot/curves.h"
 #include "tlaloc/train/checkpointing.h"
 #include "tlaloc/train/progress.h"
 
@@ -62,10 +65,11 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-// The metrics CSV (FitOptions::metrics): every row is flushed and checked.
-class MetricsCsv {
+// The run's metrics rows (io/metrics_csv.h), kept for the plot and appended to the CSV
+// (FitOptions::metrics), every write flushed and checked.
+class MetricsLog {
  public:
-  explicit MetricsCsv(const FitOptions& o) : o_(o) {
+  explicit MetricsLog(const FitOptions& o) : o_(o) {
     if (o.metrics.empty()) return;
     std::error_code ec;
     const auto size = std::filesystem::file_size(o.metrics, ec);
@@ -74,33 +78,18 @@ class MetricsCsv {
     if (!f_)
       fail("{}: --metrics {}: cannot open for writing: {}", o.name, o.metrics,
            std::strerror(errno));
-    if (!fresh) return;
-    std::string header = "kind,step,epoch,train_loss,";
-    for (const auto& m : o.eval_metrics) header += m + ",";
-    write(header + "seconds\n");
+    if (fresh) write(io::metrics_header());
   }
-  ~MetricsCsv() {
+  ~MetricsLog() {
     if (f_) std::fclose(f_);
   }
-  MetricsCsv(const MetricsCsv&) = delete;
-  MetricsCsv& operator=(const MetricsCsv&) = delete;
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
 
-  void step_row(int64_t step, int64_t epoch, double loss, double seconds) {
-    if (!f_) return;
-    std::string row = fmt::format("step,{},{},{},", step, epoch + 1, loss);
-    row += std::string(o_.eval_metrics.size(), ',');
-    write(row + fmt::format("{}\n", seconds));
-  }
-  void eval_row(const char* kind, const EvalPoint& p, const Metrics& m) {
-    if (!f_) return;
-    std::string row = fmt::format("{},{},{},{},", kind, p.step, p.epoch + 1, p.train_loss);
-    for (const auto& name : o_.eval_metrics) {
-      auto it = std::find_if(m.begin(), m.end(), [&](const auto& v) { return v.first == name; });
-      if (it == m.end()) fail("{}: the evaluation reported no '{}'", o_.name, name);
-      row += fmt::format("{},", it->second);
-    }
-    write(row + fmt::format("{}\n", p.seconds));
-  }
+  // Adds a row (epoch: 0-based) with the evaluation's values in their columns.
+  void add(const char* kind, int64_t step, int64_t epoch, double train_loss, const Metrics& m,
+           double lr, double wall_s);
+  const std::vector<io::MetricsRow>& rows() const { return rows_; }
 
  private:
   void write(const std::string& s) {
@@ -109,7 +98,45 @@ class MetricsCsv {
   }
   const FitOptions& o_;
   std::FILE* f_ = nullptr;
+  std::vector<io::MetricsRow> rows_;
 };
+
+void MetricsLog::add(const char* kind, int64_t step, int64_t epoch, double train_loss,
+                     const Metrics& m, double lr, double wall_s) {
+  io::MetricsRow r;
+  r.kind = kind;
+  r.step = step;
+  r.epoch = epoch + 1;
+  r.train_loss = train_loss;
+  r.lr = lr;
+  r.wall_s = wall_s;
+  for (const auto& [name, v] : m) {
+    if (name == "val_loss")
+      r.val_loss = v;
+    else if (name == "val_accuracy")
+      r.val_accuracy = v;
+    else
+      fail(
+          "{}: the evaluation reported '{}', which is not a metrics column (val_loss, "
+          "val_accuracy)",
+          o_.name, name);
+  }
+  rows_.push_back(r);
+  if (f_) write(io::format_metrics_row(r));
+}
+
+// Draws the rows' curves to o.plot (after "plotted F (step N)"); returns the rows drawn (0: none
+// yet, before the first loss read).
+size_t plot_curves(const FitOptions& o, const std::vector<io::MetricsRow>& rows, int64_t step) {
+  plot::Run run{o.name, o.name, rows};
+  const plot::RunSeries series = plot::series_of(run);
+  if (series.train.empty() && series.val.empty()) return 0;
+  plot::CurveOptions co;
+  co.title = fmt::format("{} (step {})", o.name, step);
+  plot::write_file(o.plot, plot::render_curves({run}, co));
+  fmt::print(o.out, "plotted {} (step {})\n", o.plot, step);
+  return rows.size();
+}
 
 void resume(Trainer& t, const FitOptions& o) {
   const std::string& path = *o.resume;
@@ -123,16 +150,6 @@ void resume(Trainer& t, const FitOptions& o) {
   check_resumable(c, "--resume " + c.source);
   restore(t, c);
   fmt::print(o.out, "resumed from {} at step {}\n", path, t.steps_taken());
-}
-
-// Whether paths a and b name one file: the same file when both exist, else the same path once
-// made absolute and normal.
-bool same_file(const std::string& a, const std::string& b) {
-  std::error_code ec;
-  if (std::filesystem::exists(a, ec) && std::filesystem::exists(b, ec))
-    return std::filesystem::equivalent(a, b, ec);
-  return std::filesystem::absolute(a, ec).lexically_normal() ==
-         std::filesystem::absolute(b, ec).lexically_normal();
 }
 
 }  // namespace
@@ -169,12 +186,20 @@ void check(const FitOptions& o) {
     fail("{}: the time limit {} s must be finite and >= 0", o.name, o.time_limit_seconds);
   if (!o.metrics.empty()) {
     io::check_output_file(o.metrics, o.name + ": --metrics", io::OutputMode::append);
-    // Appending CSV rows to the checkpoint would make it unreadable.
-    for (const auto* other : {&o.save, &o.resume})
-      if (*other && same_file(o.metrics, **other))
-        fail("{}: --metrics {} is the checkpoint file {} too; give it a file of its own", o.name,
-             o.metrics, **other);
+    io::check_metrics_header(o.metrics, o.name + ": --metrics");
   }
+  if (!o.plot.empty()) io::check_output_file(o.plot, o.name + ": --plot", io::OutputMode::replace);
+  // Appending CSV rows to the checkpoint, or a picture over it, would make it unreadable.
+  for (const auto& [flag, path] : {std::pair{"--metrics", &o.metrics}, {"--plot", &o.plot}}) {
+    if (path->empty()) continue;
+    for (const auto* other : {&o.save, &o.resume})
+      if (*other && io::same_file(*path, **other))
+        fail("{}: {} {} is the checkpoint file {} too; give it a file of its own", o.name, flag,
+             *path, **other);
+  }
+  if (!o.plot.empty() && !o.metrics.empty() && io::same_file(o.plot, o.metrics))
+    fail("{}: --plot {} is the --metrics file too; give the picture a file of its own", o.name,
+         o.plot);
   if (!o.items_per_step || o.items_per_step < 0 || o.items_per_epoch < 0)
     fail("{}: items per step {} and per epoch {} must be >= 0 (per step > 0)", o.name,
          o.items_per_step, o.items_per_epoch);
@@ -205,8 +230,11 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
         "cross-check (one step, host lane vs pjrt lane): max |diff| {:.3e}, relative {:.3e}{}\n",
         c.max_abs, c.max_rel, c.worst.empty() ? "" : fmt::format(" (largest in {})", c.worst));
   }
-  MetricsCsv csv(o);
+  MetricsLog log(o);
   SignalGuard signals(o.handle_signals);
+  const auto run_start = std::chrono::steady_clock::now();
+  // The lr of the last step taken (group 0), for the metrics rows.
+  auto last_lr = [&] { return t.steps_taken() > 0 ? t.lr_at(t.steps_taken() - 1) : NAN; };
 
   auto check_loss = [&](double l) {
     if (!std::isfinite(l))
@@ -216,7 +244,7 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
           o.name, std::isnan(l) ? std::fabs(l) : l, t.steps_taken());  // NaN's sign says nothing
   };
   int64_t saved_at = -1;  // the step of this run's last save: the end does not save it twice
-  auto save = [&] {
+  auto save_checkpoint = [&] {
     if (!o.save || saved_at == t.steps_taken()) return;
     if (t.steps_taken() > first) check_loss(t.read_last().loss);
     io::Checkpoint c = to_checkpoint(t, o.seed, t.steps_taken(), o.metadata);
@@ -227,10 +255,20 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     fmt::print(o.out, "saved {} (step {})\n", *o.save, t.steps_taken());
     saved_at = t.steps_taken();
   };
+  size_t plotted_rows = 0;  // the rows the last picture drew: an unchanged one is not redrawn
+  auto write_plot = [&] {
+    if (!o.plot.empty() && plotted_rows != log.rows().size())
+      plotted_rows = plot_curves(o, log.rows(), t.steps_taken());
+  };
+  // A save point: the checkpoint, then the picture (at the last step only at the end, which
+  // adds the last evaluation and the final row).
+  auto save = [&](bool end = false) {
+    save_checkpoint();
+    if (end || t.steps_taken() < o.steps) write_plot();
+  };
   if (cb.on_start) cb.on_start();
 
   FitResult r;
-  const auto run_start = std::chrono::steady_clock::now();
   auto out_of_time = [&] {
     return o.time_limit_seconds > 0 && seconds_since(run_start) >= o.time_limit_seconds;
   };
@@ -242,12 +280,12 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
       return by_epoch ? std::min(epoch_items, b * o.items_per_step)
                       : (b - first) * o.items_per_step;
     };
-    std::optional<Progress> bar;
+    std::unique_ptr<Progress> bar;  // (a pointer: GCC 12 warns of an optional's strings here)
     if (o.progress) {
       std::string label =
           by_epoch ? fmt::format("epoch {}/{}", epoch + 1, (o.steps + spe - 1) / spe)
                    : (first > 0 ? fmt::format("{} (from step {})", o.name, first) : o.name);
-      bar.emplace(label, by_epoch ? epoch_items : done(o.steps), o.out);
+      bar = std::make_unique<Progress>(label, by_epoch ? epoch_items : done(o.steps), o.out);
       bar->set_value_name(o.progress_value);
     }
     const auto epoch_start = std::chrono::steady_clock::now();
@@ -265,8 +303,9 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
                   loss_sum / double(std::max<int64_t>(reads, 1)),
                   seconds_since(epoch_start) - eval_seconds,
                   done(b) - done(first_b)};
-      Metrics m = cb.evaluate(p);
-      csv.eval_row(kind, p, m);
+      const Metrics m = cb.evaluate(p);
+      log.add(kind, p.step, epoch, reads ? p.train_loss : NAN, m, last_lr(),
+              seconds_since(run_start));
       eval_seconds += seconds_since(t0);
     };
     for (int64_t b = first_b; b < end_b; ++b) {
@@ -292,22 +331,22 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
       }
       t.step(batch(t.steps_taken()));
       if ((b + 1) % o.log_every == 0 || b + 1 == end_b) {
-        StepLog log{t.steps_taken(), epoch, b, t.read_last()};
-        check_loss(log.report.loss);
-        if (log.report.found_inf && !warned_skip) {  // a finite loss, a non-finite gradient
+        StepLog read{t.steps_taken(), epoch, b, t.read_last()};
+        check_loss(read.report.loss);
+        if (read.report.found_inf && !warned_skip) {  // a finite loss, a non-finite gradient
           fmt::print(stderr,
                      "{}: warning: step {} skipped its update (a gradient held inf or NaN); the "
                      "run goes on, later skips are not reported\n",
-                     o.name, log.step);
+                     o.name, read.step);
           warned_skip = true;
         }
-        loss_sum += log.report.loss;
-        last = log.report.loss;
+        loss_sum += read.report.loss;
+        last = read.report.loss;
         ++reads;
         if (bar) bar->update(done(b + 1), bar_value());
-        csv.step_row(t.steps_taken(), epoch, log.report.loss,
-                     seconds_since(epoch_start) - eval_seconds);
-        if (cb.on_log) cb.on_log(log);
+        log.add("step", t.steps_taken(), epoch, read.report.loss, {}, last_lr(),
+                seconds_since(run_start));
+        if (cb.on_log) cb.on_log(read);
       }
       if (o.eval_every > 0 && t.steps_taken() % o.eval_every == 0) evaluate("eval", false, b + 1);
       if (o.save_every > 0 && t.steps_taken() % o.save_every == 0) save();
@@ -327,7 +366,11 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
                t.steps_taken(), o.steps, o.time_limit_seconds / 60,
                o.save ? " (continue with --resume " + *o.save + ")" : "");
   if (cb.on_end) cb.on_end(t.steps_taken() - first, seconds_since(run_start));
-  save();
+  if (const Metrics m = cb.final_metrics ? cb.final_metrics() : Metrics{}; !m.empty()) {
+    log.add("final", t.steps_taken(), (t.steps_taken() - 1) / spe, NAN, m, last_lr(),
+            seconds_since(run_start));
+  }
+  save(true);
   r.steps = t.steps_taken();
   return r;
 }

@@ -17,11 +17,14 @@
 //   * Outputs are checked before any work (check()) and `save` is locked against other runs
 //     for the whole run (lock_outputs()).
 //   * Every write of the metrics CSV is checked: a full disk is a tlaloc::Error, not a cut file.
+//   * The metrics rows are kept in memory too: `plot` draws them (plot/curves.h) at every save
+//     point (save_every, Ctrl-C, stop_after; one at the last step leaves it to the end) and at
+//     the end, with or without `metrics`, atomically (never a cut picture).
 //
 // Output (to FitOptions::out): "resumed from F at step N", the pjrt lane's cross-check line,
-// the progress bar, "saved F (step N)", "interrupted at step N: continue with --resume F",
-// "stopped after N steps (--stop-after)". Messages name the options after `tlaloc train`'s
-// flags (--save, --resume, ...), which the options below mirror.
+// the progress bar, "saved F (step N)", "plotted F (step N)", "interrupted at step N: continue with
+// --resume F", "stopped after N steps (--stop-after)". Messages name the options after `tlaloc
+// train`'s flags (--save, --resume, ...), which the options below mirror.
 #pragma once
 
 #include <cstdio>
@@ -62,8 +65,9 @@ struct EvalPoint {
   int64_t items = 0;      // items (FitOptions::items_per_step) trained in this epoch so far
 };
 
-// Named values an evaluation reports, written to the metrics CSV in FitOptions::eval_metrics
-// order (e.g. {"test_loss", 0.33}, {"test_accuracy", 0.88}).
+// Named values an evaluation reports: "val_loss" and / or "val_accuracy", the metrics file's
+// columns of the same names (io/metrics_csv.h; e.g. {"val_loss", 0.33}, {"val_accuracy", 0.88}).
+// Another name is an error.
 using Metrics = std::vector<std::pair<std::string, double>>;
 
 struct FitOptions {
@@ -111,12 +115,15 @@ struct FitOptions {
   std::optional<CheckpointFormat> format;
 
   // Evaluation: FitCallbacks::evaluate at each epoch's end and every eval_every steps (0: not
-  // by steps). Metrics CSV: appended to `metrics` (empty: none), columns kind, step, epoch,
-  // train_loss, the eval_metrics, seconds; one "step" row per loss read, one "epoch" / "eval"
-  // row per evaluation. A new or empty file gets the header first.
+  // by steps). Metrics CSV: appended to `metrics` (empty: none) in the layout of
+  // io/metrics_csv.h: one "step" row per loss read, one "epoch" / "eval" row per evaluation, a
+  // "final" row for FitCallbacks::final_metrics. A new or empty file gets the header first; a
+  // file with another header is refused (check()).
   int64_t eval_every = 0;
   std::string metrics;
-  std::vector<std::string> eval_metrics;
+  // Training curves of this process's metrics rows as a PNG (plot::render_curves), written
+  // atomically at every save point and at the end; empty: none.
+  std::string plot;
 
   bool cross_check = true;     // pjrt lane: one step compared with the host lane first
   bool handle_signals = true;  // SIGINT / SIGTERM as described at the top
@@ -131,11 +138,14 @@ struct FitCallbacks {
   std::function<void()> on_start;
   // Each loss read (after the progress bar is updated).
   std::function<void(const StepLog&)> on_log;
-  // Evaluation points; returns the values of FitOptions::eval_metrics (may print).
+  // Evaluation points; returns the held-out values (Metrics: val_loss, val_accuracy; may print).
   std::function<Metrics(const EvalPoint&)> evaluate;
   // After the last step, before the final checkpoint: the final report. `seconds`: the
   // training loop's wall time in this process. An exception stops fit before saving.
   std::function<void(int64_t steps_run, double seconds)> on_end;
+  // Right after on_end: the held-out values of the finished run (e.g. a validation on_end ran),
+  // the "final" row of the metrics; null, or empty Metrics: no such row.
+  std::function<Metrics()> final_metrics;
 };
 
 struct FitResult {
@@ -149,9 +159,11 @@ struct FitResult {
 // Checks the options before any work: steps >= 1, log_every >= 1, save_every / stop_after /
 // eval_every / steps_per_epoch >= 0; `save` and `resume` not empty strings (an unset shell
 // variable must not train afresh over a checkpoint); `resume` exists and is not a folder;
-// `save` and `metrics` writable regular
+// `save`, `metrics` and `plot` writable regular
 // files or absent, in a writable folder (io::check_output_file: a device such as /dev/null, a
-// FIFO or a folder is refused, never replaced). Throws tlaloc::Error "<name>: --save ...".
+// FIFO or a folder is refused, never replaced), none of them the same file as another or as
+// `resume`; `metrics` empty or in this layout (io::check_metrics_header). Throws tlaloc::Error
+// "<name>: --save ...".
 void check(const FitOptions& o);
 // The advisory lock of `save` (io::WriteLock "<name>: --save"): a second run writing the same
 // checkpoint fails here, at its start, naming the file and the other process. fit() takes it

@@ -257,8 +257,10 @@ int64_t Trainer::optimizer_step() const {
       exe_->download(inputs_[size_t(step_.state_input(step_.state.step_index()))]).at(0));
 }
 
-double Trainer::current_lr() const {
-  return step_.group_lr(options_.schedule.factor(steps_taken_))[0];
+double Trainer::current_lr() const { return lr_at(steps_taken_); }
+
+double Trainer::lr_at(int64_t step) const {
+  return step_.group_lr(options_.schedule.factor(step))[0];
 }
 
 void Trainer::sync_to_model() {

@@ -149,7 +149,8 @@ class Trainer {
   // schedule. The optimizer's own count (applied updates) is optimizer_step().
   int64_t steps_taken() const { return steps_taken_; }
   int64_t optimizer_step() const;
-  double current_lr() const;  // the lr factor x base lr of group 0 for the next step
+  double current_lr() const;         // the lr factor x base lr of group 0 for the next step
+  double lr_at(int64_t step) const;  // the same for the 0-based step `step` (>= 0)
 
   // Copies the resident trained parameters back into the model's Parameter values.
   void sync_to_model();
