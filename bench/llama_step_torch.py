@@ -9,8 +9,9 @@ sqrt(head_dim)) v, o_proj; RMSNorm, SwiGLU MLP down(silu(gate(x)) * up(x))), fin
 untied lm_head; no biases. Presets as tlaloc/recipes/llama_presets.h. Next-token cross-entropy
 over batch windows of context tokens (random ids), AdamW(lr 1e-3, weight_decay 0.01) stepped
 every step (foreach on CPU: the faster of torch 1.13's two CPU implementations here).
-Prints a final line
-  RESULT torch <device> preset=P params=N median_ms=.. min_ms=.. max_ms=.. steps=N peak_rss_mib=..
+With --lora, PEFT-style LoRA (r 8, alpha 16 on q_proj and v_proj, the base frozen; AdamW over the
+adapters only), the peer of `tlaloc bench step --model llama --lora`. Prints a final line
+  RESULT torch <device> preset=P params=N trained=M median_ms=.. min_ms=.. max_ms=.. steps=N peak_rss_mib=..
 """
 import argparse
 import math
@@ -120,6 +121,32 @@ class Llama(nn.Module):
         return self.lm_head(self.norm(x))
 
 
+class LoraLinear(nn.Module):
+    """PEFT's lora.Linear (Hu et al. 2021): base(x) + lora_B(lora_A(x)) * alpha / r, the base
+    frozen, A kaiming-uniform (a = sqrt(5)), B zeros; lora_dropout 0 (PEFT's nn.Identity)."""
+
+    def __init__(self, base, r, alpha):
+        super().__init__()
+        self.base = base
+        self.lora_A = nn.Linear(base.in_features, r, bias=False)
+        self.lora_B = nn.Linear(r, base.out_features, bias=False)
+        nn.init.kaiming_uniform_(self.lora_A.weight, a=math.sqrt(5))
+        nn.init.zeros_(self.lora_B.weight)
+        self.scaling = alpha / r
+
+    def forward(self, x):
+        return self.base(x) + self.lora_B(self.lora_A(x)) * self.scaling
+
+
+def add_lora(model, r, alpha):
+    """Freezes every weight, then adapts q_proj and v_proj (PEFT's default Llama targets)."""
+    for p in model.parameters():
+        p.requires_grad_(False)
+    for layer in model.layers:
+        layer.self_attn.q_proj = LoraLinear(layer.self_attn.q_proj, r, alpha)
+        layer.self_attn.v_proj = LoraLinear(layer.self_attn.v_proj, r, alpha)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="small", choices=sorted(PRESETS))
@@ -128,6 +155,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch default)")
     ap.add_argument("--foreach", type=int, default=1, help="AdamW(foreach=...)")
+    ap.add_argument("--lora", action="store_true",
+                    help="LoRA r 8, alpha 16 on q_proj, v_proj; the base frozen")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -136,15 +165,19 @@ def main():
     torch.manual_seed(0)
     model = Llama(layers, hidden, heads, kv_heads, inter).to(dev)
     nparams = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01,
-                            foreach=bool(a.foreach))
+    if a.lora:
+        add_lora(model, 8, 16)
+        model.to(dev)
+    trained = [p for p in model.parameters() if p.requires_grad]
+    ntrained = sum(p.numel() for p in trained)
+    opt = torch.optim.AdamW(trained, lr=1e-3, weight_decay=0.01, foreach=bool(a.foreach))
     g = torch.Generator().manual_seed(1)
     data = torch.randint(0, VOCAB, (batch, ctx + 1), generator=g).to(dev)
     x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     times, loss = time_steps(lm_step(model, opt, x, y, VOCAB), a.warmup, a.steps, sync)
     print(f"last loss {loss.item():.6f}")
-    print(result_line(f"{dev.type} preset={a.preset} params={nparams}", times))
+    print(result_line(f"{dev.type} preset={a.preset} params={nparams} trained={ntrained}", times))
 
 
 if __name__ == "__main__":

@@ -20,20 +20,7 @@ tlaloc=build/tlaloc
 [ -x "$tlaloc" ] || { echo "build first: scripts/build.sh" >&2; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-export OMP_WAIT_POLICY=passive
-# OpenBLAS (tlaloc's and Debian PyTorch's GEMMs) runs its AVX2 (Haswell) kernels on CPUs it does
-# not know, such as this machine's AVX-512 Zen 5, and this machine's environment also sets
-# OPENBLAS_CORETYPE=Haswell; its SkylakeX kernels run both sides' steps ~1.4x faster here, so
-# the matrix uses them on AVX-512 CPUs (BENCH_CORETYPE=NAME picks another, "" keeps the
-# environment's).
-coretype=${BENCH_CORETYPE-auto}
-if [ "$coretype" = auto ]; then
-  coretype=${OPENBLAS_CORETYPE:-}
-  grep -qw avx512bw /proc/cpuinfo && coretype=SkylakeX
-fi
-[ -z "$coretype" ] || export OPENBLAS_CORETYPE=$coretype
-echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-} (both sides)" >&2
-torch_env=(MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736)
+. bench/bench_env.sh
 declare -A steps=([tiny]=60 [small]=12 [medium]=4)
 declare -A warm=([tiny]=10 [small]=10 [medium]=10)
 

@@ -23,16 +23,21 @@ struct BenchOptions {
   std::string model = "disc";
   std::string preset = "small";  // --model llama
   std::string lane = "auto";
+  bool lora = false;  // --model llama: LoRA r 8, alpha 16 on q_proj, v_proj (PEFT's defaults)
 };
 
 void run_bench_step(const BenchOptions& o) {
   using namespace tlaloc::train;
   if (o.model != "disc" && o.model != "lm" && o.model != "llama")
     fail("bench step: --model must be disc, lm or llama, got '{}'", o.model);
-  StepBenchCase c = o.model == "lm" ? recipes::lm::bench_case(o.threads)
-                    : o.model == "llama"
-                        ? recipes::llama::bench_case(recipes::llama::preset(o.preset), o.threads)
-                        : recipes::disc::bench_case(o.threads);
+  if (o.lora && o.model != "llama") fail("bench step: --lora needs --model llama");
+  StepBenchCase c =
+      o.model == "lm" ? recipes::lm::bench_case(o.threads)
+      : o.model == "llama"
+          ? recipes::llama::bench_case(
+                recipes::llama::preset(o.preset), o.threads,
+                o.lora ? std::optional(nn::LoraConfig{.lora_alpha = 16}) : std::nullopt)
+          : recipes::disc::bench_case(o.threads);
   Lane requested = parse_lane(o.lane);
   std::string reason;
   if (requested != Lane::host) {
@@ -53,7 +58,9 @@ void run_bench_step(const BenchOptions& o) {
     lanes.push_back(skipped_lane('c', "pjrt unavailable: " + reason));
   } else {
     auto& client = runtime::pjrt::default_client();
-    lanes.push_back(bench_pjrt_host_optimizer(c, client, o.steps, o.warmup));
+    // Lane (b) applies AdamW on the host to every parameter; with frozen ones it has no meaning.
+    lanes.push_back(o.lora ? skipped_lane('b', "--lora (frozen base weights)")
+                           : bench_pjrt_host_optimizer(c, client, o.steps, o.warmup));
     lanes.push_back(bench_pjrt_in_program(c, client, o.steps, o.warmup));
   }
   fmt::print("{}", lane_table(lanes));
@@ -76,6 +83,8 @@ void register_bench(CLI::App& app) {
                                      "AdamW, pjrt with AdamW in the program)");
   step->add_option("--model", o.model, "the step to time: disc|lm|llama")->capture_default_str();
   step->add_option("--preset", o.preset, "--model llama: tiny|small|medium")->capture_default_str();
+  step->add_flag("--lora", o.lora,
+                 "--model llama: LoRA fine-tuning (r 8, alpha 16 on q_proj, v_proj; base frozen)");
   step->add_option("--steps", o.steps, "timed steps")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 30));

@@ -26,22 +26,25 @@ struct EvalArgs {
   std::vector<std::string> text;
   int threads = 0;
   std::string confusion;  // fmnist: the confusion matrix as a PNG
+  std::string adapter;    // llama: a PEFT LoRA adapter directory
 };
 
 void eval_llama(const EvalArgs& a) {
   namespace llama = recipes::llama;
   llama::LoadedDir d = llama::load_dir(a.path);
+  if (!a.adapter.empty()) llama::add_adapter(d, a.adapter);
+  const std::string& run = a.adapter.empty() ? a.path : a.adapter;  // whose training run
   std::vector<llama::Document> docs;
   std::string what;
   if (a.text.empty()) {
-    docs = llama::held_out_documents(d.state, a.path);
+    docs = llama::held_out_documents(d.state, run);
     what =
         fmt::format("the held-out text of its training run ({} bytes)", llama::total_bytes(docs));
   } else {
     docs = llama::read_documents(a.text, "eval: --text");
     what = fmt::format("{} text files ({} bytes)", a.text.size(), llama::total_bytes(docs));
   }
-  fmt::print("{}: step {}, {} parameters, context {}; on {}\n", a.path, d.state.step,
+  fmt::print("{}: step {}, {} parameters, context {}; on {}\n", run, d.state.step,
              d.model->num_parameters(), d.context, what);
   recipes::TextScore s;
   {
@@ -108,6 +111,8 @@ void run_eval(const EvalArgs& a) {
       fail("eval: {} is a folder without config.json (not a model directory)", a.path);
     return eval_llama(a);
   }
+  if (!a.adapter.empty())
+    fail("eval: --adapter is for Llama model directories; {} is not a folder", a.path);
   io::Checkpoint c = io::load_checkpoint(a.path);
   auto recipe = c.user.find("recipe");
   if (recipe != c.user.end() && recipe->second == "lm") {
@@ -134,6 +139,9 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--text", a.text,
                   "text files to score (default for a Llama directory: its run's held-out text)");
   cmd->add_option("--data", a.data, "fmnist: folder with the idx .gz files")->capture_default_str();
+  cmd->add_option(
+      "--adapter", a.adapter,
+      "Llama: add this PEFT LoRA adapter directory (of `tlaloc finetune --lora` or PEFT)");
   cmd->add_option("--threads", a.threads, "host lane threads (0: OpenMP default)")
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxThreads));

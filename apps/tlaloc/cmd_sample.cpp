@@ -21,6 +21,7 @@ struct SampleArgs {
   int64_t tokens = 200;
   recipes::lm::SampleOptions sample;
   int threads = 1;
+  std::string adapter;  // llama: a PEFT LoRA adapter directory
 };
 
 // A Llama directory: the prompt encoded with its tokenizer.model (BOS, then its lines, as train
@@ -28,6 +29,7 @@ struct SampleArgs {
 void sample_llama(const SampleArgs& a) {
   namespace llama = recipes::llama;
   llama::LoadedDir d = llama::load_dir(a.path);
+  if (!a.adapter.empty()) llama::add_adapter(d, a.adapter);
   const auto& m = d.model->config();
   fmt::print(stderr,
              "{}: step {}, {} parameters (layers {}, hidden {}, heads {}, kv_heads {}, vocab {}), "
@@ -67,6 +69,8 @@ void run_sample(const SampleArgs& a) {
   if (std::filesystem::is_directory(a.path, ec) &&
       std::filesystem::exists(a.path + "/config.json", ec))
     return sample_llama(a);
+  if (!a.adapter.empty())
+    fail("sample: --adapter is for Llama model directories; {} is not one", a.path);
   io::Checkpoint c = io::load_checkpoint(a.path);
   auto model = lm::load_model(c);
   const auto& m = model->config();
@@ -106,6 +110,9 @@ void register_sample(CLI::App& app) {
                   "checkpoint written by `tlaloc train lm`, or a Llama model directory (with "
                   "config.json and tokenizer.model)")
       ->required();
+  cmd->add_option(
+      "--adapter", a.adapter,
+      "Llama: add this PEFT LoRA adapter directory (of `tlaloc finetune --lora` or PEFT)");
   cmd->add_option("--prompt", a.prompt,
                   "text to continue (bytes; Llama: encoded with its tokenizer)")
       ->capture_default_str();

@@ -114,17 +114,6 @@ void check_vocab(const text::Tokenizer& tok, const LlamaConfig& m, const std::st
          fmt::join(m.eos_token_id, ", "), tok.name(), tok.eos_id());
 }
 
-int64_t field_int(const io::Checkpoint& c, const std::string& key, const std::string& where) {
-  auto it = c.user.find(key);
-  int64_t v = 0;
-  if (it == c.user.end()) fail("{}: the training state has no field '{}'", where, key);
-  auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-  if (ec != std::errc() || end != it->second.data() + it->second.size() || v <= 0)
-    fail("{}: the training state's field '{}' is '{}', not a positive integer", where, key,
-         it->second);
-  return v;
-}
-
 // The run's text as its metadata field: "default", or a JSON array of absolute paths.
 std::string text_field(const std::vector<std::string>& files) {
   if (files.empty()) return "default";
@@ -194,6 +183,17 @@ json generation_config(const LlamaConfig& m) {
 }
 
 }  // namespace
+
+int64_t field_int(const io::Checkpoint& c, const std::string& key, const std::string& where) {
+  auto it = c.user.find(key);
+  int64_t v = 0;
+  if (it == c.user.end()) fail("{}: the training state has no field '{}'", where, key);
+  auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  if (ec != std::errc() || end != it->second.data() + it->second.size() || v <= 0)
+    fail("{}: the training state's field '{}' is '{}', not a positive integer", where, key,
+         it->second);
+  return v;
+}
 
 train::FitResult run(const Config& c) {
   std::FILE* out = c.common.out;

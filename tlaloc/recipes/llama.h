@@ -80,6 +80,12 @@ struct LoadedDir {
 // another name, shape or dtype, NaN / inf parameters, a tokenizer larger than vocab_size).
 LoadedDir load_dir(const std::string& dir, bool need_tokenizer = true);
 
+// `tlaloc eval|sample DIR --adapter ADAPTER`: the PEFT adapter directory ADAPTER (written by
+// tlaloc or by PEFT) added to d's model (apply_adapter); when ADAPTER.training.safetensors is
+// there, d.state and d.context become its run's (`finetune`'s held-out text and context).
+// Throws as load_peft_adapter and apply_adapter do.
+void add_adapter(LoadedDir& d, const std::string& adapter);
+
 // `tlaloc merge`: the model of `dir` with the PEFT adapter `adapter` folded in (W + scaling · B A
 // computed in f64, stored as F32; merged_lora_weights) written as the model directory `out`
 // with dir's config (torch_dtype float32), generation config and tokenizer files. One line to

@@ -4,6 +4,9 @@
 // token ids, AdamW (lr 1e-3, weight_decay 0.01) in the program, as bench/llama_step_torch.py.
 #pragma once
 
+#include <optional>
+
+#include "tlaloc/nn/lora.h"
 #include "tlaloc/recipes/llama_presets.h"
 #include "tlaloc/train/step_bench.h"
 
@@ -15,7 +18,10 @@ namespace tlaloc::recipes::llama {
 // for attention's two products (causal masking not discounted).
 double train_step_flops(const Preset& p);
 
-// The step of preset `p` on `threads` host threads (0: OpenMP's default).
-train::StepBenchCase bench_case(const Preset& p, int threads);
+// The step of preset `p` on `threads` host threads (0: OpenMP's default); with `lora`, the
+// same model with LoRA adapters (nn::add_lora: the base frozen, only the adapters trained), as
+// bench/finetune_step_torch.py's PEFT-style LoRA.
+train::StepBenchCase bench_case(const Preset& p, int threads,
+                                const std::optional<nn::LoraConfig>& lora = std::nullopt);
 
 }  // namespace tlaloc::recipes::llama

@@ -143,6 +143,19 @@ void apply_adapter(nn::models::LlamaForCausalLM& model, const io::PeftAdapter& a
   }
 }
 
+void add_adapter(LoadedDir& d, const std::string& adapter_dir) {
+  const io::PeftAdapter adapter = io::load_peft_adapter(adapter_dir);
+  apply_adapter(*d.model, adapter);
+  d.model->eval();  // inference: lora_dropout off
+  io::Checkpoint state = io::load_peft_checkpoint(adapter, true);
+  if (state.user.count("context")) {
+    state.params.clear();
+    d.state = std::move(state);
+    d.context = std::min(field_int(d.state, "context", adapter_dir),
+                         d.model->config().max_position_embeddings);
+  }
+}
+
 void merge_adapter(const std::string& dir, const std::string& adapter_dir, const std::string& out,
                    std::FILE* log) {
   const std::string what = "merge: " + out;

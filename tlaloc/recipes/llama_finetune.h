@@ -12,6 +12,9 @@
 
 namespace tlaloc::recipes::llama {
 
+// The run field `key` of `c` as a positive integer; throws naming `where` and the field.
+int64_t field_int(const io::Checkpoint& c, const std::string& key, const std::string& where);
+
 // The run's fields that a resume must match: base_model (a digest of --init's tensors),
 // freeze (the patterns) and lora (the adapter_config.json this run writes).
 void add_finetune_fields(const Config& c, const io::HfModelDir& init,
