@@ -337,6 +337,15 @@ train::FitResult run(const Config& c) {
   fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
              trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
   const TextScore unigram = unigram_score(train_tok, tok->vocab_size(), val_tok, val_bytes);
+  if (finetune && !c.common.resume) {  // the starting point, on the same held-out text
+    TextScore s;
+    {
+      train::Activity a(
+          fmt::format("validation before fine-tuning on {} held-out tokens", val_tok.numel()), out);
+      s = score_stream(model, val_tok, ctx, val_bytes, c.common.threads);
+    }
+    fmt::print(out, "before fine-tuning: {}\n", format_score(s));
+  }
   trainer.set_resident("tokens", std::move(train_tok));
 
   f.progress_value = "loss (nats/token)";
