@@ -34,8 +34,9 @@ void sample_llama(const SampleArgs& a) {
   fmt::print(stderr,
              "{}: step {}, {} parameters (layers {}, hidden {}, heads {}, kv_heads {}, vocab {}), "
              "context {}; past it the window slides (recomputed)\n",
-             a.path, d.state.step, d.model->num_parameters(), m.num_hidden_layers, m.hidden_size,
-             m.num_attention_heads, m.kv_heads(), m.vocab_size, d.context);
+             a.adapter.empty() ? a.path : a.path + " + " + a.adapter, d.state.step,
+             d.model->num_parameters(), m.num_hidden_layers, m.hidden_size, m.num_attention_heads,
+             m.kv_heads(), m.vocab_size, d.context);
   const Array p = llama::encode_stream(*d.tokenizer, {{"--prompt", a.prompt}});
   std::vector<int32_t> ids(p.data<int32_t>(), p.data<int32_t>() + p.numel());
   recipes::lm::Decoder decoder(*d.model, d.context, a.threads);
