@@ -107,6 +107,9 @@ void run_eval(const EvalArgs& a) {
   const char* not_fmnist = "eval: --confusion is for `tlaloc train fmnist` checkpoints; {} is {}";
   if (std::filesystem::is_directory(a.path, ec)) {
     if (!a.confusion.empty()) fail(fmt::runtime(not_fmnist), a.path, "a Llama directory");
+    if (std::filesystem::exists(a.path + "/adapter_config.json", ec))
+      fail("eval: {} is a PEFT adapter directory: run it on its base model, eval BASE --adapter {}",
+           a.path, a.path);
     if (!std::filesystem::exists(a.path + "/config.json", ec))
       fail("eval: {} is a folder without config.json (not a model directory)", a.path);
     return eval_llama(a);

@@ -4,6 +4,7 @@
 #include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "apps/tlaloc/train_common.h"
+#include "tlaloc/io/peft.h"
 #include "tlaloc/recipes/llama.h"
 
 namespace tlaloc::app {
@@ -56,20 +57,29 @@ void register_finetune(CLI::App& app) {
   cmd->add_option("--freeze", c.freeze,
                   "freeze the parameters whose dotted names match this glob (repeatable), e.g. "
                   "'model.embed_tokens.*'");
-  cmd->add_flag("--lora", lora, "train LoRA adapters; the base model stays frozen");
-  cmd->add_option("--r", lc.r, "LoRA rank")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-  cmd->add_option("--alpha", lc.lora_alpha, "LoRA lora_alpha (scaling alpha / r)")
-      ->capture_default_str()
-      ->check(finite_non_negative());
-  cmd->add_option("--dropout", lc.lora_dropout, "LoRA lora_dropout, a fresh key every step")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 0.999999));
-  cmd->add_flag("--rslora", lc.use_rslora, "rank-stabilised scaling alpha / sqrt(r)");
-  cmd->add_option("--target", targets,
-                  "LoRA target_modules: module names, comma-separated, or all-linear")
-      ->capture_default_str();
+  auto* lora_flag =
+      cmd->add_flag("--lora", lora, "train LoRA adapters; the base model stays frozen");
+  auto* adapter_opt = cmd->add_option("--adapter", c.adapter,
+                                      "train on from this PEFT LoRA adapter directory's weights "
+                                      "(its r, alpha, dropout and targets)");
+  std::vector<CLI::Option*> lora_opts{
+      cmd->add_option("--r", lc.r, "LoRA rank")
+          ->capture_default_str()
+          ->check(CLI::Range(int64_t(1), int64_t(1) << 20)),
+      cmd->add_option("--alpha", lc.lora_alpha, "LoRA lora_alpha (scaling alpha / r)")
+          ->capture_default_str()
+          ->check(finite_non_negative()),
+      cmd->add_option("--dropout", lc.lora_dropout, "LoRA lora_dropout, a fresh key every step")
+          ->capture_default_str()
+          ->check(CLI::Range(0.0, 0.999999)),
+      cmd->add_flag("--rslora", lc.use_rslora, "rank-stabilised scaling alpha / sqrt(r)"),
+      cmd->add_option("--target", targets,
+                      "LoRA target_modules: module names, comma-separated, or all-linear")
+          ->capture_default_str()};
+  for (CLI::Option* o : lora_opts) {
+    o->needs(lora_flag);  // a LoRA option without --lora would be ignored
+    o->excludes(adapter_opt);
+  }
   add_checkpoint_options(cmd, f, c.common, "");
   f.save_option->description(
       "output: a model directory (default llama-model) or, with --lora, a PEFT adapter directory "
@@ -80,7 +90,14 @@ void register_finetune(CLI::App& app) {
     if (ctx->count() > 0) c.context = context;
     if (bat->count() > 0) c.batch = batch;
     c.lora.reset();
-    if (lora) {
+    if (!c.adapter.empty()) {  // its config is the run's
+      const io::PeftLoraConfig a = io::load_peft_adapter(c.adapter).config;
+      c.lora = nn::LoraConfig{.r = a.r,
+                              .lora_alpha = a.lora_alpha,
+                              .lora_dropout = a.lora_dropout,
+                              .use_rslora = a.use_rslora,
+                              .target_modules = a.target_modules};
+    } else if (lora) {
       lc.target_modules = split_commas(targets);
       c.lora = lc;
     }

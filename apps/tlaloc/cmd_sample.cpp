@@ -67,6 +67,11 @@ void run_sample(const SampleArgs& a) {
   if (a.tokens < 0) fail("sample: --tokens {} must be >= 0", a.tokens);
   lm::sample_token(std::vector<float>{0.0f}, a.sample, random::key(0));  // checks T and k
   std::error_code ec;
+  if (std::filesystem::exists(a.path + "/adapter_config.json", ec))
+    fail(
+        "sample: {} is a PEFT adapter directory: run it on its base model, sample BASE --adapter "
+        "{}",
+        a.path, a.path);
   if (std::filesystem::is_directory(a.path, ec) &&
       std::filesystem::exists(a.path + "/config.json", ec))
     return sample_llama(a);

@@ -178,11 +178,11 @@ usage() { # usage "message" args...: a CLI usage error
   [ "$rc" -eq 2 ] || die "$*: exit status $rc, not 2"
   [ ! -e new ] || die "$*: wrote output"
 }
-bad "LoRA: target_modules 'qkv' matches no Linear module of the model (its Linear modules: model.layers.0.self_attn.q_proj," \
+bad "finetune: LoRA: target_modules 'qkv' matches no Linear module of the model (its Linear modules: model.layers.0.self_attn.q_proj," \
   finetune base --lora --target qkv "${common[@]}"
 bad "finetune: --freeze with --lora: LoRA freezes the whole base model already" \
   finetune base --lora "${freeze[@]}" "${common[@]}"
-bad "freeze: the pattern 'model.embed' matches no parameter of the model" \
+bad "finetune: freeze: the pattern 'model.embed' matches no parameter of the model" \
   finetune base --freeze model.embed "${common[@]}"
 bad "corpus.txt: not a folder (a model directory is one)" finetune corpus.txt --lora "${common[@]}"
 mkdir empty
@@ -194,7 +194,7 @@ mkdir notad && echo hi >notad/notes.txt
 refused "finetune: --save notad holds 'notes.txt', which is not a file of a PEFT adapter directory" \
   finetune base --lora "${common[@]}" --save notad
 [ "$(ls notad)" = notes.txt ] && [ ! -e notad.training.safetensors ] || die "notad was written"
-refused "finetune: --save base holds '" finetune base --lora "${common[@]}" --save base
+refused "finetune: --save base is the model directory it starts from" finetune base --lora "${common[@]}" --save base
 # A resume with another rank, after the run's setup lines: the adapter is left as it was.
 refused_later "--resume ad: its adapter (r 8, lora_alpha 16, lora_dropout 0, use_rslora false, targets q_proj,v_proj) is not this run's (r 4," \
   finetune base --lora --r 4 "${common[@]}" --save ad --resume ad
@@ -247,6 +247,46 @@ badad "ed/adapter_model.safetensors: module 'model.layers.0.self_attn.q_proj' ha
 rm ed/adapter_model.safetensors
 refused "ed/adapter_model.safetensors: missing" merge base ed new
 [ ! -e new ] || die "merge without adapter_model.safetensors wrote new"
+
+short=(--text corpus.txt --batch 4 --lr 1e-2 --threads 1 --steps 5)
+badad "ed: module 'model.layers.0.self_attn.q_proj' has adapter tensors but its target_modules do not name it" \
+  'config["target_modules"] = ["v_proj"]'
+badad "ed: adapter tensor" \
+  'dt, sh, raw = t[A]; t[A] = (dt, sh, b"\x00\x00\xc0\x7f" + raw[4:])'
+badad "merge: new: merged weight" 'config["lora_alpha"] = 1e300'
+# What PEFT 0.17+ writes beside the options (qalora_group_size with use_qalora off) is accepted:
+# the merge equals the unedited adapter's.
+rm -rf ed && cp -r ad ed && python3 -c "
+import json
+c = json.load(open('ed/adapter_config.json'))
+c.update(qalora_group_size=16, use_qalora=False, peft_version='0.18.1', lora_bias=False)
+json.dump(c, open('ed/adapter_config.json', 'w'))"
+"$TLALOC" merge base ed mq >/dev/null && "$TLALOC" merge base ad mq2 >/dev/null
+cmp -s mq/model.safetensors mq2/model.safetensors || die "a PEFT 0.18 config merged otherwise"
+# Merge drops another model's tokenizer files; refuses a folder with a training state beside it.
+mkdir mt && echo '{}' >mt/tokenizer.json && "$TLALOC" merge base ad mt >/dev/null
+[ ! -e mt/tokenizer.json ] || die "merge kept another model's tokenizer.json"
+"$TLALOC" finetune base "${short[@]}" --save full >/dev/null
+refused "merge: full: full.training.safetensors is beside it" merge base ad full
+# A run that would write over the directory it starts from; a trailing slash on --save; LoRA
+# options without --lora; an adapter without a training state to resume.
+cp -r base b3
+refused "finetune: --save b3 is the model directory it starts from" \
+  finetune b3 "${freeze[@]}" "${common[@]}" --save b3
+"$TLALOC" finetune base --lora "${short[@]}" --save slash/ >/dev/null
+[ -e .slash.lock ] && [ -e slash.training.safetensors ] && [ ! -e slash/..lock ] ||
+  die "--save slash/: lock or state misplaced"
+usage "--r requires --lora" finetune base --r 4 "${common[@]}" --save new
+cp -r ad nostate
+refused_later "--resume nostate: no training state beside it (nostate.training.safetensors)" \
+  finetune base --lora "${common[@]}" --save nostate --resume nostate
+# --adapter: training goes on from an adapter's weights (its config), scored first as the
+# adapter scores.
+"$TLALOC" finetune base --adapter ad "${short[@]}" --save ad3 >ad3.out
+want=$("$TLALOC" eval base --adapter ad --text val.txt | sed -n 's/^loss: //p')
+"$TLALOC" eval base --adapter ad3 --text val.txt >/dev/null
+grep -q "^before fine-tuning: " ad3.out || die "--adapter: no score before fine-tuning"
+[ -n "$want" ] || die "eval --adapter printed no loss"
 
 # (b) After all of it the base directory and its training state are byte for byte as trained.
 [ "$(ls -A base)" = "$(ls -A base.orig)" ] || die "base's files changed: $(ls -A base)"

@@ -27,17 +27,13 @@ constexpr const char* kConfigFile = "adapter_config.json";
 constexpr const char* kWeightsFile = "adapter_model.safetensors";
 
 // Keys that describe the adapter without changing what it computes.
-const std::set<std::string> kDescriptive = {"base_model_name_or_path",
-                                            "revision",
-                                            "task_type",
-                                            "inference_mode",
-                                            "init_lora_weights",
-                                            "auto_mapping",
-                                            "megatron_core",
-                                            "loftq_config",
-                                            "eva_config",
-                                            "corda_config",
-                                            "runtime_config",
+// qalora_group_size is read only with use_qalora, which is refused when on.
+const std::set<std::string> kDescriptive = {"qalora_group_size", "base_model_name_or_path",
+                                            "revision",          "task_type",
+                                            "inference_mode",    "init_lora_weights",
+                                            "auto_mapping",      "megatron_core",
+                                            "loftq_config",      "eva_config",
+                                            "corda_config",      "runtime_config",
                                             "peft_version"};
 // Keys read into PeftLoraConfig or checked one by one below.
 const std::set<std::string> kRead = {

@@ -45,7 +45,7 @@ nlohmann::json peft_config_json(const PeftLoraConfig& c);
 // other than "none", layers_to_transform, layers_pattern, and any other key whose value is not
 // null, false, "", [] or {} (except the descriptive keys base_model_name_or_path, revision,
 // task_type, inference_mode, init_lora_weights, auto_mapping, megatron_core, loftq_config,
-// eva_config, corda_config, runtime_config, peft_version).
+// eva_config, corda_config, runtime_config, peft_version, qalora_group_size).
 PeftLoraConfig peft_config_from_json(const nlohmann::json& j, const std::string& where);
 
 // An adapter directory read back: its config and tensors named without kPeftPrefix

@@ -34,6 +34,13 @@ bool is_adapter_parameter(const std::string& name) {
 
 }  // namespace
 
+bool is_lora_target(const std::string& name, const std::vector<std::string>& targets) {
+  if (targets.size() == 1 && targets[0] == "all-linear") return !matches(name, "lm_head");
+  for (const auto& t : targets)
+    if (matches(name, t)) return true;
+  return false;
+}
+
 double LoraConfig::scaling() const {
   return use_rslora ? lora_alpha / std::sqrt(double(r)) : lora_alpha / double(r);
 }
@@ -44,6 +51,10 @@ std::vector<std::string> add_lora(Module& model, const LoraConfig& c, const rand
   if (!(c.lora_dropout >= 0 && c.lora_dropout < 1))
     fail("LoRA: lora_dropout {} must be in [0, 1)", c.lora_dropout);
   if (c.target_modules.empty()) fail("LoRA: target_modules is empty");
+  for (size_t i = 0; i < c.target_modules.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (c.target_modules[i] == c.target_modules[j])
+        fail("LoRA: target_modules names '{}' twice", c.target_modules[i]);
   auto all = linears(model);
   std::string have;
   for (auto& [name, l] : all) have += (have.empty() ? "" : ", ") + name;

@@ -23,11 +23,16 @@ struct LoraConfig {
   double scaling() const;
 };
 
+// Whether module `name` (dotted) is a target of `targets` as PEFT matches them: equal to one or
+// ending in "." + one; {"all-linear"}: any module but lm_head.
+bool is_lora_target(const std::string& name, const std::vector<std::string>& targets);
+
 // Adds an adapter (Linear::add_lora) to every Linear module of `model` that c.target_modules
 // names, then freezes every parameter but the adapters' (PEFT's bias="none"). A of adapter i
 // (model order) is drawn from split(key, n)[i]; B is 0. Returns the adapted modules' dotted
 // names in model order. Throws tlaloc::Error naming a target that matches no Linear module (with
-// the Linear names there are), a target list that is empty, or invalid r / alpha / dropout; the
+// the Linear names there are), a target list that is empty or names one twice, or invalid r /
+// alpha / dropout; the
 // model is unchanged then.
 std::vector<std::string> add_lora(Module& model, const LoraConfig& c, const random::Key& key);
 

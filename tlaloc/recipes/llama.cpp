@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tlaloc/io/atomic_dir.h"
 #include "tlaloc/io/atomic_file.h"
 #include "tlaloc/io/json_util.h"
 #include "tlaloc/random/random.h"
@@ -210,11 +211,19 @@ train::FitResult run(const Config& c) {
   const LlamaConfig& cfg = m.config;
   const json config_json = nn::models::to_json(cfg);
   const int64_t ctx = m.context;
-  const std::string dir =
+  // Folder names without trailing slashes: the lock file and the training state go beside them.
+  const std::string dir = io::folder_name(
       c.common.save.value_or(c.lora ? "llama-lora"
                              : c.preset.empty() && (c.config_json.size() || c.init.size())
                                  ? "llama-model"
-                                 : "llama-" + (c.preset.empty() ? std::string("tiny") : c.preset));
+                                 : "llama-" + (c.preset.empty() ? std::string("tiny") : c.preset)),
+      what + ": --save");
+  if (!c.init.empty()) {
+    std::error_code ec;
+    if (std::filesystem::exists(dir, ec) && std::filesystem::equivalent(dir, c.init, ec))
+      fail("{}: --save {} is the model directory it starts from: write to a folder of its own",
+           what, dir);
+  }
   const optim::Schedule schedule = make_schedule(c.common, what, c.steps, c.common.warmup);
 
   // The checkpoint: the model directory and its training state beside it.
@@ -222,6 +231,7 @@ train::FitResult run(const Config& c) {
   const std::string tok_file = tmp.file("tokenizer.model");
   Common common = c.common;
   common.save = dir;
+  if (common.resume) common.resume = io::folder_name(*common.resume, what + ": --resume");
   std::map<std::string, std::string> fields = {{"recipe", "llama"},
                                                {"context", std::to_string(ctx)},
                                                {"batch", std::to_string(m.batch)},

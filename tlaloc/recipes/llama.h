@@ -51,6 +51,7 @@ struct Config {
   // lora the output is a PEFT adapter directory (io/peft.h) instead of a model directory.
   std::vector<std::string> freeze;
   std::optional<nn::LoraConfig> lora;
+  std::string adapter;  // with lora: start from this PEFT adapter's weights (its config in lora)
   std::string name = "train llama";  // the command, in messages and the run's metadata
 };
 

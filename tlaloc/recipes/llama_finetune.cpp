@@ -2,12 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <sys/stat.h>
+
 #include <cstring>
 #include <filesystem>
 #include <set>
 
+#include "tlaloc/io/atomic_dir.h"
 #include "tlaloc/io/json_util.h"
 #include "tlaloc/random/random.h"
+#include "tlaloc/train/checkpointing.h"
 
 namespace tlaloc::recipes::llama {
 
@@ -39,6 +43,12 @@ void add_finetune_fields(const Config& c, const io::HfModelDir& init,
                          std::map<std::string, std::string>& fields) {
   fields["base_model"] = io::tensors_digest(init.tensor_refs());
   if (!c.freeze.empty()) fields["freeze"] = join(c.freeze);
+  if (!c.adapter.empty()) {
+    const io::PeftAdapter a = io::load_peft_adapter(c.adapter);
+    std::vector<io::TensorRef> refs;
+    for (const auto& [name, t] : a.tensors) refs.push_back(io::tensor_ref(name, t));
+    fields["adapter"] = io::tensors_digest(refs);
+  }
   if (c.lora) {
     io::PeftLoraConfig p = peft_config(c);
     p.base_model_name_or_path.clear();  // where the base lies may change; its digest may not
@@ -47,9 +57,16 @@ void add_finetune_fields(const Config& c, const io::HfModelDir& init,
 }
 
 void prepare_finetune(const Config& c, nn::models::LlamaForCausalLM& model) {
-  if (!c.freeze.empty()) nn::freeze(model, c.freeze);
-  if (c.lora)
-    nn::add_lora(model, *c.lora, random::fold_in(random::key(c.common.seed), kLoraStream));
+  try {
+    if (!c.freeze.empty()) nn::freeze(model, c.freeze);
+    if (c.lora && !c.adapter.empty()) {
+      apply_adapter(model, io::load_peft_adapter(c.adapter));
+    } else if (c.lora) {
+      nn::add_lora(model, *c.lora, random::fold_in(random::key(c.common.seed), kLoraStream));
+    }
+  } catch (const Error& e) {
+    fail("{}: {}", c.name, e.what());
+  }
 }
 
 std::string trained_text(nn::Module& model) {
@@ -73,6 +90,12 @@ train::FitOptions::CheckpointFormat lora_format(const Config& c) {
   };
   format.load = [cfg](const std::string& path) {
     io::PeftAdapter a = io::load_peft_adapter(path);
+    struct stat st {};
+    if (::stat(io::training_state_path(path).c_str(), &st) != 0)
+      fail(
+          "--resume {}: no training state beside it ({}), so there is no run to continue; to "
+          "train on from the adapter's weights, give it with --adapter",
+          path, io::training_state_path(path));
     const io::PeftLoraConfig& h = a.config;
     if (h.r != cfg.r || h.lora_alpha != cfg.lora_alpha || h.lora_dropout != cfg.lora_dropout ||
         h.use_rslora != cfg.use_rslora || h.target_modules != cfg.target_modules)
@@ -122,6 +145,11 @@ void apply_adapter(nn::models::LlamaForCausalLM& model, const io::PeftAdapter& a
   for (const auto& [name, a] : adapter.tensors)
     if (name.ends_with(".lora_A.weight"))
       modules.push_back(name.substr(0, name.size() - std::strlen(".lora_A.weight")));
+  for (const auto& m : modules)  // PEFT would not adapt it: its tensors would be left unused
+    if (!nn::is_lora_target(m, adapter.config.target_modules))
+      fail("{}: module '{}' has adapter tensors but its target_modules do not name it",
+           adapter.path, m);
+  train::require_finite(adapter.tensors, adapter.path, "adapter tensor");
   nn::LoraConfig c{.r = adapter.config.r,
                    .lora_alpha = adapter.config.lora_alpha,
                    .lora_dropout = adapter.config.lora_dropout,
@@ -164,12 +192,21 @@ void merge_adapter(const std::string& dir, const std::string& adapter_dir, const
     if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(out, *in, ec))
       fail("{} is {}: write the merged model to a folder of its own", what, *in);
   io::check_output_model_dir(out, what);
+  const std::string state = io::training_state_path(io::folder_name(out, what));
+  struct stat st {};
+  if (::stat(state.c_str(), &st) == 0)
+    fail(
+        "{}: {} is beside it, the training state of the model there, which the merged model would "
+        "not match; remove it or write elsewhere",
+        what, state);
   const io::PeftAdapter adapter = io::load_peft_adapter(adapter_dir);
   io::HfModelDir base = io::HfModelDir::open(dir);
   LoadedDir d = load_dir(dir, false);
   apply_adapter(*d.model, adapter);
   std::map<std::string, Array> merged;
-  for (auto& [name, w] : nn::merged_lora_weights(*d.model)) merged[name] = std::move(w);
+  io::NamedArrays merged_list = nn::merged_lora_weights(*d.model);
+  train::require_finite(merged_list, what, "merged weight");  // e.g. a huge lora_alpha
+  for (auto& [name, w] : merged_list) merged[name] = std::move(w);
   io::NamedArrays tensors;
   for (auto& p : d.model->named_parameters()) {
     if (p.name.find(".lora_") != std::string::npos) continue;
@@ -181,6 +218,8 @@ void merge_adapter(const std::string& dir, const std::string& adapter_dir, const
   io::HfSaveOptions opt;
   opt.what = what;
   opt.files = base.other_files();
+  for (const char* kept : io::kHfKeptFiles)  // OUT keeps no tokenizer file of another model
+    if (!opt.files.count(kept)) opt.dropped.insert(kept);
   io::save_hf_dir(out, config, tensors, opt);
   const double scaling = nn::LoraConfig{.r = adapter.config.r,
                                         .lora_alpha = adapter.config.lora_alpha,
