@@ -55,6 +55,30 @@ std::string folder_prefix(const std::string& path) {
 
 }  // namespace
 
+void check_output_folder(const std::string& dir, const std::string& what, const std::string& kind,
+                         const std::function<bool(const std::string&)>& is_ours,
+                         const std::string& ours) {
+  const std::string d = folder_name(dir, what);
+  check_writable_folder(d, what, parent_dir(d));
+  struct stat st {};
+  if (::stat(d.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;
+    fail("{} {}: {}", what, d, std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) fail("{} {} exists and is not a folder", what, d);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(d, ec)) {
+    const std::string n = e.path().filename().string();
+    if (!is_ours(n))
+      fail(
+          "{} {} holds '{}', which is not a file of a {}: tlaloc writes a {} only to a new or "
+          "empty folder or over a {} ({})",
+          what, d, n, kind, kind, kind, ours);
+    if (!e.is_regular_file()) fail("{} {}: '{}' is not a regular file", what, d, n);
+  }
+  if (ec) fail("{} {}: cannot list the folder: {}", what, d, ec.message());
+}
+
 std::string folder_name(const std::string& path, const std::string& what) {
   if (path.empty()) fail("{} is empty", what);
   std::string p = path;

@@ -19,6 +19,7 @@
 //     then replaced by the new folder, what it points to is left alone): anything else is refused.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "tlaloc/io/atomic_file.h"
@@ -56,6 +57,15 @@ class AtomicDir {
   int slot_ = -1;
   bool committed_ = false;
 };
+
+// Checks, before any work, that `dir` can be written as a folder of `kind` ("model directory"):
+// its parent is a writable folder and `dir` is absent or a folder holding only regular files
+// that `is_ours` accepts. Throws one tlaloc::Error line starting with `what`, naming the path or
+// the file that is not ours ("... holds 'notes.txt', which is not a file of a <kind>: tlaloc
+// writes a <kind> only to a new or empty folder or over a <kind> (<ours>)").
+void check_output_folder(const std::string& dir, const std::string& what, const std::string& kind,
+                         const std::function<bool(const std::string&)>& is_ours,
+                         const std::string& ours);
 
 // A folder path without trailing slashes ("out/model/" -> "out/model"). Throws tlaloc::Error
 // starting with `what` for an empty path and for one whose last part is "." or ".." or that is

@@ -78,27 +78,9 @@ void require_object(const json& j, const std::string& what, const std::string& d
 }  // namespace
 
 void check_output_model_dir(const std::string& dir, const std::string& what) {
-  const std::string d = folder_name(dir, what);
-  check_writable_folder(d, what, parent_dir(d));
-  struct stat st {};
-  if (::stat(d.c_str(), &st) != 0) {
-    if (errno == ENOENT) return;
-    fail("{} {}: {}", what, d, std::strerror(errno));
-  }
-  if (!S_ISDIR(st.st_mode)) fail("{} {} exists and is not a folder", what, d);
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(d, ec)) {
-    const std::string n = e.path().filename().string();
-    if (!is_model_dir_file(n))
-      fail(
-          "{} {} holds '{}', which is not a file of a model directory: tlaloc writes a model "
-          "directory only to a new or empty folder or over a model directory (config.json, "
-          "generation_config.json, model*.safetensors, model.safetensors.index.json, tokenizer "
-          "files)",
-          what, d, n);
-    if (!e.is_regular_file()) fail("{} {}: '{}' is not a regular file", what, d, n);
-  }
-  if (ec) fail("{} {}: cannot list the folder: {}", what, d, ec.message());
+  check_output_folder(dir, what, "model directory", is_model_dir_file,
+                      "config.json, generation_config.json, model*.safetensors, "
+                      "model.safetensors.index.json, tokenizer files");
 }
 
 void save_hf_dir(const std::string& dir_in, const json& config, std::vector<TensorRef> tensors,

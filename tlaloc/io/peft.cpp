@@ -197,25 +197,12 @@ PeftAdapter load_peft_adapter(const std::string& dir_in) {
 }
 
 void check_output_adapter_dir(const std::string& dir, const std::string& what) {
-  const std::string d = folder_name(dir, what);
-  check_writable_folder(d, what, parent_dir(d));
-  struct stat st {};
-  if (::stat(d.c_str(), &st) != 0) {
-    if (errno == ENOENT) return;
-    fail("{} {}: {}", what, d, std::strerror(errno));
-  }
-  if (!S_ISDIR(st.st_mode)) fail("{} {} exists and is not a folder", what, d);
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(d, ec)) {
-    const std::string n = e.path().filename().string();
-    if (n != kConfigFile && n != kWeightsFile && n != "README.md")
-      fail(
-          "{} {} holds '{}', which is not a file of a PEFT adapter directory: tlaloc writes an "
-          "adapter only to a new or empty folder or over an adapter directory",
-          what, d, n);
-    if (!e.is_regular_file()) fail("{} {}: '{}' is not a regular file", what, d, n);
-  }
-  if (ec) fail("{} {}: cannot list the folder: {}", what, d, ec.message());
+  check_output_folder(
+      dir, what, "PEFT adapter directory",
+      [](const std::string& n) {
+        return n == kConfigFile || n == kWeightsFile || n == "README.md";
+      },
+      "adapter_config.json, adapter_model.safetensors, README.md");
 }
 
 void save_peft_checkpoint(const std::string& dir_in, const PeftLoraConfig& config,
