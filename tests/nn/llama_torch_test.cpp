@@ -18,8 +18,6 @@ using namespace tlaloc::llama_test;
 
 namespace {
 
-const std::string kScript = std::string(TLALOC_SOURCE_DIR) + "/tests/nn/llama_torch.py";
-
 struct Case {
   std::string name;
   LlamaConfig c;
@@ -70,11 +68,6 @@ Array padding_mask() {
   return Array::from(Shape{kBatch, kSeq}, m);
 }
 
-bool have_torch() {
-  int rc = std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1");
-  return WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
-}
-
 struct Worst {
   double logits = 0, grads = 0;
 };
@@ -100,9 +93,8 @@ TEST(LlamaTorch, LogitsAndGradientsEqualHfEquationsInPyTorch) {
                           {"interleaved", k.c.rope_interleaved ? "1" : "0"},
                           {"grad", k.mask ? "0" : "1"}});
   }
-  const std::string cmd = "/usr/bin/python3 '" + kScript + "' '" + dir.path() + "'";
-  int rc = std::system(cmd.c_str());
-  ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << cmd;
+  run_llama_torch(dir.path());
+  if (HasFatalFailure()) return;
 
   Worst f32, f64;
   for (size_t i = 0; i < all.size(); ++i) {

@@ -2,6 +2,11 @@
 // moved off their init values, and the model's logits / loss and gradients on the host lane.
 #pragma once
 
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -125,6 +130,21 @@ inline double rel_err(const Array& a, const Array& b, const std::vector<bool>* k
     scale = std::max(scale, std::abs(y[i]));
   }
   return scale > 0 ? diff / scale : diff;
+}
+
+// Whether Debian's /usr/bin/python3 has torch and numpy (the PyTorch oracles' interpreter).
+inline bool have_torch() {
+  int rc = std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1");
+  return WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
+}
+
+// Runs tests/nn/llama_torch.py on every NAME.in.safetensors of `dir` (writing
+// NAME.out.safetensors); a failed run fails the calling test.
+inline void run_llama_torch(const std::string& dir) {
+  const std::string cmd = "/usr/bin/python3 '" + std::string(TLALOC_SOURCE_DIR) +
+                          "/tests/nn/llama_torch.py' '" + dir + "'";
+  int rc = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << cmd;
 }
 
 // Token ids of a [batch, seq] input, drawn from a fixed key.

@@ -22,13 +22,7 @@ using tlaloc::testing::error_of;
 
 namespace {
 
-const std::string kScript = std::string(TLALOC_SOURCE_DIR) + "/tests/nn/llama_torch.py";
 constexpr int64_t kBatch = 2, kSeq = 12;
-
-bool have_torch() {
-  int rc = std::system("/usr/bin/python3 -c 'import torch, numpy' >/dev/null 2>&1");
-  return WIFEXITED(rc) && WEXITSTATUS(rc) == 0;
-}
 
 // B drawn N(0, 0.3²) instead of PEFT's zeros, so that A's gradient and the adapter's term in
 // the logits are not 0.
@@ -87,9 +81,8 @@ TEST(LoraTorch, LogitsAndGradientsEqualPeftEquationsInPyTorch) {
                           {"grad", "1"},
                           {"lora_scaling", fmt::format("{:.17g}", k.lora.scaling())}});
   }
-  const std::string cmd = "/usr/bin/python3 '" + kScript + "' '" + dir.path() + "'";
-  int rc = std::system(cmd.c_str());
-  ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << cmd;
+  run_llama_torch(dir.path());
+  if (HasFatalFailure()) return;
   for (size_t i = 0; i < all.size(); ++i) {
     const Case& k = all[i];
     SCOPED_TRACE(k.name);
