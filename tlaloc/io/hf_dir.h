@@ -145,6 +145,12 @@ std::string training_state_path(const std::string& dir);
 // A digest of tensors (names, dtypes, shapes, bytes; order-independent): "crc32:XXXXXXXX:BYTES".
 std::string tensors_digest(const std::vector<TensorRef>& tensors);
 
+// The training state file `state` (no parameters in it) of the folder `dir`, whose tensors'
+// digest is `digest`. Throws naming the file when it holds parameters or its model_digest is
+// not `digest` ("was saved with other <what> than DIR holds ...").
+Checkpoint load_training_state(const std::string& state, const std::string& dir,
+                               const std::string& digest, const std::string& what);
+
 // Writes ckpt.params as the model directory DIR (save_hf_dir) and everything else (optimizer
 // state, step, seed, data position, skipped steps, hyper-parameters, user fields, and
 // model_digest: the digest of the parameters) as the checkpoint DIR.training.safetensors

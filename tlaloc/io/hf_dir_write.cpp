@@ -196,23 +196,27 @@ void save_hf_checkpoint(const std::string& dir_in, const json& config, const Che
   save_training_state(state, ckpt, digest, options.save);
 }
 
+Checkpoint load_training_state(const std::string& state, const std::string& dir,
+                               const std::string& digest, const std::string& what) {
+  Checkpoint c = load_checkpoint(state);
+  if (!c.params.empty())
+    fail("{}: holds tensors that are not optimizer state (e.g. '{}'): not a training state file",
+         state, c.params[0].first);
+  if (c.model_digest != digest)
+    fail(
+        "{}: was saved with other {} than {} holds (model digest {}, the folder's {}): a save "
+        "stopped between the two, or the folder was replaced; remove {} to start afresh from the "
+        "folder's {}",
+        state, what, dir, c.model_digest.empty() ? "absent" : c.model_digest, digest, state, what);
+  return c;
+}
+
 Checkpoint load_hf_checkpoint(const HfModelDir& model, bool training_state) {
   const std::string state = training_state_path(model.path());
   Checkpoint c;
   struct stat st {};
-  if (training_state && ::stat(state.c_str(), &st) == 0) {
-    c = load_checkpoint(state);
-    if (!c.params.empty())
-      fail("{}: holds tensors that are not optimizer state (e.g. '{}'): not a training state file",
-           state, c.params[0].first);
-    const std::string digest = tensors_digest(model.tensor_refs());
-    if (c.model_digest != digest)
-      fail(
-          "{}: was saved with other weights than {} holds (model digest {}, the folder's {}): a "
-          "save stopped between the two, or the folder was replaced; remove {} to start afresh "
-          "from the folder's weights",
-          state, model.path(), c.model_digest.empty() ? "absent" : c.model_digest, digest, state);
-  }
+  if (training_state && ::stat(state.c_str(), &st) == 0)
+    c = load_training_state(state, model.path(), tensors_digest(model.tensor_refs()), "weights");
   c.params = to_arrays(model.tensors(), model.path());
   c.source = model.path();
   return c;

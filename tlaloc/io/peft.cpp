@@ -244,18 +244,9 @@ Checkpoint load_peft_checkpoint(const PeftAdapter& adapter, bool training_state)
   Checkpoint c;
   struct stat st {};
   if (training_state && ::stat(state.c_str(), &st) == 0) {
-    c = load_checkpoint(state);
-    if (!c.params.empty())
-      fail("{}: holds tensors that are not optimizer state (e.g. '{}'): not a training state file",
-           state, c.params[0].first);
     std::vector<TensorRef> refs;
     for (const auto& [name, a] : adapter.tensors) refs.push_back(tensor_ref(kPeftPrefix + name, a));
-    const std::string digest = tensors_digest(refs);
-    if (c.model_digest != digest)
-      fail(
-          "{}: was saved with another adapter than {} holds (digest {}, the folder's {}): a save "
-          "stopped between the two, or the folder was replaced",
-          state, adapter.path, c.model_digest.empty() ? "absent" : c.model_digest, digest);
+    c = load_training_state(state, adapter.path, tensors_digest(refs), "adapter tensors");
   }
   c.params = adapter.tensors;
   c.source = adapter.path;
