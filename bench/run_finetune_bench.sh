@@ -3,7 +3,8 @@
 # tlaloc's full fine-tuning step (`tlaloc bench step --model llama --preset P`, every weight
 # trained, AdamW in the step) and its LoRA step (`--lora`: r 8, alpha 16 on q_proj and v_proj,
 # the base frozen) beside the same LoRA in PyTorch (bench/llama_step_torch.py --lora, PEFT's
-# lora.Linear equations) at its best settings (bench/bench_env.sh), tlaloc at 2 threads and both
+# lora.Linear equations) at its best settings (bench/bench_env.sh: OMP_WAIT_POLICY=passive, and
+# MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ in torch_env), tlaloc at 2 threads and both
 # LoRA arms at 1 and 2; arms alternated within each round. Per arm: the median of the rounds'
 # medians, [min, max] of them, peak resident memory. Reports LoRA / full (target <= 0.6, with less
 # memory) and PyTorch's best LoRA arm / tlaloc's best (target >= 1.5).
