@@ -8,6 +8,7 @@
 
 #include "tlaloc/io/hf_dir.h"
 #include "tlaloc/io/peft.h"
+#include "tlaloc/recipes/finetune.h"
 #include "tlaloc/recipes/llama.h"
 
 namespace tlaloc::recipes::llama {
@@ -24,21 +25,11 @@ void add_finetune_fields(const Config& c, const io::HfModelDir& init,
 // base weights are loaded.
 void prepare_finetune(const Config& c, nn::models::LlamaForCausalLM& model);
 
-// ", N trained" (the parameter count that requires a gradient).
-std::string trained_text(nn::Module& model);
-
 // The adapter_config.json fields of c.lora (base_model_name_or_path: --init's absolute path).
 io::PeftLoraConfig peft_config(const Config& c);
 
-// Checkpoints as PEFT adapter directories (io/peft.h) plus the training state beside them; a
-// --resume adapter must have this run's r, lora_alpha, lora_dropout, use_rslora and targets.
+// recipes::lora_format of this run's adapter config.
 train::FitOptions::CheckpointFormat lora_format(const Config& c);
-
-// Wraps `format` (a model directory's) for a run with frozen parameters: a save writes the
-// frozen tensors too (read from *trainer once it is set), a load checks that the directory's
-// frozen tensors are the model's (bitwise) and leaves them out of the checkpoint.
-void frozen_format(nn::Module& model, train::FitOptions::CheckpointFormat& format,
-                   const train::Trainer*& trainer);
 
 // The model of `dir` with the PEFT adapter of `adapter` added (its modules, r and scaling) and
 // its tensors loaded (BF16 / F16 widened to the parameters' F32). Throws naming a module the
