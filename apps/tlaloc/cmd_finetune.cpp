@@ -6,6 +6,9 @@
 #include "apps/tlaloc/train_common.h"
 #include "tlaloc/io/peft.h"
 #include "tlaloc/recipes/llama.h"
+#include "tlaloc/recipes/lm.h"
+
+#include <filesystem>
 
 namespace tlaloc::app {
 
@@ -40,7 +43,10 @@ void register_finetune(CLI::App& app) {
       "finetune",
       "fine-tune a Llama model directory on text: all weights, some frozen (--freeze), or LoRA "
       "adapters (--lora, written as a PEFT adapter directory)");
-  cmd->add_option("DIR", c.init, "the HuggingFace model directory to start from")->required();
+  cmd->add_option("DIR", c.init,
+                  "the HuggingFace model directory, or the `tlaloc train lm` checkpoint, to start "
+                  "from")
+      ->required();
   add_common_options(cmd, f, c.common);
   cmd->add_option("--text", c.text,
                   "text files (default: the King James Bible (bible-kjv) and Debian's fortunes)");
@@ -100,6 +106,28 @@ void register_finetune(CLI::App& app) {
     } else if (lora) {
       lc.target_modules = split_commas(targets);
       c.lora = lc;
+    }
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(c.init, ec)) {  // a `train lm` checkpoint
+      if (!c.tokenizer.empty() || !c.adapter.empty() || c.context)
+        fail(
+            "finetune: {} is a `train lm` checkpoint (bytes, its own context): --tokenizer, "
+            "--adapter and --context are for Llama directories",
+            c.init);
+      recipes::lm::Config l;
+      l.common = c.common;
+      if (!l.common.save) l.common.save = c.lora ? "lm-lora" : "lm-finetuned.safetensors";
+      l.text = c.text;
+      l.steps = c.steps;
+      l.lr = c.lr;
+      l.wd = c.wd;
+      if (c.batch) l.batch = *c.batch;
+      l.init = c.init;
+      l.freeze = c.freeze;
+      l.lora = c.lora;
+      l.name = "finetune";
+      set_exit_status(recipes::lm::run(l));
+      return;
     }
     set_exit_status(recipes::llama::run(c));
   });

@@ -184,7 +184,8 @@ bad "finetune: --freeze with --lora: LoRA freezes the whole base model already" 
   finetune base --lora "${freeze[@]}" "${common[@]}"
 bad "finetune: freeze: the pattern 'model.embed' matches no parameter of the model" \
   finetune base --freeze model.embed "${common[@]}"
-bad "corpus.txt: not a folder (a model directory is one)" finetune corpus.txt --lora "${common[@]}"
+bad "finetune: corpus.txt is neither a Llama model directory nor a \`train lm\` checkpoint" \
+  finetune corpus.txt --lora "${common[@]}"
 mkdir empty
 bad "empty/config.json: missing (a HuggingFace model directory has one)" \
   finetune empty --lora "${common[@]}"
@@ -287,6 +288,30 @@ want=$("$TLALOC" eval base --adapter ad --text val.txt | sed -n 's/^loss: //p')
 "$TLALOC" eval base --adapter ad3 --text val.txt >/dev/null
 grep -q "^before fine-tuning: " ad3.out || die "--adapter: no score before fine-tuning"
 [ -n "$want" ] || die "eval --adapter printed no loss"
+
+# `train lm` checkpoints: LoRA on the default q_proj, v_proj (blocks.N.attn.*) resumes bitwise;
+# --freeze keeps the frozen bytes in a checkpoint that sample reads.
+"$TLALOC" train lm --text corpus.txt --steps 10 --threads 1 --save lmb.safetensors >/dev/null
+lmft=(--text corpus.txt --threads 1 --steps 20)
+"$TLALOC" finetune lmb.safetensors --lora "${lmft[@]}" --save lml >/dev/null
+"$TLALOC" finetune lmb.safetensors --lora "${lmft[@]}" --save lml2 --stop-after 10 >/dev/null
+"$TLALOC" finetune lmb.safetensors --lora "${lmft[@]}" --save lml2 --resume lml2 >/dev/null
+cmp -s lml/adapter_model.safetensors lml2/adapter_model.safetensors &&
+  cmp -s lml.training.safetensors lml2.training.safetensors || die "lm LoRA resume differs"
+python3 -c "
+import st
+t = st.read('lml/adapter_model.safetensors')
+want = {f'base_model.model.blocks.{b}.attn.{m}.lora_{x}.weight' for b in (0, 1) for m in ('q_proj', 'v_proj') for x in 'AB'}
+assert set(t) == want, sorted(t)" || die "lm adapter tensors"
+"$TLALOC" finetune lmb.safetensors --freeze 'tok_emb.*' "${lmft[@]}" --save lmf.safetensors >/dev/null
+python3 -c "
+import st
+a, f = st.read('lmb.safetensors'), st.read('lmf.safetensors')
+assert a['tok_emb.weight'] == f['tok_emb.weight'] and a['head.weight'] != f['head.weight']" ||
+  die "lm --freeze"
+"$TLALOC" sample lmf.safetensors --tokens 5 >/dev/null
+refused "finetune: lmb.safetensors is a \`train lm\` checkpoint" \
+  finetune lmb.safetensors --lora --tokenizer tok.model "${lmft[@]}"
 
 # (b) After all of it the base directory and its training state are byte for byte as trained.
 [ "$(ls -A base)" = "$(ls -A base.orig)" ] || die "base's files changed: $(ls -A base)"

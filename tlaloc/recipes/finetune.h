@@ -11,6 +11,9 @@
 
 namespace tlaloc::recipes {
 
+// LoRA's A is drawn from fold_in(key(seed), kLoraStream), apart from every other draw of a run.
+inline constexpr uint32_t kLoraStream = 0x4c6f5241;  // "LoRA"
+
 // ", N trained" (the parameter count that requires a gradient).
 std::string trained_text(nn::Module& model);
 

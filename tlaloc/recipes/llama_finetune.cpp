@@ -17,8 +17,6 @@ namespace tlaloc::recipes::llama {
 
 namespace {
 
-// LoRA's A is drawn from fold_in(key(seed), kLoraStream), apart from every other draw of the run.
-constexpr uint32_t kLoraStream = 0x4c6f5241;  // "LoRA"
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;

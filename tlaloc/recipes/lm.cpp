@@ -1,6 +1,7 @@
 #include "tlaloc/recipes/lm.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,8 +12,12 @@
 #include <optional>
 
 #include "tlaloc/io/checkpoint.h"
+#include "tlaloc/io/hf_dir.h"
 #include "tlaloc/nn/losses.h"
 #include "tlaloc/random/random.h"
+#include "tlaloc/recipes/finetune.h"
+#include "tlaloc/recipes/generate.h"
+#include "tlaloc/train/checkpointing.h"
 #include "tlaloc/train/progress.h"
 
 namespace tlaloc::recipes::lm {
@@ -159,14 +164,81 @@ void check_config(const Config& c) {
 
 train::FitResult run(const Config& c) {
   std::FILE* out = c.common.out;
-  check_config(c);
-  const io::WriteLock lock = check_options(c.common, "train lm");
-  const optim::Schedule schedule = make_schedule(c.common, "train lm", c.steps, c.common.warmup);
+  const std::string& what = c.name;
+  const bool finetune = c.lora || !c.freeze.empty();
+  if (finetune && c.init.empty()) fail("{}: fine-tuning needs the checkpoint to start from", what);
+  if (c.lora && !c.freeze.empty())
+    fail("{}: --freeze with --lora: LoRA freezes the whole base model already", what);
+  // The model: --init's (its sizes), else c.model.
+  std::optional<io::Checkpoint> base;
+  Config cc = c;
+  if (!c.init.empty()) {
+    try {
+      base = io::load_checkpoint(c.init);
+      cc.model = config_from_checkpoint(*base);
+    } catch (const Error& e) {
+      fail("{}: {} is neither a Llama model directory nor a `train lm` checkpoint: {}", what,
+           c.init, e.what());
+    }
+  }
+  check_config(cc);
+  const nn::CausalLMConfig& mc = cc.model;
+  nn::CausalLM model(mc);
+  const train::Trainer* trainer_of_run = nullptr;  // set once made: the frozen tensors' source
+  std::optional<train::FitOptions::CheckpointFormat> format;
+  if (c.lora) {
+    io::PeftLoraConfig p{
+        .r = c.lora->r,
+        .lora_alpha = c.lora->lora_alpha,
+        .lora_dropout = c.lora->lora_dropout,
+        .use_rslora = c.lora->use_rslora,
+        .target_modules = c.lora->target_modules,
+        .base_model_name_or_path = std::filesystem::absolute(c.init).lexically_normal().string()};
+    format = lora_format(p, what);
+  } else if (!c.freeze.empty()) {
+    format = single_file_format();
+    frozen_format(model, *format, trainer_of_run);
+  }
+  std::map<std::string, std::string> fields = {{"recipe", "lm"},
+                                               {"layers", std::to_string(mc.layers)},
+                                               {"d_model", std::to_string(mc.d_model)},
+                                               {"heads", std::to_string(mc.heads)},
+                                               {"kv_heads", std::to_string(mc.kv_heads)},
+                                               {"context", std::to_string(mc.context)},
+                                               {"d_ff", std::to_string(mc.d_ff)},
+                                               {"tied", mc.tied ? "true" : "false"},
+                                               {"norm", mc.norm},
+                                               {"gelu", mc.gelu},
+                                               {"dropout", io::exact(mc.dropout)},
+                                               {"batch", std::to_string(c.batch)}};
+  if (base) {
+    std::vector<io::TensorRef> refs;
+    for (const auto& [n, a] : base->params) refs.push_back(io::tensor_ref(n, a));
+    fields["base_model"] = io::tensors_digest(refs);
+  }
+  if (!c.freeze.empty()) {
+    std::string pats;
+    for (const auto& q : c.freeze) pats += (pats.empty() ? "" : ",") + q;
+    fields["freeze"] = pats;
+  }
+  if (c.lora)
+    fields["lora"] = fmt::format("r={},alpha={},dropout={},rslora={},targets={}", c.lora->r,
+                                 io::exact(c.lora->lora_alpha), io::exact(c.lora->lora_dropout),
+                                 c.lora->use_rslora, fmt::join(c.lora->target_modules, ","));
+  train::FitOptions f = fit_options(c.common, what, c.steps, std::move(fields));
+  if (format) f.format = std::move(*format);
+  train::check(f);
+  const io::WriteLock lock = train::lock_outputs(f);
+  if (base && c.common.save && std::filesystem::exists(*c.common.save) &&
+      std::filesystem::equivalent(*c.common.save, c.init))
+    fail("{}: --save {} is the checkpoint it starts from: write to a file of its own", what,
+         *c.common.save);
+  const optim::Schedule schedule = make_schedule(c.common, what, c.steps, c.common.warmup);
   train::TrainerOptions topt = trainer_options(c.common);  // fails before any work
   topt.schedule = schedule;
   auto files = c.text.empty() ? default_corpus() : c.text;
   Array all = read_corpus(files);
-  const int64_t n = all.numel(), ctx = c.model.context;
+  const int64_t n = all.numel(), ctx = mc.context;
   const int64_t nval = int64_t(double(n) * c.val_fraction), ntrain = n - nval;
   if (ntrain <= ctx + 1 || nval <= ctx + 1)
     fail("train lm: {} bytes are too few for context {} and a {} validation split", n, ctx,
@@ -174,10 +246,21 @@ train::FitResult run(const Config& c) {
   Array train_tok = tokens_range(all, 0, ntrain), val_tok = tokens_range(all, ntrain, n);
   fmt::print(out, "corpus: {} files, {} bytes ({} train, {} validation)\n", files.size(), n, ntrain,
              nval);
-  nn::CausalLM model(c.model);
   model.init(random::key(c.common.seed));
-  fmt::print(out, "{}\nparameters: {}\n", model.to_string(), model.num_parameters());
-  const bool dropout = c.model.dropout > 0;
+  if (base) {
+    train::restore_model(model, *base);
+    train::require_finite(base->params, c.init, "parameter");
+  }
+  try {
+    if (!c.freeze.empty()) nn::freeze(model, c.freeze);
+    if (c.lora)
+      nn::add_lora(model, *c.lora, random::fold_in(random::key(c.common.seed), kLoraStream));
+  } catch (const Error& e) {
+    fail("{}: {}", what, e.what());
+  }
+  fmt::print(out, "{}\nparameters: {}{}\n", model.to_string(), model.num_parameters(),
+             finetune ? trained_text(model) : "");
+  const bool dropout = mc.dropout > 0 || (c.lora && c.lora->lora_dropout > 0);
   std::optional<train::Activity> compiling(std::in_place, "compiling the train step", out);
   train::Trainer trainer(model, loss_fn(ctx), data_inputs(ntrain, c.batch, dropout),
                          optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
@@ -199,21 +282,8 @@ train::FitResult run(const Config& c) {
       s.data<int32_t>()[i - i0] = int32_t(i * (nval - ctx - 1) / std::max<int64_t>(nw, 1));
   }
   trainer.set_resident("tokens", std::move(train_tok));
+  trainer_of_run = &trainer;
 
-  const auto& m = c.model;
-  train::FitOptions f = fit_options(c.common, "train lm", c.steps,
-                                    {{"recipe", "lm"},
-                                     {"layers", std::to_string(m.layers)},
-                                     {"d_model", std::to_string(m.d_model)},
-                                     {"heads", std::to_string(m.heads)},
-                                     {"kv_heads", std::to_string(m.kv_heads)},
-                                     {"context", std::to_string(ctx)},
-                                     {"d_ff", std::to_string(m.d_ff)},
-                                     {"tied", m.tied ? "true" : "false"},
-                                     {"norm", m.norm},
-                                     {"gelu", m.gelu},
-                                     {"dropout", io::exact(m.dropout)},
-                                     {"batch", std::to_string(c.batch)}});
   f.progress_value = "loss (bits/byte)";
   f.progress_unit = std::log(2.0);
   f.progress_mean = false;
@@ -238,9 +308,9 @@ train::FitResult run(const Config& c) {
     }
     if (!std::isfinite(bpb))
       fail(
-          "train lm: the validation loss is {} at step {} (diverged; try a lower --lr); no "
-          "checkpoint written",
-          bpb, trainer.steps_taken());
+          "{}: the validation loss is {} at step {} (diverged; try a lower --lr); no checkpoint "
+          "written",
+          what, bpb, trainer.steps_taken());
     fmt::print(out,
                "validation: {:.4f} bits/byte (model)  vs  {:.4f} bits/byte (unigram baseline)\n",
                bpb, unigram_bits_per_byte(all, val_tok));

@@ -4,9 +4,11 @@
 // `tlaloc train lm` is run(); `tlaloc sample` generates from its checkpoints (generate.h).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "tlaloc/nn/lora.h"
 #include "tlaloc/nn/transformer.h"
 #include "tlaloc/recipes/common.h"
 #include "tlaloc/train/step_bench.h"
@@ -75,6 +77,13 @@ struct Config {
   int64_t steps = 2000;
   double lr = 3e-3, wd = 0.01, val_fraction = 0.1;
   int64_t val_windows = 512;
+  // Fine-tuning (`tlaloc finetune CKPT`): start from this `train lm` checkpoint's model (its
+  // sizes replace `model`'s), with parameters frozen by glob (nn::freeze) and / or LoRA adapters
+  // (nn::add_lora; the output is then a PEFT adapter directory, io/peft.h).
+  std::string init;
+  std::vector<std::string> freeze;
+  std::optional<nn::LoraConfig> lora;
+  std::string name = "train lm";  // the command, in messages
 };
 train::FitResult run(const Config& c);
 
