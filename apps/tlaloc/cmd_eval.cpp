@@ -103,6 +103,7 @@ void run_eval(const EvalArgs& a) {
     io::check_output_file(a.confusion, "eval: --confusion", io::OutputMode::replace);
     if (io::same_file(a.confusion, a.path))
       fail("eval: --confusion {} is the checkpoint being evaluated", a.confusion);
+    io::check_output_png(a.confusion, "eval: --confusion");
   }
   const char* not_fmnist = "eval: --confusion is for `tlaloc train fmnist` checkpoints; {} is {}";
   if (std::filesystem::is_directory(a.path, ec)) {

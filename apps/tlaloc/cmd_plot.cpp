@@ -28,6 +28,7 @@ void run_plot(const PlotArgs& a) {
     if (io::same_file(a.output, f))
       fail("plot: -o {} is one of the metrics files read; give the picture a file of its own",
            a.output);
+  io::check_output_png(a.output, "plot: -o");
   const std::vector<std::string> labels = plot::labels_for(a.files);
   std::vector<plot::Run> runs;
   for (size_t i = 0; i < a.files.size(); ++i)

@@ -126,4 +126,22 @@ cmp e.png e2.png || die "eval --confusion: the same checkpoint drew different by
 refused "eval: --confusion is empty (an unset variable?); omit it to write no picture" \
   eval f.st --confusion ""
 refused "eval: --confusion f.st is the checkpoint being evaluated" eval f.st --confusion f.st
+# Pictures never replace another kind of file (an input text, a checkpoint), never need a name
+# too long for their temporary, and a refused picture leaves no lock; hostile values are refused
+# by line; a metrics file whose last line lacks its newline gets one before new rows.
+H=kind,step,epoch,train_loss,val_loss,val_accuracy,lr,wall_s
+printf 'not a picture\n' >notes.txt
+refused "train disc: --boundary notes.txt exists and is not a PNG picture" \
+  "${disc[@]}" --boundary notes.txt --save d9.st
+[ "$(cat notes.txt)" = "not a picture" ] && [ ! -e .d9.st.lock ] || die "notes.txt or a lock"
+refused "plot: -o notes.txt exists and is not a PNG picture" plot m.csv -o notes.txt
+long=$(printf 'a%.0s' $(seq 1 248)).png
+refused "plot: -o $long: the file name is 252 bytes" plot m.csv -o "$long"
+printf "$H\nstep,1,1,5e-324,,,0.1,1\nstep,2,1,1,,,0.1,1\n" >tiny.csv
+refused "plot: tiny.csv line 2: train_loss 5e-324 is too small to draw" plot tiny.csv -o t.png --log-y
+printf "$H\nstep,1,1,0.5,0.4,2,0.1,1\n" >acc.csv
+refused "plot: acc.csv line 2: val_accuracy 2 is not a fraction in [0, 1]" plot acc.csv -o t.png
+printf "$H" >open.csv
+"$TLALOC" "${disc[@]}" --metrics open.csv >/dev/null
+"$TLALOC" plot open.csv -o open.png >/dev/null || die "rows appended after an open last line"
 echo "pictures: ok"

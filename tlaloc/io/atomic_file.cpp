@@ -11,8 +11,10 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include "tlaloc/core/error.h"
@@ -178,12 +180,45 @@ void check_output_file(const std::string& path, const std::string& what, OutputM
     fail("{} {} is {}, not a regular file (tlaloc writes only regular files)", what, path,
          kind_of(st.st_mode));
   check_writable_folder(path, what, parent_dir(path));
+  // The temporary beside it, ".NAME.tmp.XXXXXX", must fit in a file name too.
+  constexpr size_t kTempExtra = std::char_traits<char>::length("..tmp.XXXXXX");
+  const size_t name_max =
+      size_t(std::max<long>(::pathconf(parent_dir(path).c_str(), _PC_NAME_MAX), kTempExtra + 1));
+  if (base_name(path).size() + kTempExtra > name_max)
+    fail(
+        "{} {}: the file name is {} bytes, more than the {} this folder allows with the {} of "
+        "its temporary",
+        what, path, base_name(path).size(), name_max - kTempExtra, kTempExtra);
   if (!exists) {
     if (stat_error != ENOENT) fail("{} {}: {}", what, path, std::strerror(stat_error));
     return;
   }
   if (mode == OutputMode::append && ::access(path.c_str(), W_OK) != 0)
     fail("{} {} is not writable: {}", what, path, std::strerror(errno));
+}
+
+void check_output_png(const std::string& path, const std::string& what,
+                      const std::optional<std::string>& not_inside) {
+  check_output_file(path, what, OutputMode::replace);
+  static constexpr unsigned char kPng[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    unsigned char head[8] = {};
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    const size_t n = f ? std::fread(head, 1, 8, f) : 0;
+    if (f) std::fclose(f);
+    if (n != 8 || std::memcmp(head, kPng, 8) != 0)
+      fail("{} {} exists and is not a PNG picture: a picture replaces only a picture", what, path);
+  }
+  if (not_inside) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    const fs::path dir = fs::weakly_canonical(fs::absolute(*not_inside), ec);
+    const fs::path parent = fs::weakly_canonical(fs::absolute(path).parent_path(), ec);
+    if (!ec && dir == parent)
+      fail("{} {} is inside {}, the folder the run saves; put the picture elsewhere", what, path,
+           *not_inside);
+  }
 }
 
 AtomicFile::AtomicFile(std::string path, SaveOptions options)

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -93,6 +94,13 @@ void check_output_file(const std::string& path, const std::string& what,
 // Throws one tlaloc::Error line unless `dir`, the folder `path` goes in, is a folder this user
 // can write: "<what> <path>: folder <dir> does not exist", "... is not a folder", "... is not
 // writable: <reason>".
+// check_output_file(path, what, replace), and an existing `path` must be a PNG picture (its
+// 8-byte signature): a picture never replaces a file of another kind (a text, a dataset, a
+// config.json). With `not_inside`, `path` may not be directly inside that folder (the model or
+// adapter directory a run saves, which holds only its own files).
+void check_output_png(const std::string& path, const std::string& what,
+                      const std::optional<std::string>& not_inside = std::nullopt);
+
 void check_writable_folder(const std::string& path, const std::string& what,
                            const std::string& dir);
 

@@ -88,8 +88,10 @@ Axis log_axis(double lo, double hi) {
   if (fine) {
     for (double v = a.lo; v <= a.hi * (1 + 1e-9); v = next_125(v)) a.ticks.push_back(v);
   } else {
-    for (double k = std::ceil(std::log10(a.lo) - 1e-9); k <= std::log10(a.hi) + 1e-9; ++k)
-      a.ticks.push_back(std::pow(10.0, k));
+    // Powers of ten, every `step`-th one so that at most ~10 are labelled.
+    const double k0 = std::ceil(std::log10(a.lo) - 1e-9), k1 = std::log10(a.hi) + 1e-9;
+    const double step = std::max(1.0, std::ceil((k1 - k0) / 10));
+    for (double k = k0; k <= k1; k += step) a.ticks.push_back(std::pow(10.0, k));
   }
   return a;
 }

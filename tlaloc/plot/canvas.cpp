@@ -9,6 +9,7 @@
 
 #include "tlaloc/core/error.h"
 #include "tlaloc/io/atomic_file.h"
+#include "tlaloc/io/safetensors.h"  // is_utf8
 
 namespace tlaloc::plot {
 
@@ -149,6 +150,30 @@ void Canvas::image(double x, double y, double w, double h, const Image& img) {
   cairo_surface_destroy(s);
 }
 
+namespace {
+// `s` as cairo can draw it: bytes that are not UTF-8 (a file name in Latin-1, say) and control
+// characters become U+FFFD; cairo would otherwise stop drawing everything after them.
+std::string drawable(std::string_view s) {
+  std::string out;
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    const size_t n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+    if (n == 1 && b >= 0x20 && b != 0x7f) {
+      out += char(b);
+      ++i;
+    } else if (n > 1 && i + n <= s.size() && io::is_utf8(s.substr(i, n))) {
+      out += s.substr(i, n);
+      i += n;
+    } else {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    }
+  }
+  return out;
+}
+}  // namespace
+
 void Canvas::clip(double x, double y, double w, double h) {
   cairo_reset_clip(impl_->cr);
   cairo_rectangle(impl_->cr, x, y, w, h);
@@ -160,7 +185,7 @@ void Canvas::reset_clip() { cairo_reset_clip(impl_->cr); }
 void Canvas::text(double x, double y, std::string_view s, double size, Color c, HAlign h, VAlign v,
                   double degrees, bool bold) {
   cairo_t* cr = impl_->cr;
-  const std::string str(s);
+  const std::string str = drawable(s);
   cairo_save(cr);
   select_font(cr, size, bold);
   cairo_text_extents_t te;
@@ -183,7 +208,7 @@ void Canvas::text(double x, double y, std::string_view s, double size, Color c, 
 
 double Canvas::text_width(std::string_view s, double size, bool bold) {
   cairo_t* cr = impl_->cr;
-  const std::string str(s);
+  const std::string str = drawable(s);
   cairo_save(cr);
   select_font(cr, size, bold);
   cairo_text_extents_t te;

@@ -85,6 +85,8 @@ Color run_color(size_t i) {
   return Color::hex(kPalette[i % std::size(kPalette)]);
 }
 
+constexpr double kMaxDrawn = 1e300, kMinLogDrawn = 1e-300;
+
 CurvesLayout layout_curves(const std::vector<Run>& runs, const CurveOptions& o) {
   if (runs.empty()) fail("plot: no runs to draw");
   double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
@@ -95,13 +97,22 @@ CurvesLayout layout_curves(const std::vector<Run>& runs, const CurveOptions& o) 
       fail("plot: {}: no train_loss or val_loss values to draw", r.source);
     for (const auto* series : {&s.train, &s.val})
       for (const auto& p : *series) {
+        const char* col = series == &s.train ? "train_loss" : "val_loss";
         if (o.log_y && !(p.value > 0))
           fail("plot: {} line {}: {} {} cannot go on a log scale (--log-y needs losses > 0)",
-               r.source, p.line, series == &s.train ? "train_loss" : "val_loss", p.value);
+               r.source, p.line, col, p.value);
+        // Beyond these an axis's ticks and 1-2-5 rounding leave the doubles (0 or inf).
+        if (std::fabs(p.value) > kMaxDrawn || (o.log_y && p.value < kMinLogDrawn))
+          fail("plot: {} line {}: {} {} is too {} to draw (|values| <= {:g}{})", r.source, p.line,
+               col, p.value, std::fabs(p.value) > kMaxDrawn ? "large" : "small", kMaxDrawn,
+               o.log_y ? fmt::format(", >= {:g} on a log scale", kMinLogDrawn) : "");
         xlo = std::min(xlo, p.step), xhi = std::max(xhi, p.step);
         ylo = std::min(ylo, p.value), yhi = std::max(yhi, p.value);
       }
     for (const auto& p : s.accuracy) {
+      if (!(p.value >= 0 && p.value <= 100))  // percent here
+        fail("plot: {} line {}: val_accuracy {} is not a fraction in [0, 1]", r.source, p.line,
+             p.value / 100);
       xlo = std::min(xlo, p.step), xhi = std::max(xhi, p.step);
       alo = std::min(alo, p.value), ahi = std::max(ahi, p.value);
     }

@@ -55,6 +55,7 @@ void check_picture_output(const Common& c, const std::string& name, const std::s
   for (const auto& [other, p] : others)
     if (p && io::same_file(path, *p))
       fail("{}: {} {} is the {} file too; give it a file of its own", name, flag, path, other);
+  io::check_output_png(path, name + ": " + flag, c.save);  // after those, whose messages say more
 }
 
 optim::Schedule make_schedule(const Common& c, const std::string& name, int64_t steps,

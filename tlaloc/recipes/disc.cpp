@@ -126,8 +126,9 @@ std::string boundary_png(const Array& pred, int n, const std::string& title) {
 train::FitResult run(const Config& c) {
   using namespace tlaloc::train;
   std::FILE* out = c.common.out;
+  check_picture_output(c.common, "train disc", "--boundary",
+                       c.boundary);  // before the lock: a refused run leaves no file
   const io::WriteLock lock = check_options(c.common, "train disc");
-  check_picture_output(c.common, "train disc", "--boundary", c.boundary);
   auto schedule = make_schedule(c.common, "train disc", c.steps, c.common.warmup);
   TrainerOptions topt = trainer_options(c.common);  // first: a lane that cannot start fails now
   topt.schedule = schedule;
@@ -158,7 +159,8 @@ train::FitResult run(const Config& c) {
     fmt::print(out, "step {:4d}  loss {:.6f}{}\n", l.step, l.report.loss,
                l.report.found_inf ? "  (skipped: non-finite)" : "");
   };
-  Metrics held_out;  // the held-out points' loss and accuracy, for the metrics' final row
+  Metrics held_out;           // the held-out points' loss and accuracy, for the metrics' final row
+  std::string picture_error;  // --boundary, reported after the save
   cb.on_end = [&](int64_t steps_run, double secs) {
     fmt::print(out, "wall time {:.3f} s, {:.3f} ms/step\n", secs,
                1e3 * secs / double(std::max<int64_t>(steps_run, 1)));
@@ -181,17 +183,24 @@ train::FitResult run(const Config& c) {
       const int n = kBoundaryGrid;
       int fine = trainer.add_eval(predict_fn(), {{"x", {DType::f32, Shape{n * n, 2}}}});
       Batch cells{{"x", grid_points(n, n)}};
-      plot::write_file(c.boundary,
-                       boundary_png(trainer.run_eval(fine, cells)[0], n,
-                                    fmt::format("train disc, step {}: held-out accuracy {:.2f}%",
-                                                trainer.steps_taken(), 100 * held_out[1].second)));
-      fmt::print(out, "wrote {} (the learned boundary beside the true disc)\n", c.boundary);
+      try {  // a picture that cannot be written must not cost the run its checkpoint
+        plot::write_file(
+            c.boundary, boundary_png(trainer.run_eval(fine, cells)[0], n,
+                                     fmt::format("train disc, step {}: held-out accuracy {:.2f}%",
+                                                 trainer.steps_taken(), 100 * held_out[1].second)));
+        fmt::print(out, "wrote {} (the learned boundary beside the true disc)\n", c.boundary);
+      } catch (const Error& e) {
+        picture_error = fmt::format("train disc: --boundary {}: {}", c.boundary, e.what());
+      }
     }
     fmt::print(out, "compiled executables: {} for training ({} in all, with evaluation)\n",
                train_executables, compiled_executables(topt.lane) - compiled_before);
   };
   cb.final_metrics = [&] { return held_out; };
-  return fit(trainer, f, cb);
+  train::FitResult r = fit(trainer, f, cb);
+  if (!picture_error.empty())
+    fail("{} (the run itself is finished{})", picture_error, f.save ? " and saved" : "");
+  return r;
 }
 
 train::StepBenchCase bench_case(int threads) {

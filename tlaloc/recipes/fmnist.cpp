@@ -174,8 +174,9 @@ std::vector<int64_t> hidden_of(const io::Checkpoint& c) {
 
 train::FitResult run(const Config& c) {
   std::FILE* out = c.common.out;
+  check_picture_output(c.common, "train fmnist", "--confusion",
+                       c.confusion);  // before the lock: a refused run leaves no file
   const io::WriteLock lock = check_options(c.common, "train fmnist");
-  check_picture_output(c.common, "train fmnist", "--confusion", c.confusion);
   auto hidden = parse_sizes(c.hidden, "--hidden");
   if (c.batch <= 0) fail("--batch must be positive, got {}", c.batch);
   io::ImageSet train_set = first_rows(io::load_fashion_mnist(c.data, true), c.limit);
@@ -246,23 +247,30 @@ train::FitResult run(const Config& c) {
                double(p.items) / p.seconds);
     return {{"val_loss", last.loss}, {"val_accuracy", last.accuracy}};
   };
+  std::string picture_error;  // --confusion, reported after the save
   cb.on_end = [&](int64_t, double) {
     if (last.confusion.empty()) last = evaluate_test();
     fmt::print(out, "\nconfusion matrix (test set, rows: true class, columns: predicted):\n{}",
                format_confusion(last));
     fmt::print(out, "test accuracy {:.2f}%\n", 100 * last.accuracy);
     if (!c.confusion.empty()) {
-      plot::write_file(
-          c.confusion,
-          confusion_png(last, fmt::format("Fashion-MNIST test set, step {}: accuracy "
-                                          "{:.2f}%",
-                                          trainer.steps_taken(), 100 * last.accuracy)));
-      fmt::print(out, "wrote {} (the confusion matrix)\n", c.confusion);
+      try {  // a picture that cannot be written must not cost the run its checkpoint
+        plot::write_file(
+            c.confusion,
+            confusion_png(last, fmt::format("Fashion-MNIST test set, step {}: accuracy {:.2f}%",
+                                            trainer.steps_taken(), 100 * last.accuracy)));
+        fmt::print(out, "wrote {} (the confusion matrix)\n", c.confusion);
+      } catch (const Error& e) {
+        picture_error = fmt::format("train fmnist: --confusion {}: {}", c.confusion, e.what());
+      }
     }
     fmt::print(out, "compiled executables: {} for training ({} in all, with evaluation)\n",
                train_executables, train::compiled_executables(topt.lane) - compiled_before);
   };
-  return train::fit(trainer, f, cb);
+  train::FitResult r = train::fit(trainer, f, cb);
+  if (!picture_error.empty())
+    fail("{} (the run itself is finished{})", picture_error, f.save ? " and saved" : "");
+  return r;
 }
 
 CheckpointEval evaluate_checkpoint(const std::string& path, const std::string& data) {

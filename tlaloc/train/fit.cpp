@@ -78,7 +78,14 @@ class MetricsLog {
     if (!f_)
       fail("{}: --metrics {}: cannot open for writing: {}", o.name, o.metrics,
            std::strerror(errno));
-    if (fresh) write(io::metrics_header());
+    if (fresh) {
+      write(io::metrics_header());
+    } else if (std::FILE* r = std::fopen(o.metrics.c_str(), "rb")) {
+      // A last line without its newline (an editor's, a killed writer's) ends before our rows.
+      const bool open_line = std::fseek(r, -1, SEEK_END) == 0 && std::fgetc(r) != '\n';
+      std::fclose(r);
+      if (open_line) write("\n");
+    }
   }
   ~MetricsLog() {
     if (f_) std::fclose(f_);
@@ -200,6 +207,9 @@ void check(const FitOptions& o) {
   if (!o.plot.empty() && !o.metrics.empty() && io::same_file(o.plot, o.metrics))
     fail("{}: --plot {} is the --metrics file too; give the picture a file of its own", o.name,
          o.plot);
+  if (!o.plot.empty())  // after the checks above, whose messages say more
+    io::check_output_png(o.plot, o.name + ": --plot",
+                         o.format && o.format->folder ? o.save : std::nullopt);
   if (!o.items_per_step || o.items_per_step < 0 || o.items_per_epoch < 0)
     fail("{}: items per step {} and per epoch {} must be >= 0 (per step > 0)", o.name,
          o.items_per_step, o.items_per_epoch);
