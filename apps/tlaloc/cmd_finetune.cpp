@@ -41,8 +41,8 @@ void register_finetune(CLI::App& app) {
   c.wd = 0;
   auto* cmd = app.add_subcommand(
       "finetune",
-      "fine-tune a Llama model directory on text: all weights, some frozen (--freeze), or LoRA "
-      "adapters (--lora, written as a PEFT adapter directory)");
+      "fine-tune a Llama model directory or a `train lm` checkpoint on text: all weights, some "
+      "frozen (--freeze), or LoRA adapters (--lora, written as a PEFT adapter directory)");
   cmd->add_option("DIR", c.init,
                   "the HuggingFace model directory, or the `tlaloc train lm` checkpoint, to start "
                   "from")
