@@ -32,7 +32,7 @@ struct EvalArgs {
 void eval_llama(const EvalArgs& a) {
   namespace llama = recipes::llama;
   llama::LoadedDir d = llama::load_dir(a.path);
-  if (!a.adapter.empty()) llama::add_adapter(d, a.adapter);
+  if (!a.adapter.empty()) llama::add_adapter(d, a.path, a.adapter);
   const std::string& run = a.adapter.empty() ? a.path : a.adapter;  // whose training run
   std::vector<llama::Document> docs;
   std::string what;

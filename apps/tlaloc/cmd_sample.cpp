@@ -29,7 +29,7 @@ struct SampleArgs {
 void sample_llama(const SampleArgs& a) {
   namespace llama = recipes::llama;
   llama::LoadedDir d = llama::load_dir(a.path);
-  if (!a.adapter.empty()) llama::add_adapter(d, a.adapter);
+  if (!a.adapter.empty()) llama::add_adapter(d, a.path, a.adapter);
   const auto& m = d.model->config();
   fmt::print(stderr,
              "{}: step {}, {} parameters (layers {}, hidden {}, heads {}, kv_heads {}, vocab {}), "

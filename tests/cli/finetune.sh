@@ -289,6 +289,13 @@ want=$("$TLALOC" eval base --adapter ad --text val.txt | sed -n 's/^loss: //p')
 grep -q "^before fine-tuning: " ad3.out || die "--adapter: no score before fine-tuning"
 [ -n "$want" ] || die "eval --adapter printed no loss"
 
+# An adapter whose training state names another base is refused by merge, eval and sample.
+"$TLALOC" train llama --preset tiny --tokenizer tok.model --text corpus.txt --steps 5 --batch 4 \
+  --threads 1 --seed 5 --save other >/dev/null
+refused "ad: was trained on another base model than other" merge other ad new
+refused "ad: was trained on another base model than other" eval other --adapter ad
+refused "ad: was trained on another base model than other" sample other --adapter ad
+
 # `train lm` checkpoints: LoRA on the default q_proj, v_proj (blocks.N.attn.*) resumes bitwise;
 # --freeze keeps the frozen bytes in a checkpoint that sample reads.
 "$TLALOC" train lm --text corpus.txt --steps 10 --threads 1 --save lmb.safetensors >/dev/null

@@ -85,7 +85,9 @@ LoadedDir load_dir(const std::string& dir, bool need_tokenizer = true);
 // tlaloc or by PEFT) added to d's model (apply_adapter); when ADAPTER.training.safetensors is
 // there, d.state and d.context become its run's (`finetune`'s held-out text and context).
 // Throws as load_peft_adapter and apply_adapter do.
-void add_adapter(LoadedDir& d, const std::string& adapter);
+// `dir` is d's directory: an adapter whose training state names another base model (its
+// base_model digest) is refused.
+void add_adapter(LoadedDir& d, const std::string& dir, const std::string& adapter);
 
 // `tlaloc merge`: the model of `dir` with the PEFT adapter `adapter` folded in (W + scaling · B A
 // computed in f64, stored as F32; merged_lora_weights) written as the model directory `out`

@@ -17,7 +17,6 @@ namespace tlaloc::recipes::llama {
 
 namespace {
 
-
 std::string join(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
@@ -102,11 +101,29 @@ void apply_adapter(nn::models::LlamaForCausalLM& model, const io::PeftAdapter& a
   }
 }
 
-void add_adapter(LoadedDir& d, const std::string& adapter_dir) {
+namespace {
+
+// Refuses an adapter whose training state (when there is one) was trained on another base.
+void check_base(const io::Checkpoint& state, const io::HfModelDir& base,
+                const std::string& adapter) {
+  auto want = state.user.find("base_model");
+  if (want == state.user.end()) return;
+  const std::string have = io::tensors_digest(base.tensor_refs());
+  if (want->second != have)
+    fail(
+        "{}: was trained on another base model than {} (its training state's base_model {}, the "
+        "folder's {})",
+        adapter, base.path(), want->second, have);
+}
+
+}  // namespace
+
+void add_adapter(LoadedDir& d, const std::string& dir, const std::string& adapter_dir) {
   const io::PeftAdapter adapter = io::load_peft_adapter(adapter_dir);
+  io::Checkpoint state = io::load_peft_checkpoint(adapter, true);
+  check_base(state, io::HfModelDir::open(dir), adapter_dir);
   apply_adapter(*d.model, adapter);
   d.model->eval();  // inference: lora_dropout off
-  io::Checkpoint state = io::load_peft_checkpoint(adapter, true);
   if (state.user.count("context")) {
     state.params.clear();
     d.state = std::move(state);
@@ -132,6 +149,7 @@ void merge_adapter(const std::string& dir, const std::string& adapter_dir, const
         what, state);
   const io::PeftAdapter adapter = io::load_peft_adapter(adapter_dir);
   io::HfModelDir base = io::HfModelDir::open(dir);
+  check_base(io::load_peft_checkpoint(adapter, true), base, adapter_dir);
   LoadedDir d = load_dir(dir, false);
   apply_adapter(*d.model, adapter);
   std::map<std::string, Array> merged;
