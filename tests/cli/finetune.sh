@@ -11,19 +11,11 @@
 source "$(dirname "$0")/lib.bash"
 cd "$tmp"
 
-# A text of 300 lines from a fixed word list (as llama.sh), its held-out tail (the recipe's
-# last tenth, cut at a line end) and a 300-piece tokenizer: a quick tiny-preset base model.
+# The word-list text (lib.bash), its held-out tail (the recipe's last tenth, cut at a line end)
+# and a 300-piece tokenizer: a quick tiny-preset base model.
+word_corpus
 python3 - <<'PY'
-words = "the cat dog sat on a mat log and ran to see big small red sun".split()
-lines, x = [], 7
-for i in range(300):
-    line = []
-    for _ in range(3 + i % 7):
-        x = (x * 1103515245 + 12345) % 2**31
-        line.append(words[x % len(words)])
-    lines.append(" ".join(line) + ("." if i % 3 else ""))
-t = "\n".join(lines).encode()
-open("corpus.txt", "wb").write(t)
+t = open("corpus.txt", "rb").read()
 cut = len(t) - int(len(t) * 0.1)
 i = cut if t[cut - 1:cut] == b"\n" else t.index(b"\n", cut) + 1
 open("val.txt", "wb").write(t[i:])

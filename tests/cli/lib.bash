@@ -59,3 +59,19 @@ wait_for_line() {
     sleep 0.1
   done
 }
+
+# word_corpus: corpus.txt, 300 lines from a fixed word list (no trailing newline: the last line
+# counts too), the small text the Llama tests train on.
+word_corpus() {
+  python3 - <<'PY'
+words = "the cat dog sat on a mat log and ran to see big small red sun".split()
+lines, x = [], 7
+for i in range(300):
+    line = []
+    for _ in range(3 + i % 7):
+        x = (x * 1103515245 + 12345) % 2**31
+        line.append(words[x % len(words)])
+    lines.append(" ".join(line) + ("." if i % 3 else ""))
+open("corpus.txt", "w").write("\n".join(lines))
+PY
+}

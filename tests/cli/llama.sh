@@ -7,19 +7,7 @@
 # written.
 source "$(dirname "$0")/lib.bash"
 cd "$tmp"
-# A text of 300 lines from a fixed word list (no trailing newline: the last line counts too).
-python3 - <<'PY'
-words = "the cat dog sat on a mat log and ran to see big small red sun".split()
-lines, x = [], 7
-for i in range(300):
-    n = 3 + i % 7
-    line = []
-    for _ in range(n):
-        x = (x * 1103515245 + 12345) % 2**31
-        line.append(words[x % len(words)])
-    lines.append(" ".join(line) + ("." if i % 3 else ""))
-open("corpus.txt", "w").write("\n".join(lines))
-PY
+word_corpus  # corpus.txt (lib.bash)
 "$TLALOC" tokenizer train corpus.txt --vocab-size 300 -o tok >/dev/null
 cat >cfg.json <<'JSON'
 {"model_type": "llama", "vocab_size": 320, "hidden_size": 32, "intermediate_size": 64,
