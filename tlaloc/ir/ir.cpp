@@ -130,7 +130,13 @@ bool Attrs::operator==(const Attrs& o) const {
          lhs_contracting_dimensions == o.lhs_contracting_dimensions &&
          rhs_contracting_dimensions == o.rhs_contracting_dimensions &&
          reduce_kind == o.reduce_kind && comparison_direction == o.comparison_direction &&
-         index == o.index && params == o.params;
+         index == o.index && params == o.params && window_dimensions == o.window_dimensions &&
+         window_strides == o.window_strides && padding_low == o.padding_low &&
+         padding_high == o.padding_high && lhs_dilation == o.lhs_dilation &&
+         rhs_dilation == o.rhs_dilation && base_dilations == o.base_dilations &&
+         window_dilations == o.window_dilations &&
+         conv_dimension_numbers == o.conv_dimension_numbers &&
+         feature_group_count == o.feature_group_count && batch_group_count == o.batch_group_count;
 }
 
 namespace {

@@ -85,6 +85,19 @@ enum class Comparison : uint8_t { EQ, NE, LT, LE, GT, GE };
 std::string_view name(ReduceKind k);
 std::string_view name(Comparison c);
 
+// StableHLO convolution dimension_numbers: which axis of the input, kernel and output is the
+// batch / feature axis and which are the spatial ones (in window order). Defaults: PyTorch's
+// NCHW input, OIHW kernel, NCHW output for two spatial dims.
+struct ConvDimensionNumbers {
+  int64_t input_batch_dimension = 0, input_feature_dimension = 1;
+  std::vector<int64_t> input_spatial_dimensions{2, 3};
+  int64_t kernel_input_feature_dimension = 1, kernel_output_feature_dimension = 0;
+  std::vector<int64_t> kernel_spatial_dimensions{2, 3};
+  int64_t output_batch_dimension = 0, output_feature_dimension = 1;
+  std::vector<int64_t> output_spatial_dimensions{2, 3};
+  bool operator==(const ConvDimensionNumbers&) const = default;
+};
+
 // Attributes, named as in StableHLO. Each op reads only its own fields (see builder.h).
 struct Attrs {
   std::vector<int64_t> broadcast_dimensions;                   // broadcast_in_dim
@@ -96,7 +109,16 @@ struct Attrs {
   std::vector<int64_t> slice_sizes;                                            // dynamic_slice
   std::vector<int64_t> lhs_batching_dimensions, rhs_batching_dimensions;       // dot_general
   std::vector<int64_t> lhs_contracting_dimensions, rhs_contracting_dimensions;
-  ReduceKind reduce_kind = ReduceKind::sum;          // reduce
+  ReduceKind reduce_kind = ReduceKind::sum;  // reduce, reduce_window
+  // convolution, reduce_window, select_and_scatter: one entry per window dimension
+  // (convolution: per spatial dimension; the others: per operand dimension). StableHLO's
+  // `padding` [n, 2] is padding_low[i], padding_high[i].
+  std::vector<int64_t> window_dimensions;  // reduce_window, select_and_scatter
+  std::vector<int64_t> window_strides, padding_low, padding_high;
+  std::vector<int64_t> lhs_dilation, rhs_dilation;        // convolution
+  std::vector<int64_t> base_dilations, window_dilations;  // reduce_window
+  ConvDimensionNumbers conv_dimension_numbers;            // convolution
+  int64_t feature_group_count = 1, batch_group_count = 1;
   Comparison comparison_direction = Comparison::EQ;  // compare
   std::shared_ptr<const Array> value;                // constant
   int64_t index = 0;                                 // result: which result of its operand
