@@ -32,6 +32,66 @@ const trace::Tensor& Module::param(const std::string& name) const {
   fail("{}: no parameter '{}'", repr(), name);
 }
 
+Buffer& Module::register_buffer(std::string name, Array value) {
+  for (auto& b : buffers_)
+    if (b->name == name) fail("{}: buffer '{}' registered twice", repr(), name);
+  for (auto& p : params_)
+    if (p->name == name) fail("{}: buffer '{}' has the name of a parameter", repr(), name);
+  buffers_.push_back(std::make_unique<Buffer>(Buffer{std::move(name), std::move(value), {}, {}}));
+  return *buffers_.back();
+}
+
+Buffer& Module::buffer_slot(const std::string& name) {
+  for (auto& b : buffers_)
+    if (b->name == name) return *b;
+  fail("{}: no buffer '{}'", repr(), name);
+}
+
+const trace::Tensor& Module::buffer(const std::string& name) const {
+  for (auto& b : buffers_)
+    if (b->name == name) {
+      if (!b->bound.valid())
+        fail("{}: buffer '{}' is not bound: run the model inside a capture after bind_buffers()",
+             repr(), name);
+      return b->bound;
+    }
+  fail("{}: no buffer '{}'", repr(), name);
+}
+
+void Module::set_buffer(const std::string& name, const trace::Tensor& value) {
+  Buffer& b = buffer_slot(name);
+  if (value.dtype() != b.value.dtype() || value.shape() != b.value.shape())
+    fail("{}: buffer '{}' is {} but its new value is {}", repr(), name, describe(b.value),
+         ir::to_string(value.type()));
+  b.updated = value;
+}
+
+void Module::collect_buffers(const std::string& prefix, std::vector<NamedBuffer>& out) {
+  for (auto& b : buffers_) out.push_back({prefix + b->name, b.get()});
+  for (auto& [n, m] : children_) m->collect_buffers(prefix + n + ".", out);
+}
+
+std::vector<NamedBuffer> Module::named_buffers() {
+  std::vector<NamedBuffer> out;
+  collect_buffers("", out);
+  return out;
+}
+
+void Module::bind_buffers(std::span<const trace::Tensor> buffers) {
+  auto named = named_buffers();
+  if (named.size() != buffers.size())
+    fail("{}: bind_buffers got {} tensors for {} buffers", repr(), buffers.size(), named.size());
+  for (size_t i = 0; i < named.size(); ++i) {
+    const Array& v = named[i].buffer->value;
+    const auto& t = buffers[i];
+    if (t.dtype() != v.dtype() || t.shape() != v.shape())
+      fail("bind_buffers: buffer '{}' is {} but the tensor is {}", named[i].name, describe(v),
+           ir::to_string(t.type()));
+    named[i].buffer->bound = t;
+    named[i].buffer->updated = {};
+  }
+}
+
 void Module::collect(const std::string& prefix, std::vector<NamedParameter>& out) {
   for (auto& p : params_) out.push_back({prefix + p->name, p.get()});
   for (auto& [n, m] : children_) m->collect(prefix + n + ".", out);

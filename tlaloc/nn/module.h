@@ -30,6 +30,23 @@ struct NamedParameter {
   Parameter* param;
 };
 
+// A buffer (torch.nn.Module.register_buffer): state that is not trained, e.g. BatchNorm's
+// running statistics. It enters a captured program as an input (bind_buffers); a
+// training-mode forward may give it a new value (Module::set_buffer), which the Trainer's step
+// returns as an output and keeps for the next step. Checkpoints hold buffers beside the
+// parameters under their dotted names, as PyTorch's state_dict does.
+struct Buffer {
+  std::string name;       // local name within its module ("running_mean")
+  Array value;            // host value; the Trainer keeps the live copy on the lane
+  trace::Tensor bound;    // the symbolic input during a capture
+  trace::Tensor updated;  // the new value a forward set during this capture, else empty
+};
+
+struct NamedBuffer {
+  std::string name;
+  Buffer* buffer;
+};
+
 class Module {
  public:
   virtual ~Module() = default;
@@ -58,6 +75,8 @@ class Module {
   // torch.nn.Module.named_modules.
   std::vector<std::pair<std::string, Module*>> named_modules();
   int64_t num_parameters();  // total element count
+  // Every buffer of the tree, pre-order, in registration order, with dotted names.
+  std::vector<NamedBuffer> named_buffers();
   // Training mode of the whole tree (torch.nn.Module.train / eval; modules start in training
   // mode). Read at capture time: Dropout is active only in training mode.
   void train(bool mode = true);
@@ -69,6 +88,9 @@ class Module {
   void bind_key(const trace::Tensor& key);
   // Binds one symbolic tensor per parameter (in named_parameters() order) for a capture.
   void bind(std::span<const trace::Tensor> params);
+  // Binds one symbolic tensor per buffer (in named_buffers() order) and clears every buffer's
+  // update. Throws tlaloc::Error on a count, dtype or shape mismatch.
+  void bind_buffers(std::span<const trace::Tensor> buffers);
   // PyTorch-style multi-line printout of the module tree.
   std::string to_string() const;
   // The direct child registered as `name` ("blocks", "0"). Throws tlaloc::Error naming this
@@ -86,6 +108,12 @@ class Module {
   // The parameter's symbolic value; throws tlaloc::Error when called outside a bound capture.
   const trace::Tensor& param(const std::string& name) const;
   Parameter& parameter(const std::string& name);
+  Buffer& register_buffer(std::string name, Array value);
+  Buffer& buffer_slot(const std::string& name);
+  // The buffer's symbolic value; throws tlaloc::Error naming it when it is not bound.
+  const trace::Tensor& buffer(const std::string& name) const;
+  // Gives the buffer its new value for this capture (same dtype and shape, else tlaloc::Error).
+  void set_buffer(const std::string& name, const trace::Tensor& value);
   // This module's random key for the capture (see bind_key); throws tlaloc::Error naming the
   // module when none is bound.
   trace::Tensor key() const;
@@ -100,7 +128,10 @@ class Module {
   void collect_named(const std::string& name, std::vector<std::pair<std::string, Module*>>& out);
   void print_tree(std::string& out, const std::string& name, int indent) const;
 
+  void collect_buffers(const std::string& prefix, std::vector<NamedBuffer>& out);
+
   std::vector<std::unique_ptr<Parameter>> params_;
+  std::vector<std::unique_ptr<Buffer>> buffers_;
   bool training_ = true;
   trace::Tensor root_key_;  // bound by bind_key; key() folds in key_index_
   uint32_t key_index_ = 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace tlaloc::train {
 
@@ -62,6 +63,7 @@ io::Checkpoint to_checkpoint(const Trainer& t, uint64_t seed, int64_t data_posit
                              std::map<std::string, std::string> user) {
   io::Checkpoint c;
   c.params = t.named_parameters();
+  for (auto& b : t.named_buffers()) c.params.push_back(std::move(b));  // state_dict's buffers
   c.optimizer_state = t.optimizer_state();
   c.optimizer = optim::name(t.optimizer());
   c.hyper_parameters = hyper_parameters(t.optimizer());
@@ -78,8 +80,16 @@ void restore(Trainer& t, const io::Checkpoint& ckpt) {
   std::string kind = optim::name(t.optimizer());
   if (ckpt.has_optimizer_state() && ckpt.optimizer != kind)
     fail("{}: checkpoint optimizer is {}, this run uses {}", ckpt.source, ckpt.optimizer, kind);
-  auto params = io::restore_params(ckpt, specs(t.parameter_specs()));
+  auto param_specs = t.parameter_specs(), buffer_specs = t.buffer_specs();
+  auto want = param_specs;
+  want.insert(want.end(), buffer_specs.begin(), buffer_specs.end());
+  auto params = io::restore_params(ckpt, specs(want));
+  std::vector<Array> buffers(
+      std::make_move_iterator(params.begin() + ptrdiff_t(param_specs.size())),
+      std::make_move_iterator(params.end()));
+  params.resize(param_specs.size());
   auto state = io::restore_optimizer_state(ckpt, specs(t.state_specs()));
+  t.load_buffers(std::move(buffers));
   t.load_state(std::move(params), std::move(state), ckpt.step);
 }
 
@@ -111,10 +121,15 @@ void check_resume_fields(const io::Checkpoint& c, const std::string& path,
 
 void restore_model(nn::Module& m, const io::Checkpoint& ckpt) {
   auto named = m.named_parameters();
+  auto buffers = m.named_buffers();
   std::vector<io::TensorSpec> want;
   for (auto& p : named) want.push_back({p.name, p.param->value.dtype(), p.param->value.shape()});
+  for (auto& b : buffers)
+    want.push_back({b.name, b.buffer->value.dtype(), b.buffer->value.shape()});
   auto arrays = io::restore_params(ckpt, want);
   for (size_t i = 0; i < named.size(); ++i) named[i].param->value = std::move(arrays[i]);
+  for (size_t i = 0; i < buffers.size(); ++i)
+    buffers[i].buffer->value = std::move(arrays[named.size() + i]);
 }
 
 void require_finite(const io::NamedArrays& arrays, const std::string& where,

@@ -28,7 +28,7 @@ io::Checkpoint load_resume(const std::string& path, const std::map<std::string, 
 // load_resume's checks of a checkpoint `c` already read from `path` (any format).
 void check_resume_fields(const io::Checkpoint& c, const std::string& path,
                          const std::map<std::string, std::string>& user, uint64_t seed);
-// Parameters only (e.g. for evaluation): into the model's Parameter values, strictly.
+// Parameters and buffers (e.g. for evaluation): into the model's values, strictly.
 void restore_model(nn::Module& m, const io::Checkpoint& ckpt);
 // Throws tlaloc::Error "<where>: <kind> '<name>' holds N NaN or inf values of M (a diverged run
 // or a damaged file)" for the first floating-point array of `arrays` (f32, f64, bf16, f16)

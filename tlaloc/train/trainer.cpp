@@ -34,11 +34,14 @@ std::string join_names(std::span<const std::string> names) {
   return out.empty() ? "none" : out;
 }
 
-// Captures (data..., frozen params..., trainable params...) -> loss outputs of `fn` applied to
-// `model` (parameter_order's order).
+// Captures (data..., buffers..., frozen params..., trainable params...) -> the outputs of `fn`
+// applied to `model` (parameter_order's order). With `updated`, the buffers a forward gave a new
+// value (Module::set_buffer) follow as extra outputs, their indices into named_buffers() going
+// to *updated; without it such updates are dropped (evaluation).
 ir::Function capture_model(nn::Module& model, const LossFn& fn, const std::vector<DataInput>& data,
-                           const char* name) {
+                           const char* name, std::vector<size_t>* updated = nullptr) {
   auto named = model.named_parameters();
+  auto buffers = model.named_buffers();
   const std::vector<size_t> order = parameter_order(model);
   std::vector<ir::TensorType> types;
   std::vector<std::string> names;
@@ -48,24 +51,36 @@ ir::Function capture_model(nn::Module& model, const LossFn& fn, const std::vecto
     types.push_back(d.type);
     names.push_back(d.name);
   }
-  const size_t nd = data.size();
+  const size_t nd = data.size(), nb = buffers.size();
   const std::vector<std::string> data_names = names;
+  for (const auto& b : buffers) {
+    types.push_back({b.buffer->value.dtype(), b.buffer->value.shape()});
+    names.push_back(b.name);
+  }
   for (size_t i : order) {
     types.push_back({named[i].param->value.dtype(), named[i].param->value.shape()});
     names.push_back(named[i].name);
   }
+  if (updated) updated->clear();
   ir::Function f = trace::capture(
       [&](std::span<const trace::Tensor> in) {
         std::vector<trace::Tensor> bound(named.size());
-        for (size_t k = 0; k < order.size(); ++k) bound[order[k]] = in[nd + k];
+        for (size_t k = 0; k < order.size(); ++k) bound[order[k]] = in[nd + nb + k];
         model.bind(bound);
+        model.bind_buffers(in.subspan(nd, nb));
         auto outs = fn(model, Inputs(in.subspan(0, nd), data_names));
         if (outs.empty()) fail("{}: the loss function returned no outputs", name);
+        for (size_t i = 0; updated && i < nb; ++i)
+          if (buffers[i].buffer->updated.valid()) {
+            outs.push_back(buffers[i].buffer->updated);
+            updated->push_back(i);
+          }
         return outs;
       },
       types, names, {}, name);
   // Unbind so a stale capture is never used.
   for (auto& p : named) p.param->bound = {};
+  for (auto& b : buffers) b.buffer->bound = b.buffer->updated = {};
   return passes::simplify(f);
 }
 
@@ -114,8 +129,11 @@ bool Inputs::contains(std::string_view name) const {
 }
 
 ir::Function build_gradient(nn::Module& model, const LossFn& loss,
-                            const std::vector<DataInput>& data, int64_t* forward_ops) {
-  ir::Function fwd = capture_model(model, loss, data, "forward");
+                            const std::vector<DataInput>& data, int64_t* forward_ops,
+                            std::vector<size_t>* buffer_updates) {
+  std::vector<size_t> updated;
+  ir::Function fwd = capture_model(model, loss, data, "forward", &updated);
+  if (buffer_updates) *buffer_updates = updated;
   const ir::TensorType& lt = fwd.output_type(0);
   if (lt.shape.rank() != 0 || !is_floating(lt.dtype))
     fail("train step: the loss must be a floating scalar, got {}", ir::to_string(lt));
@@ -134,9 +152,9 @@ ir::Function build_gradient(nn::Module& model, const LossFn& loss,
 optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
                                   const std::vector<DataInput>& data, const optim::Optimizer& opt,
                                   const optim::UpdateOptions& update, int64_t* forward_ops,
-                                  int64_t* gradient_ops) {
+                                  int64_t* gradient_ops, std::vector<size_t>* buffer_updates) {
   optim::validate(opt);
-  ir::Function grad = build_gradient(model, loss, data, forward_ops);
+  ir::Function grad = build_gradient(model, loss, data, forward_ops, buffer_updates);
   if (gradient_ops) *gradient_ops = grad.num_ops();
   const int num_params = num_trainable(model);
   optim::TrainStep step = optim::append_update(opt, grad, num_params, update);
@@ -152,8 +170,11 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
     fail("Trainer: grad_scale {} must be finite and > 0", options_.grad_scale);
   if (options_.num_threads < 0)
     fail("Trainer: num_threads {} must be >= 0 (0: OpenMP's default)", options_.num_threads);
-  step_ =
-      build_train_step(model_, loss, data_, opt_, options_.update, &forward_ops_, &gradient_ops_);
+  step_ = build_train_step(model_, loss, data_, opt_, options_.update, &forward_ops_,
+                           &gradient_ops_, &buffer_updates_);
+  user_aux_ = step_.num_aux - int(buffer_updates_.size());
+  auto buffers = model_.named_buffers();
+  for (const auto& b : buffers) buffer_names_.push_back(b.name);
   auto named = model_.named_parameters();
   order_ = parameter_order(model_);
   const size_t nf = named.size() - size_t(step_.num_params);
@@ -165,10 +186,12 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
   exe_ = compile(step_.fn);
   inputs_.resize(size_t(step_.fn.num_inputs()));
 
-  // Resident inputs: data slots stay empty until set; frozen parameters (after the data, never
-  // donated) and params from the model; fresh state.
+  // Resident inputs: data slots stay empty until set; buffers and frozen parameters (after the
+  // data, never donated) and params from the model; fresh state.
+  for (size_t i = 0; i < buffers.size(); ++i)
+    put_input(int(data_.size() + i), buffers[i].buffer->value);
   for (size_t k = 0; k < order_.size(); ++k)
-    put_input(int(data_.size() + k), named[order_[k]].param->value);
+    put_input(int(first_param() + k), named[order_[k]].param->value);
   auto state = optim::init_state(step_.state);
   for (int j = 0; j < step_.state.size(); ++j)
     put_input(step_.state_input(j), std::move(state[size_t(j)]));
@@ -238,6 +261,9 @@ void Trainer::step(Batch inputs) {
     inputs_[size_t(step_.param_input(i))] = std::move(outputs_[size_t(step_.param_output(i))]);
   for (int j = 0; j < step_.state.size(); ++j)
     inputs_[size_t(step_.state_input(j))] = std::move(outputs_[size_t(step_.state_output(j))]);
+  // Buffers a forward updated (BatchNorm's running statistics): not donated, replaced.
+  for (size_t k = 0; k < buffer_updates_.size(); ++k)
+    inputs_[data_.size() + buffer_updates_[k]] = std::move(outputs_[size_t(1 + user_aux_) + k]);
   ++steps_taken_;
 }
 
@@ -248,7 +274,7 @@ StepReport Trainer::read_last() const {
   r.loss = get(step_.loss_output()).at(0);
   r.found_inf = get(step_.found_inf_output()).at(0) != 0;
   if (step_.has_grad_norm) r.grad_norm = get(step_.grad_norm_output()).at(0);
-  for (int a = 0; a < step_.num_aux; ++a) r.aux.push_back(get(1 + a));
+  for (int a = 0; a < user_aux_; ++a) r.aux.push_back(get(1 + a));
   return r;
 }
 
@@ -268,12 +294,43 @@ void Trainer::sync_to_model() {
   const size_t nf = frozen_names_.size();
   for (size_t i = 0; i < param_names_.size(); ++i)
     named[order_[nf + i]].param->value = exe_->download(inputs_[size_t(step_.param_input(int(i)))]);
+  auto buffers = model_.named_buffers();
+  for (size_t i = 0; i < buffers.size(); ++i)
+    buffers[i].buffer->value = exe_->download(inputs_[data_.size() + i]);
+}
+
+std::vector<std::pair<std::string, Array>> Trainer::named_buffers() const {
+  std::vector<std::pair<std::string, Array>> out;
+  for (size_t i = 0; i < buffer_names_.size(); ++i)
+    out.emplace_back(buffer_names_[i], exe_->download(inputs_[data_.size() + i]));
+  return out;
+}
+
+std::vector<std::pair<std::string, ir::TensorType>> Trainer::buffer_specs() const {
+  std::vector<std::pair<std::string, ir::TensorType>> out;
+  for (size_t i = 0; i < buffer_names_.size(); ++i)
+    out.emplace_back(buffer_names_[i], step_.fn.input_type(int(data_.size() + i)));
+  return out;
+}
+
+void Trainer::load_buffers(std::vector<Array> buffers) {
+  auto want = buffer_specs();
+  std::string problems;
+  if (buffers.size() != want.size())
+    problems = fmt::format("\n  {} arrays for {} buffers", buffers.size(), want.size());
+  for (size_t i = 0; problems.empty() && i < buffers.size(); ++i)
+    if (buffers[i].dtype() != want[i].second.dtype || buffers[i].shape() != want[i].second.shape)
+      problems += fmt::format("\n  '{}' is {}, expected {}", want[i].first, describe(buffers[i]),
+                              ir::to_string(want[i].second));
+  if (!problems.empty()) fail("Trainer::load_buffers:{}", problems);
+  for (size_t i = 0; i < buffers.size(); ++i)
+    put_input(int(data_.size() + i), std::move(buffers[i]));
 }
 
 std::vector<std::pair<std::string, Array>> Trainer::frozen_parameters() const {
   std::vector<std::pair<std::string, Array>> out;
   for (size_t k = 0; k < frozen_names_.size(); ++k)
-    out.emplace_back(frozen_names_[k], exe_->download(inputs_[data_.size() + k]));
+    out.emplace_back(frozen_names_[k], exe_->download(inputs_[first_param() + k]));
   return out;
 }
 
@@ -352,7 +409,8 @@ std::vector<Array> Trainer::run_eval(int id, Batch& data) {
   // buffers are lent too: neither is donated, both are taken back.
   std::vector<runtime::Buffer> args;
   for (size_t k : at) args.emplace_back(std::move(data[k].second));
-  const size_t nd = args.size(), np = order_.size();  // frozen, then trained parameters
+  // Buffers, frozen, then trained parameters.
+  const size_t nd = args.size(), np = buffer_names_.size() + order_.size();
   for (size_t i = 0; i < np; ++i) args.push_back(std::move(inputs_[data_.size() + i]));
   auto give_back = [&] {
     for (size_t i = 0; i < np; ++i) inputs_[data_.size() + i] = std::move(args[nd + i]);

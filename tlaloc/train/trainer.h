@@ -15,8 +15,12 @@
 // Data inputs are named (DataInput::name): set_resident("images", a), step({{"idx", i}, ...}),
 // and inside the loss function d["images"].
 //
+// Buffers (nn::Buffer: BatchNorm's running statistics) are resident step inputs placed right
+// after the data; those a training-mode forward updates come back as extra outputs after the
+// loss function's own (build_gradient) and replace the inputs after every step.
+//
 // Frozen parameters (nn::Parameter::requires_grad false, nn::freeze) are resident step inputs
-// placed after the data: put on the lane once, read every step, never donated; the step forms
+// placed after the buffers: put on the lane once, read every step, never donated; the step forms
 // no gradient and keeps no optimizer state for them (fine-tuning, LoRA's base weights).
 #pragma once
 
@@ -106,7 +110,8 @@ int num_trainable(nn::Module& model);
 // frozen ones (no cotangent is formed for them), by capture, value_and_grad, simplify.
 // The size of the forward program goes to *forward_ops when given.
 ir::Function build_gradient(nn::Module& model, const LossFn& loss,
-                            const std::vector<DataInput>& data, int64_t* forward_ops = nullptr);
+                            const std::vector<DataInput>& data, int64_t* forward_ops = nullptr,
+                            std::vector<size_t>* buffer_updates = nullptr);
 
 // The whole train-step program of `loss` on `model` (capture, value_and_grad, append_update,
 // simplify), without compiling it: what the Trainer runs and what `tlaloc export` prints.
@@ -115,7 +120,8 @@ ir::Function build_gradient(nn::Module& model, const LossFn& loss,
 optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
                                   const std::vector<DataInput>& data, const optim::Optimizer& opt,
                                   const optim::UpdateOptions& update = {},
-                                  int64_t* forward_ops = nullptr, int64_t* gradient_ops = nullptr);
+                                  int64_t* forward_ops = nullptr, int64_t* gradient_ops = nullptr,
+                                  std::vector<size_t>* buffer_updates = nullptr);
 
 class Trainer {
  public:
@@ -160,6 +166,11 @@ class Trainer {
   // The frozen ones (requires_grad false when the Trainer was made), in model order: resident
   // step inputs of their own, read by the step, never donated nor changed.
   std::vector<std::pair<std::string, Array>> frozen_parameters() const;
+  // The model's buffers (copies of the resident values) with dotted names, in model order; their
+  // specs; and replacing them (e.g. from a checkpoint; tlaloc::Error naming a mismatch).
+  std::vector<std::pair<std::string, Array>> named_buffers() const;
+  std::vector<std::pair<std::string, ir::TensorType>> buffer_specs() const;
+  void load_buffers(std::vector<Array> buffers);
   // Optimizer state with names "optimizer.<param>.<exp_avg|...>" and "optimizer.step".
   std::vector<std::pair<std::string, Array>> optimizer_state() const;
   // Names, dtypes and shapes of the parameters and of the optimizer state, in the orders
@@ -198,7 +209,14 @@ class Trainer {
   optim::Optimizer opt_;
   TrainerOptions options_;
   std::vector<DataInput> data_;
-  std::vector<std::string> param_names_, frozen_names_;
+  // Input index of the first (frozen, else trained) parameter: after the data and buffers.
+  size_t first_param() const { return data_.size() + buffer_names_.size(); }
+
+  std::vector<std::string> param_names_, frozen_names_, buffer_names_;
+  // Buffers (named_buffers() indices) the step updates, in the order of their outputs, which
+  // follow the loss function's user_aux_ aux outputs.
+  std::vector<size_t> buffer_updates_;
+  int user_aux_ = 0;
   // The model's parameters (named_parameters() indices) in step input order: frozen, trained.
   std::vector<size_t> order_;
   optim::TrainStep step_;
