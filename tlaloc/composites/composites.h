@@ -40,6 +40,15 @@ AttentionResult attention_with_lse(const Tensor& q, const Tensor& k, const Tenso
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
                   double eps);
 
+// Batch normalization with batch statistics (Ioffe & Szegedy 2015; torch.nn.functional.batch_norm
+// with training=True) over every dim but 1: x [N, C, ...] f32 / f64, weight and bias [C] (both or
+// neither). Returns y (x's type) = (x - mean) / sqrt(var + eps) (· weight + bias) and each
+// channel's mean and biased variance [C].
+struct BatchNormResult {
+  Tensor y, mean, var;
+};
+BatchNormResult batch_norm(const Tensor& x, const std::optional<Tensor>& weight,
+                           const std::optional<Tensor>& bias, double eps);
 // RMS normalization over the last dim (Zhang & Sennrich 2019; torch.nn.functional.rms_norm with
 // normalized_shape = (D,)): x [..., D] f32 / f64, optional weight [D]:
 // x / sqrt(mean(x²) + eps) (· weight).

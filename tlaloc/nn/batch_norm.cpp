@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "tlaloc/composites/composites.h"
+
 namespace tlaloc::nn {
 
 using trace::Tensor;
@@ -60,30 +62,20 @@ Tensor BatchNorm::forward(const Tensor& x) {
   const bool half = x.dtype() == DType::bf16 || x.dtype() == DType::f16;
   const DType ct = half ? DType::f32 : x.dtype();
   Tensor xf = half ? trace::astype(x, ct) : x;
-  std::vector<int64_t> axes, keep(size_t(x.rank()), 1);
-  int64_t n = 1;
-  for (int64_t d = 0; d < x.rank(); ++d)
-    if (d != 1) {
-      axes.push_back(d);
-      n *= x.dim(d);
-    }
+  std::vector<int64_t> keep(size_t(x.rank()), 1);  // [1, C, 1...]
   keep[1] = c_;
-  auto per_channel = [&](const Tensor& v) {  // [C] -> broadcastable [1, C, 1...]
-    Tensor t = v.dtype() == ct ? v : trace::astype(v, ct);
-    return trace::reshape(t, keep);
-  };
-  const bool batch_stats = training() || !track_;
-  Tensor mean, inv;
-  Tensor xc;
-  if (batch_stats) {
+  const int64_t n = x.shape().numel() / c_;  // values per channel
+  auto as_ct = [&](const Tensor& v) { return v.dtype() == ct ? v : trace::astype(v, ct); };
+  std::optional<Tensor> w, b;
+  if (affine_) {
+    w = as_ct(param("weight"));
+    b = as_ct(param("bias"));
+  }
+  if (training() || !track_) {
     if (training() && n == 1)
       fail("{}: expected more than 1 value per channel when training, got input {}", kind_,
            ir::to_string(x.type()));
-    Tensor m = trace::mean(xf, axes);
-    xc = xf - trace::reshape(m, keep);
-    Tensor sum_sq = trace::sum(trace::square(xc), axes);
-    Tensor var = sum_sq / double(n);
-    inv = trace::rsqrt(var + eps_);
+    composites::BatchNormResult r = composites::batch_norm(xf, w, b, eps_);
     if (training() && track_) {
       Tensor nbt = buffer("num_batches_tracked") + trace::scalar(1, DType::s32);
       set_buffer("num_batches_tracked", nbt);
@@ -91,23 +83,19 @@ Tensor BatchNorm::forward(const Tensor& x) {
           momentum_ ? trace::scalar(*momentum_, ct) : trace::scalar(1, ct) / trace::astype(nbt, ct);
       Tensor one_minus = trace::scalar(1, ct) - f;
       auto update = [&](const char* name, const Tensor& stat) {
-        Tensor r = buffer(name);
-        Tensor rf = r.dtype() == ct ? r : trace::astype(r, ct);
-        Tensor next = f * stat + one_minus * rf;
-        set_buffer(name, next.dtype() == r.dtype() ? next : trace::astype(next, r.dtype()));
+        Tensor old = buffer(name);
+        Tensor next = f * stat + one_minus * as_ct(old);
+        set_buffer(name, next.dtype() == old.dtype() ? next : trace::astype(next, old.dtype()));
       };
-      update("running_mean", m);
-      update("running_var", sum_sq / double(n - 1));
+      update("running_mean", r.mean);
+      update("running_var", r.var * (double(n) / double(n - 1)));  // unbiased
     }
-  } else {
-    xc = xf - per_channel(buffer("running_mean"));
-    inv = trace::rsqrt((buffer("running_var").dtype() == ct
-                            ? buffer("running_var")
-                            : trace::astype(buffer("running_var"), ct)) +
-                       eps_);
+    return half ? trace::astype(r.y, x.dtype()) : r.y;
   }
-  Tensor y = xc * trace::reshape(inv, keep);
-  if (affine_) y = y * per_channel(param("weight")) + per_channel(param("bias"));
+  // Eval mode: the running estimates.
+  const Tensor inv = trace::rsqrt(as_ct(buffer("running_var")) + eps_);
+  Tensor y = (xf - trace::reshape(as_ct(buffer("running_mean")), keep)) * trace::reshape(inv, keep);
+  if (affine_) y = y * trace::reshape(*w, keep) + trace::reshape(*b, keep);
   return half ? trace::astype(y, x.dtype()) : y;
 }
 
