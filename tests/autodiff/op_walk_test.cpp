@@ -9,6 +9,7 @@
 #include "tests/support/composite_ops.h"
 #include "tlaloc/composites/composites.h"
 #include "tlaloc/ir/composite.h"
+#include "tlaloc/trace/conv.h"
 
 using namespace tlaloc;
 using namespace tlaloc::testing;
@@ -170,6 +171,36 @@ std::map<Op, std::vector<Case>> cases() {
   add(Op::reduce, {"min over all", {uniform({2, 3}, 29)}, [](std::span<const Tensor> a) {
                      return std::vector<Tensor>{trace::min(a[0])};
                    }});
+  auto conv = [&](const char* label, Shape x, Shape w, ir::ConvOptions o, uint64_t seed) {
+    add(Op::convolution,
+        {label, {uniform(x, seed), uniform(w, seed + 1)}, [o](std::span<const Tensor> a) {
+           return std::vector<Tensor>{trace::convolution(a[0], a[1], o)};
+         }});
+  };
+  {
+    ir::ConvOptions o;  // NCHW / OIHW, stride, padding, rhs dilation, feature groups
+    o.window_strides = {2, 1};
+    o.padding = {{1, 2}, {0, 1}};
+    o.rhs_dilation = {1, 2};
+    o.feature_group_count = 2;
+    conv("stride, padding, rhs dilation, feature groups", {2, 4, 6, 5}, {6, 2, 3, 2}, o, 60);
+    ir::ConvOptions n;  // NWC / WIO, lhs dilation, negative padding, batch groups
+    n.lhs_dilation = {2};
+    n.padding = {{-1, 2}};
+    n.window_strides = {2};
+    n.batch_group_count = 2;
+    n.dimension_numbers = {0, 2, {1}, 1, 2, {0}, 0, 2, {1}};
+    conv("NWC, lhs dilation, negative padding, batch groups", {4, 5, 3}, {2, 3, 4}, n, 62);
+    ir::ConvOptions d;  // 3-D depthwise, kernel spatial dims first
+    d.window_strides = {1, 2, 1};
+    d.padding = {{1, 0}, {0, 0}, {1, 1}};
+    d.feature_group_count = 2;
+    d.dimension_numbers = {0, 1, {2, 3, 4}, 3, 4, {0, 1, 2}, 0, 1, {2, 3, 4}};
+    conv("3-D depthwise, DHWIO kernel", {1, 2, 4, 4, 3}, {2, 2, 2, 1, 4}, d, 64);
+  }
+  add(Op::reverse, {"dims 0, 2", {uniform({2, 3, 4}, 66)}, [](std::span<const Tensor> a) {
+                      return std::vector<Tensor>{T(B().reverse(a[0].id(), {0, 2}))};
+                    }});
   add(Op::negate, unary_case(Op::negate, -1, 1));
   add(Op::abs, unary_case(Op::abs, 0.1, 1));
   add(Op::abs, unary_case(Op::abs, -1, -0.1));

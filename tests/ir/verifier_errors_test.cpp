@@ -250,3 +250,77 @@ TEST(VerifierErrors, MultiResultNodesAndCompositeAttributes) {
   f.aliases = {{0, 0}, {0, 1}};
   expect_error([&] { verify(f); }, {"output 0 is aliased to more than one input"});
 }
+
+TEST(VerifierErrors, Convolution) {
+  Builder b;
+  auto x = b.parameter({DType::f32, {2, 4, 6, 6}});
+  auto w = b.parameter({DType::f32, {6, 2, 3, 3}});
+  auto w3 = b.parameter({DType::f32, {6, 2, 3}});
+  auto wd = b.parameter({DType::f64, {6, 4, 3, 3}});
+  auto i = b.parameter({DType::s32, {2, 4, 6, 6}});
+  auto conv = [&](ValueId l, ValueId r, auto edit) {
+    ConvOptions o;
+    o.feature_group_count = 2;
+    edit(o);
+    return b.convolution(l, r, o);
+  };
+  auto none = [](ConvOptions&) {};
+  EXPECT_EQ(b.type(conv(x, w, none)).shape, (Shape{2, 6, 4, 4}));
+  expect_error([&] { conv(x, w3, none); }, {"convolution", "rank 4", "rhs rank 3"});
+  expect_error([&] { conv(x, wd, [](ConvOptions& o) { o.feature_group_count = 1; }); },
+               {"convolution", "one floating dtype", "f32", "f64"});
+  expect_error([&] { conv(i, i, none); }, {"convolution", "floating"});
+  expect_error([&] { conv(x, w, [](ConvOptions& o) { o.window_strides = {1}; }); },
+               {"convolution", "window_strides", "2 spatial"});
+  expect_error([&] { conv(x, w, [](ConvOptions& o) {
+                       o.window_strides = {1, 0};
+                     }); },
+               {"window_strides", "positive"});
+  expect_error([&] { conv(x, w, [](ConvOptions& o) {
+                       o.lhs_dilation = {-1, 1};
+                     }); },
+               {"lhs_dilation", "positive"});
+  expect_error([&] { conv(x, w, [](ConvOptions& o) {
+                       o.rhs_dilation = {1, 1, 1};
+                     }); },
+               {"rhs_dilation", "3 entries"});
+  expect_error([&] { conv(x, w, [](ConvOptions& o) {
+                       o.padding = {{1, 1}};
+                     }); },
+               {"padding", "1 entries"});
+  expect_error([&] { conv(x, w, [](ConvOptions& o) {
+                       o.padding = {{-4, -3}, {0, 0}};
+                     }); },
+               {"padding", "negative size"});
+  expect_error([&] { conv(x, w, [](ConvOptions& o) { o.feature_group_count = 3; }); },
+               {"feature_group_count 3", "input feature size 4"});
+  expect_error([&] { conv(x, w, [](ConvOptions& o) { o.feature_group_count = 0; }); },
+               {"feature_group_count 0", "positive"});
+  expect_error([&] { conv(x, w, [](ConvOptions& o) { o.feature_group_count = 1; }); },
+               {"kernel input features 2", "input features 4"});
+  expect_error([&] { conv(x, w, [](ConvOptions& o) { o.batch_group_count = 2; }); },
+               {"at most one"});
+  expect_error(
+      [&] {
+        conv(x, w, [](ConvOptions& o) {
+          o.feature_group_count = 1;
+          o.batch_group_count = 4;
+        });
+      },
+      {"batch_group_count 4", "batch size 2"});
+  expect_error(
+      [&] {
+        conv(x, w, [](ConvOptions& o) { o.dimension_numbers.input_spatial_dimensions = {2, 1}; });
+      },
+      {"input dimension numbers", "repeats axis 1"});
+  expect_error(
+      [&] {
+        conv(x, w, [](ConvOptions& o) { o.dimension_numbers.kernel_spatial_dimensions = {2, 4}; });
+      },
+      {"kernel dimension numbers", "4 out of range"});
+  expect_error(
+      [&] { conv(x, w, [](ConvOptions& o) { o.dimension_numbers.output_feature_dimension = 0; }); },
+      {"output dimension numbers", "repeats axis 0"});
+  expect_error([&] { b.reverse(x, {1, 1}); }, {"reverse", "repeats axis 1"});
+  expect_error([&] { b.reverse(x, {4}); }, {"reverse", "4 out of range"});
+}

@@ -147,6 +147,44 @@ std::multimap<Op, Case> cases() {
                    [](Builder& b, auto v) { return b.reduce(v[0], ReduceKind::min, {0}); },
                    {S({3}, {4, -7, 2})},
                    {-7}});
+  add(Op::convolution, {"padding (1, 0): windows 0 1 | 1 2 | 2 3",
+                        [](Builder& b, auto v) {
+                          ConvOptions o;
+                          o.padding = {{1, 0}};
+                          return b.convolution(v[0], v[1], o);
+                        },
+                        {F({1, 1, 3}, {1, 2, 3}), F({1, 1, 2}, {1, 10})},
+                        {10, 21, 32}});
+  add(Op::convolution, {"lhs_dilation 2: 1 0 2 0 3",
+                        [](Builder& b, auto v) {
+                          ConvOptions o;
+                          o.lhs_dilation = {2};
+                          return b.convolution(v[0], v[1], o);
+                        },
+                        {F({1, 1, 3}, {1, 2, 3}), F({1, 1, 2}, {1, 10})},
+                        {1, 20, 2, 30}});
+  add(Op::convolution, {"2 batch groups: feature o reads batch o",
+                        [](Builder& b, auto v) {
+                          ConvOptions o;
+                          o.batch_group_count = 2;
+                          return b.convolution(v[0], v[1], o);
+                        },
+                        {F({2, 1, 2}, {1, 2, 3, 4}), F({2, 1, 1}, {10, 100})},
+                        {10, 20, 300, 400}});
+  add(Op::convolution, {"stride 2, negative high padding, 2 feature groups",
+                        [](Builder& b, auto v) {
+                          ConvOptions o;
+                          o.window_strides = {2};
+                          o.padding = {{0, -1}};
+                          o.feature_group_count = 2;
+                          return b.convolution(v[0], v[1], o);
+                        },
+                        {F({1, 2, 5}, {1, 2, 3, 4, 5, 10, 20, 30, 40, 50}), F({2, 1, 1}, {1, -1})},
+                        {1, 3, -10, -30}});
+  add(Op::reverse, {"dims 1",
+                    [](Builder& b, auto v) { return b.reverse(v[0], {1}); },
+                    {F({2, 3}, {1, 2, 3, 4, 5, 6})},
+                    {3, 2, 1, 6, 5, 4}});
   add(Op::negate, un(Op::negate, S({2}, {INT32_MIN, 3}), {INT32_MIN, -3}));
   add(Op::abs, un(Op::abs, F({2}, {-2.5, 0}), {2.5, 0}));
   add(Op::exponential, un(Op::exponential, F({1}, {1}), {std::exp(1.0)}));

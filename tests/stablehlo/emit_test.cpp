@@ -230,6 +230,31 @@ std::map<Op, Golden> goldens() {
                    "tensor<f32>\n"
                    "\"stablehlo.return\"(%red0) : (tensor<f32>) -> ()\n"
                    "}) : (tensor<2x3xf32>, tensor<f32>) -> tensor<2xf32>\n"};
+  g[Op::convolution] = {
+      [] {
+        Builder b;
+        auto x = b.parameter(f32({1, 2, 5, 5}));
+        auto w = b.parameter(f32({4, 1, 3, 3}));
+        ConvOptions o;
+        o.window_strides = {2, 1};
+        o.padding = {{1, 0}, {-1, 2}};
+        o.rhs_dilation = {1, 2};
+        o.feature_group_count = 2;
+        return b.build({b.convolution(x, w, o)});
+      },
+      "%0 = \"stablehlo.convolution\"(%arg0, %arg1) <{batch_group_count = 1 : i64, "
+      "dimension_numbers = #stablehlo.conv<[b, f, 0, 1]x[o, i, 0, 1]->[b, f, 0, 1]>, "
+      "feature_group_count = 2 : i64, lhs_dilation = array<i64: 1, 1>, padding = dense<[[1, 0], "
+      "[-1, 2]]> : tensor<2x2xi64>, precision_config = [#stablehlo<precision DEFAULT>, "
+      "#stablehlo<precision DEFAULT>], rhs_dilation = array<i64: 1, 2>, window_strides = "
+      "array<i64: 2, 1>}> : (tensor<1x2x5x5xf32>, tensor<4x1x3x3xf32>) -> tensor<1x4x2x2xf32>\n"};
+  g[Op::reverse] = {[] {
+                      Builder b;
+                      auto x = b.parameter(f32({2, 3, 4}));
+                      return b.build({b.reverse(x, {0, 2})});
+                    },
+                    "%0 = \"stablehlo.reverse\"(%arg0) <{dimensions = array<i64: 0, 2>}> : "
+                    "(tensor<2x3x4xf32>) -> tensor<2x3x4xf32>\n"};
   g[Op::compare] = {[] {
                       Builder b;
                       auto x = b.parameter({DType::s32, {3}});

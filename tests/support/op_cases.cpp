@@ -170,6 +170,31 @@ std::map<Op, std::vector<Function>> op_cases() {
     return std::vector<ValueId>{b.dot_general(x, y, {{0}, {0}, {2}, {1}}),
                                 b.dot_general(m, m, {{}, {}, {1}, {1}})};
   }));
+  for (DType t : kFloats)
+    c[Op::convolution].push_back(fn("conv", [&](Builder& b) {
+      auto x = b.parameter({t, {2, 4, 6, 5}});
+      auto w = b.parameter({t, {6, 2, 3, 2}});
+      ConvOptions o;
+      o.window_strides = {2, 1};
+      o.padding = {{1, 1}, {0, -1}};
+      o.rhs_dilation = {1, 2};
+      o.feature_group_count = 2;
+      return std::vector<ValueId>{b.convolution(x, w, o)};
+    }));
+  c[Op::convolution].push_back(fn("conv_nhwc", [](Builder& b) {
+    auto x = b.parameter({DType::f32, {4, 5, 3}});  // [N, W, C]
+    auto w = b.parameter({DType::f32, {2, 3, 6}});  // [W, I, O]
+    ConvOptions o;
+    o.lhs_dilation = {2};
+    o.padding = {{1, 2}};
+    o.batch_group_count = 2;
+    o.dimension_numbers = {0, 2, {1}, 1, 2, {0}, 0, 2, {1}};
+    return std::vector<ValueId>{b.convolution(x, w, o)};
+  }));
+  c[Op::reverse].push_back(fn("reverse", [](Builder& b) {
+    return std::vector<ValueId>{b.reverse(b.parameter({DType::f32, {2, 3, 4}}), {0, 2}),
+                                b.reverse(b.parameter({DType::s32, {5}}), {0})};
+  }));
   for (auto k : {ReduceKind::sum, ReduceKind::max, ReduceKind::min})
     for (DType t : {DType::f32, DType::bf16, DType::s32, DType::u32})
       c[Op::reduce].push_back(fn("reduce", [&](Builder& b) {

@@ -35,6 +35,8 @@ constexpr Entry kEntries[] = {
     {Op::scatter, vjp_scatter},
     {Op::dot_general, vjp_dot_general},
     {Op::reduce, vjp_reduce},
+    {Op::convolution, vjp_convolution},
+    {Op::reverse, vjp_reverse},
     {Op::negate, vjp_unary},
     {Op::abs, vjp_unary},
     {Op::exponential, vjp_unary},

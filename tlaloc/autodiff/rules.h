@@ -69,6 +69,10 @@ Grads vjp_scatter(const RuleCtx& c);
 Grads vjp_dot_general(const RuleCtx& c);
 Grads vjp_reduce(const RuleCtx& c);
 
+// Rules (rules_conv.cpp): JAX's transpose rules of conv_general_dilated and rev.
+Grads vjp_convolution(const RuleCtx& c);
+Grads vjp_reverse(const RuleCtx& c);
+
 // The VJP of the node's decomposition (ir/composite.h), inlined: the rule of composites that
 // declare none (rules_composite.cpp). Results without a cotangent get zeros.
 Grads vjp_by_decomposition(const RuleCtx& c);

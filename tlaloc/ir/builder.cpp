@@ -169,6 +169,42 @@ ValueId Builder::reduce(ValueId x, ReduceKind kind, std::vector<int64_t> dimensi
   return add(std::move(n));
 }
 
+ValueId Builder::convolution(ValueId lhs, ValueId rhs, ConvOptions o) {
+  if (lhs < 0 || size_t(lhs) >= f_.nodes.size())
+    fail("convolution: lhs %{} is not a value of function {}", lhs, f_.name);
+  const int64_t rank = f_.type(lhs).shape.rank();
+  const size_t ns = size_t(std::max<int64_t>(rank - 2, 0));
+  Node n{Op::convolution, {}, {lhs, rhs}, {}};
+  Attrs& a = n.attrs;
+  a.window_strides = o.window_strides.empty() ? std::vector<int64_t>(ns, 1) : o.window_strides;
+  if (o.padding.empty()) {
+    a.padding_low.assign(ns, 0);
+    a.padding_high.assign(ns, 0);
+  }
+  for (auto [lo, hi] : o.padding) {
+    a.padding_low.push_back(lo);
+    a.padding_high.push_back(hi);
+  }
+  a.lhs_dilation = o.lhs_dilation.empty() ? std::vector<int64_t>(ns, 1) : o.lhs_dilation;
+  a.rhs_dilation = o.rhs_dilation.empty() ? std::vector<int64_t>(ns, 1) : o.rhs_dilation;
+  a.conv_dimension_numbers = o.dimension_numbers;
+  if (o.dimension_numbers == ConvDimensionNumbers{} && rank != 4) {
+    std::vector<int64_t> sp;
+    for (int64_t d = 2; d < rank; ++d) sp.push_back(d);
+    auto& dn = a.conv_dimension_numbers;
+    dn.input_spatial_dimensions = dn.kernel_spatial_dimensions = dn.output_spatial_dimensions = sp;
+  }
+  a.feature_group_count = o.feature_group_count;
+  a.batch_group_count = o.batch_group_count;
+  return add(std::move(n));
+}
+
+ValueId Builder::reverse(ValueId x, std::vector<int64_t> dimensions) {
+  Node n{Op::reverse, {}, {x}, {}};
+  n.attrs.dimensions = std::move(dimensions);
+  return add(std::move(n));
+}
+
 ValueId Builder::unary(Op op, ValueId x) {
   if (op_kind(op) != OpKind::Unary || op == Op::convert)
     fail("Builder::unary: {} is not a unary elementwise op", op_name(op));

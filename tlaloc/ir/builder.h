@@ -4,6 +4,7 @@
 #pragma once
 
 #include <span>
+#include <utility>
 
 #include "tlaloc/ir/ir.h"
 
@@ -11,6 +12,18 @@ namespace tlaloc::ir {
 
 struct DotDims {
   std::vector<int64_t> lhs_batch, rhs_batch, lhs_contract, rhs_contract;
+};
+
+// convolution's attributes (StableHLO names). Empty vectors take the defaults for the operands'
+// number of spatial dims: window_strides 1, padding (0, 0), lhs_dilation / rhs_dilation 1.
+// dimension_numbers defaults to NCHW input, OIHW kernel, NCHW output; left at that default, it
+// follows the operands' rank (NCW / OIW / NCW for rank 3, NCDHW / OIDHW / NCDHW for rank 5).
+struct ConvOptions {
+  std::vector<int64_t> window_strides;
+  std::vector<std::pair<int64_t, int64_t>> padding;  // (low, high) per spatial dim; may be < 0
+  std::vector<int64_t> lhs_dilation, rhs_dilation;
+  ConvDimensionNumbers dimension_numbers;
+  int64_t feature_group_count = 1, batch_group_count = 1;
 };
 
 class Builder {
@@ -57,6 +70,14 @@ class Builder {
   ValueId dot_general(ValueId lhs, ValueId rhs, DotDims dims);
   // Removes `dimensions`; sum starts at 0, max at -inf, min at +inf (integer: type limits).
   ValueId reduce(ValueId x, ReduceKind kind, std::vector<int64_t> dimensions);
+  // StableHLO convolution of lhs (input) with rhs (kernel), both of one float dtype (f32, f64,
+  // bf16, f16; half types accumulate in f32 on the host lane). Every constraint of the spec is
+  // checked (ranks, attribute lengths, positive strides / dilations / group counts, distinct
+  // dimension numbers, feature / batch groups dividing the sizes, at most one group count
+  // > 1). Not supported: window_reversal (always false), quantized or mixed dtypes.
+  ValueId convolution(ValueId lhs, ValueId rhs, ConvOptions options = {});
+  // StableHLO reverse: the order of elements along each of `dimensions` (distinct) reversed.
+  ValueId reverse(ValueId x, std::vector<int64_t> dimensions);
   ValueId unary(Op op, ValueId x);
   ValueId binary(Op op, ValueId a, ValueId b);
   ValueId compare(ValueId a, ValueId b, Comparison direction);

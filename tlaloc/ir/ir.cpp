@@ -173,6 +173,19 @@ std::string attrs_text(const Node& n) {
       return fmt::format(" {{batch={}x{} contract={}x{}}}", a.lhs_batching_dimensions,
                          a.rhs_batching_dimensions, a.lhs_contracting_dimensions,
                          a.rhs_contracting_dimensions);
+    case Op::reverse:
+      return fmt::format(" {{dimensions={}}}", a.dimensions);
+    case Op::convolution: {
+      const ConvDimensionNumbers& d = a.conv_dimension_numbers;
+      return fmt::format(
+          " {{strides={} pad={}x{} lhs_dil={} rhs_dil={} in=b{}f{}s{} kernel=i{}o{}s{} "
+          "out=b{}f{}s{} groups={}/{}}}",
+          a.window_strides, a.padding_low, a.padding_high, a.lhs_dilation, a.rhs_dilation,
+          d.input_batch_dimension, d.input_feature_dimension, d.input_spatial_dimensions,
+          d.kernel_input_feature_dimension, d.kernel_output_feature_dimension,
+          d.kernel_spatial_dimensions, d.output_batch_dimension, d.output_feature_dimension,
+          d.output_spatial_dimensions, a.feature_group_count, a.batch_group_count);
+    }
     case Op::result:
       return fmt::format(" #{}", a.index);
     default:

@@ -81,6 +81,85 @@ std::vector<TensorType> infer_composite(const Ctx& c, const Attrs& a) {
   }
 }
 
+// StableHLO convolution's constraints (spec C1-C27, without window_reversal and quantization).
+TensorType infer_convolution(const Ctx& c, const Attrs& a) {
+  c.arity(2);
+  const TensorType &l = c.in[0], &r = c.in[1];
+  const ConvDimensionNumbers& dn = a.conv_dimension_numbers;
+  if (l.dtype != r.dtype || !is_floating(l.dtype))
+    c.error("lhs and rhs need one floating dtype, got {} and {}", name(l.dtype), name(r.dtype));
+  const int64_t n = l.shape.rank();
+  if (r.shape.rank() != n) c.error("lhs rank {} differs from rhs rank {}", n, r.shape.rank());
+  if (n < 2) c.error("operands need rank >= 2, got {}", n);
+  const size_t ns = size_t(n - 2);
+  auto count = [&](const Dims& v, const char* what) {
+    if (v.size() != ns)
+      c.error("{} {} has {} entries for {} spatial dimensions", what, v, v.size(), ns);
+  };
+  auto positive = [&](const Dims& v, const char* what) {
+    count(v, what);
+    for (int64_t x : v)
+      if (x < 1) c.error("{} {} must be positive", what, v);
+  };
+  positive(a.window_strides, "window_strides");
+  count(a.padding_low, "padding (low)");
+  count(a.padding_high, "padding (high)");
+  positive(a.lhs_dilation, "lhs_dilation");
+  positive(a.rhs_dilation, "rhs_dilation");
+  count(dn.input_spatial_dimensions, "input_spatial_dimensions");
+  count(dn.kernel_spatial_dimensions, "kernel_spatial_dimensions");
+  count(dn.output_spatial_dimensions, "output_spatial_dimensions");
+  auto with = [](int64_t x, int64_t y, const Dims& s) {
+    Dims v{x, y};
+    v.insert(v.end(), s.begin(), s.end());
+    return v;
+  };
+  c.axes(with(dn.input_batch_dimension, dn.input_feature_dimension, dn.input_spatial_dimensions), n,
+         "input dimension numbers (batch, feature, spatial)");
+  c.axes(with(dn.kernel_input_feature_dimension, dn.kernel_output_feature_dimension,
+              dn.kernel_spatial_dimensions),
+         n, "kernel dimension numbers (input feature, output feature, spatial)");
+  c.axes(with(dn.output_batch_dimension, dn.output_feature_dimension, dn.output_spatial_dimensions),
+         n, "output dimension numbers (batch, feature, spatial)");
+  const int64_t fg = a.feature_group_count, bg = a.batch_group_count;
+  if (fg < 1) c.error("feature_group_count {} must be positive", fg);
+  if (bg < 1) c.error("batch_group_count {} must be positive", bg);
+  if (fg > 1 && bg > 1)
+    c.error("feature_group_count {} and batch_group_count {}: at most one may exceed 1", fg, bg);
+  const int64_t batch = l.shape[dn.input_batch_dimension];
+  const int64_t feat = l.shape[dn.input_feature_dimension];
+  const int64_t kin = r.shape[dn.kernel_input_feature_dimension];
+  const int64_t kout = r.shape[dn.kernel_output_feature_dimension];
+  if (batch % bg != 0)
+    c.error("batch_group_count {} does not divide the input batch size {}", bg, batch);
+  if (feat % fg != 0)
+    c.error("feature_group_count {} does not divide the input feature size {}", fg, feat);
+  if (kin != feat / fg)
+    c.error("kernel input features {} != input features {} / feature_group_count {}", kin, feat,
+            fg);
+  if (kout % bg != 0)
+    c.error("batch_group_count {} does not divide the kernel output features {}", bg, kout);
+  if (kout % fg != 0)
+    c.error("feature_group_count {} does not divide the kernel output features {}", fg, kout);
+  Shape s;
+  s.dims.assign(size_t(n), 0);
+  s[dn.output_batch_dimension] = batch / bg;
+  s[dn.output_feature_dimension] = kout;
+  for (size_t i = 0; i < ns; ++i) {
+    const int64_t x = l.shape[dn.input_spatial_dimensions[i]];
+    const int64_t w = r.shape[dn.kernel_spatial_dimensions[i]];
+    const int64_t dilated = x == 0 ? 0 : (x - 1) * a.lhs_dilation[i] + 1;
+    const int64_t padded = a.padding_low[i] + dilated + a.padding_high[i];
+    const int64_t window = w == 0 ? 0 : (w - 1) * a.rhs_dilation[i] + 1;
+    if (padded < 0)
+      c.error("padding ({}, {}) on spatial dim {} leaves a negative size {}", a.padding_low[i],
+              a.padding_high[i], i, padded);
+    s[dn.output_spatial_dimensions[i]] =
+        padded == 0 || window > padded ? 0 : (padded - window) / a.window_strides[i] + 1;
+  }
+  return {l.dtype, s};
+}
+
 TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& declared) {
   auto& in = c.in;
   switch (c.op) {
@@ -250,6 +329,12 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
           s.dims.push_back(in[0].shape[i]);
       return {in[0].dtype, s};
     }
+    case Op::convolution:
+      return infer_convolution(c, a);
+    case Op::reverse:
+      c.arity(1);
+      c.axes(a.dimensions, in[0].shape.rank(), "dimensions");
+      return in[0];
     default:
       c.error("is not a structural op");
   }

@@ -161,6 +161,54 @@ Dims clamped_starts(std::span<const Array* const> ops, size_t first, const Shape
   return s;
 }
 
+// StableHLO convolution, summed in f64: result[b, o, q...] = sum over the group's input features
+// f and kernel positions k of lhs[b', f', x] * rhs[o, f, k], x the input position that window
+// position q * stride + k * rhs_dilation - padding_low hits in the lhs-dilated input (none:
+// padding or a dilation hole, contributing 0). Feature groups pick f' in o's group, batch groups
+// b' = group * (batch / groups) + b.
+Vals convolution(const ir::Node& n, const Shape& ls, const Shape& ks, const Vals& lhs,
+                 const Vals& rhs) {
+  const ir::Attrs& a = n.attrs;
+  const ir::ConvDimensionNumbers& d = a.conv_dimension_numbers;
+  const Shape& rs = n.type.shape;
+  const size_t ns = d.input_spatial_dimensions.size();
+  const int64_t kin = ks[d.kernel_input_feature_dimension];
+  const int64_t kout = ks[d.kernel_output_feature_dimension];
+  const int64_t groups = std::max(a.feature_group_count, a.batch_group_count);
+  const int64_t out_batch = rs[d.output_batch_dimension];
+  Shape window;
+  for (int64_t k : d.kernel_spatial_dimensions) window.dims.push_back(ks[k]);
+  const auto lst = ls.strides(), kst = ks.strides();
+  Vals r(size_t(rs.numel()), 0.0);
+  for_each_index(rs, [&](const Dims& i, int64_t flat) {
+    const int64_t b = i[size_t(d.output_batch_dimension)];
+    const int64_t o = i[size_t(d.output_feature_dimension)];
+    const int64_t g = o / (kout / groups);
+    const int64_t lb = a.batch_group_count > 1 ? g * out_batch + b : b;
+    double acc = 0;
+    for (int64_t f = 0; f < kin; ++f) {
+      const int64_t lf = a.feature_group_count > 1 ? g * kin + f : f;
+      for_each_index(window, [&](const Dims& k, int64_t) {
+        int64_t lo =
+            lb * lst[size_t(d.input_batch_dimension)] + lf * lst[size_t(d.input_feature_dimension)];
+        int64_t ko = o * kst[size_t(d.kernel_output_feature_dimension)] +
+                     f * kst[size_t(d.kernel_input_feature_dimension)];
+        for (size_t s = 0; s < ns; ++s) {
+          const int64_t q = i[size_t(d.output_spatial_dimensions[s])];
+          const int64_t p = q * a.window_strides[s] + k[s] * a.rhs_dilation[s] - a.padding_low[s];
+          const int64_t x = p / a.lhs_dilation[s];
+          if (p < 0 || p % a.lhs_dilation[s] != 0 || x >= ls[d.input_spatial_dimensions[s]]) return;
+          lo += x * lst[size_t(d.input_spatial_dimensions[s])];
+          ko += k[s] * kst[size_t(d.kernel_spatial_dimensions[s])];
+        }
+        acc += lhs[size_t(lo)] * rhs[size_t(ko)];
+      });
+    }
+    r[size_t(flat)] = acc;
+  });
+  return r;
+}
+
 Vals structural(const ir::Node& n, std::span<const Array* const> ops, const std::vector<Vals>& in) {
   const ir::Attrs& a = n.attrs;
   const Shape& rs = n.type.shape;
@@ -298,6 +346,17 @@ Vals structural(const ir::Node& n, std::span<const Array* const> ops, const std:
           acc += in[0][size_t(l2)] * in[1][size_t(r2)];
         });
         r[size_t(f)] = acc;
+      });
+      return r;
+    }
+    case Op::convolution:
+      return convolution(n, shape(0), shape(1), in[0], in[1]);
+    case Op::reverse: {
+      auto st = shape(0).strides();
+      for_each_index(rs, [&](const Dims& i, int64_t f) {
+        Dims j = i;
+        for (int64_t d : a.dimensions) j[size_t(d)] = rs[d] - 1 - i[size_t(d)];
+        r[size_t(f)] = in[0][size_t(flat_of(j, st))];
       });
       return r;
     }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -198,6 +199,55 @@ bool bare_symbol(std::string_view s) {
   return true;
 }
 
+// "[b, f, 0, 1]": which axis of a rank-n tensor is the batch / feature (or kernel input / output
+// feature) axis and which the i-th spatial one.
+std::string conv_layout(int64_t rank, int64_t first, char first_c, int64_t second, char second_c,
+                        const std::vector<int64_t>& spatial) {
+  std::vector<std::string> v(size_t(rank), "?");
+  v[size_t(first)] = std::string(1, first_c);
+  v[size_t(second)] = std::string(1, second_c);
+  for (size_t i = 0; i < spatial.size(); ++i) v[size_t(spatial[i])] = fmt::format("{}", i);
+  return fmt::format("[{}]", fmt::join(v, ", "));
+}
+
+// convolution's properties in MLIR's order (sorted by name); window_reversal is left out (all
+// false).
+std::string conv_properties(const ir::Attrs& a, int64_t rank, std::string_view precision) {
+  const ir::ConvDimensionNumbers& d = a.conv_dimension_numbers;
+  std::string dn =
+      fmt::format("#stablehlo.conv<{}x{}->{}>",
+                  conv_layout(rank, d.input_batch_dimension, 'b', d.input_feature_dimension, 'f',
+                              d.input_spatial_dimensions),
+                  conv_layout(rank, d.kernel_output_feature_dimension, 'o',
+                              d.kernel_input_feature_dimension, 'i', d.kernel_spatial_dimensions),
+                  conv_layout(rank, d.output_batch_dimension, 'b', d.output_feature_dimension, 'f',
+                              d.output_spatial_dimensions));
+  std::vector<int64_t> pads;
+  for (size_t i = 0; i < a.padding_low.size(); ++i) {
+    pads.push_back(a.padding_low[i]);
+    pads.push_back(a.padding_high[i]);
+  }
+  std::string padding;
+  if (pads.empty()) {
+    padding = "dense<>";
+  } else if (std::all_of(pads.begin(), pads.end(), [&](int64_t p) { return p == pads[0]; })) {
+    padding = fmt::format("dense<{}>", pads[0]);
+  } else {
+    std::vector<std::string> rows;
+    for (size_t i = 0; i < a.padding_low.size(); ++i)
+      rows.push_back(fmt::format("[{}, {}]", a.padding_low[i], a.padding_high[i]));
+    padding = fmt::format("dense<[{}]>", fmt::join(rows, ", "));
+  }
+  return fmt::format(
+      "batch_group_count = {} : i64, dimension_numbers = {}, feature_group_count = {} : i64, "
+      "lhs_dilation = {}, padding = {} : tensor<{}x2xi64>, precision_config = "
+      "[#stablehlo<precision {}>, #stablehlo<precision {}>], rhs_dilation = {}, window_strides = "
+      "{}",
+      a.batch_group_count, dn, a.feature_group_count, i64_array(a.lhs_dilation), padding,
+      a.padding_low.size(), precision, precision, i64_array(a.rhs_dilation),
+      i64_array(a.window_strides));
+}
+
 // One op printer. Values are named %<n> in emission order; inputs %arg<i>.
 class Printer {
  public:
@@ -337,7 +387,10 @@ class Printer {
             fmt::join(dn, ", "), name(o_.precision), name(o_.precision));
       }
       case Op::reduce:
+      case Op::reverse:
         return "dimensions = " + i64_array(a.dimensions);
+      case Op::convolution:
+        return conv_properties(a, f_.type(n.operands[0]).shape.rank(), name(o_.precision));
       case Op::compare:
         return fmt::format(
             "compare_type = #stablehlo<comparison_type {}>, "

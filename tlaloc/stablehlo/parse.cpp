@@ -101,6 +101,7 @@ class Parser {
       }
     }
   }
+  size_t advance_() { return advance(), p_ - 1; }  // advance(), returning the old position
   void advance() {
     if (t_[p_] == '\n') {
       ++line_;
@@ -329,6 +330,9 @@ class Parser {
             }
           } while (try_consume(","));
         }
+      } else if (w == "stablehlo.conv") {  // raw text up to the '>' that is not "->"
+        a.kind = Attr::ConvLayout;
+        while (p_ < t_.size() && (t_[p_] != '>' || t_[p_ - 1] == '-')) a.s += t_[advance_()];
       } else {
         error_at(a.loc, fmt::format("unsupported attribute #{}", w));
       }
@@ -385,6 +389,11 @@ class Parser {
     expect(">");
     expect(":");
     Loc tl = loc();
+    if (size_t e = t_.find('>', p_); e != t_.npos && t_.substr(p_, e + 1 - p_).ends_with("i64>")) {
+      std::string ty;
+      while (p_ <= e) ty += t_[advance_()];
+      return i64_dense(a, ty, elems, nest, list, empty);
+    }
     ir::TensorType t = type();
     if (t.shape.numel() > kMaxConstantElements)
       error_at(tl, fmt::format("constant {} has more than {} elements", type_text(t),

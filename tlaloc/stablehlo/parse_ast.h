@@ -21,13 +21,26 @@ struct Loc {
 
 // An attribute value. Only the fields of its kind are set.
 struct Attr {
-  enum Kind { Int, Bool, Str, I64Array, Dense, DimNumbers, Enum, List } kind = Int;
+  enum Kind {
+    Int,
+    Bool,
+    Str,
+    I64Array,
+    Dense,
+    DimNumbers,
+    Enum,
+    List,
+    ConvLayout,
+    I64Dense
+  } kind = Int;
   Loc loc;
-  int64_t i = 0;                       // Int (typed or not), Bool (0/1)
-  std::string s;                       // Str; Enum: the word (LT, FLOAT); DimNumbers: kind
-  std::string enum_kind;               // Enum: comparison_direction, precision, ...
-  std::vector<int64_t> ints;           // I64Array
-  std::shared_ptr<const Array> dense;  // Dense (already typed)
+  int64_t i = 0;  // Int (typed or not), Bool (0/1)
+  // Str; Enum: the word (LT, FLOAT); DimNumbers: kind; ConvLayout: the text inside
+  // #stablehlo.conv<...>
+  std::string s;
+  std::string enum_kind;                           // Enum: comparison_direction, precision, ...
+  std::vector<int64_t> ints;                       // I64Array; I64Dense: the elements, row-major
+  std::shared_ptr<const Array> dense;              // Dense (already typed)
   std::map<std::string, std::vector<int64_t>> dn;  // DimNumbers fields (index_vector_dim: [n])
   std::vector<Attr> list;                          // List
 };
@@ -69,6 +82,14 @@ struct ModuleAst {
 Array reduce_identity(ir::ReduceKind k, DType t);
 std::string_view reduce_region_op(ir::ReduceKind k);
 std::string_view comparison_type(DType t);  // FLOAT, SIGNED or UNSIGNED
+
+// parse_conv.cpp: the dimension numbers of a ConvLayout attribute ("[b, f, 0, 1]x[o, i, 0,
+// 1]->[b, f, 0, 1]"), and an i64 dense<...> : tensor<...xi64> (`type` its type's text;
+// `elems` the elements as written, `nest` the list sizes per depth, `list` whether it was a
+// list, `empty` dense<>) into a's ints and shape (dn["shape"]).
+ir::ConvDimensionNumbers conv_layout(const Attr& a);
+void i64_dense(Attr* a, std::string_view type, const std::vector<std::string>& elems,
+               const std::vector<int64_t>& nest, bool list, bool empty);
 
 ModuleAst parse_module(std::string_view text);
 ir::Function build_function(const ModuleAst& m);

@@ -289,6 +289,13 @@ class Build {
               error_at(p.loc, "dot_general: precision_config holds #stablehlo<precision X>");
         break;
       }
+      case Op::reverse:
+        allow(o, {"dimensions"});
+        a.dimensions = ints("dimensions");
+        break;
+      case Op::convolution:
+        convolution(o, a);
+        break;
       case Op::compare: {
         allow(o, {"comparison_direction", "compare_type"});
         const Attr& d = need(o, "comparison_direction", Attr::Enum);
@@ -312,6 +319,44 @@ class Build {
         allow(o, {});
     }
     finish(o, std::move(n));
+  }
+
+  // convolution's attributes as emit.cpp prints them (window_reversal, if given, all false).
+  static void convolution(const OpAst& o, ir::Attrs& a) {
+    allow(o, {"batch_group_count", "dimension_numbers", "feature_group_count", "lhs_dilation",
+              "padding", "precision_config", "rhs_dilation", "window_strides", "window_reversal"});
+    a.conv_dimension_numbers = conv_layout(need(o, "dimension_numbers", Attr::ConvLayout));
+    const size_t ns = a.conv_dimension_numbers.input_spatial_dimensions.size();
+    auto ints = [&](const char* k) {  // absent: 1 per spatial dim (StableHLO's default)
+      return o.attrs.count(k) ? need(o, k, Attr::I64Array).ints : std::vector<int64_t>(ns, 1);
+    };
+    a.window_strides = ints("window_strides");
+    a.lhs_dilation = ints("lhs_dilation");
+    a.rhs_dilation = ints("rhs_dilation");
+    a.feature_group_count = need(o, "feature_group_count", Attr::Int).i;
+    a.batch_group_count = need(o, "batch_group_count", Attr::Int).i;
+    if (o.attrs.count("padding")) {
+      const Attr& p = need(o, "padding", Attr::I64Dense);
+      if (p.dn.at("shape") != std::vector<int64_t>{int64_t(ns), 2})
+        error_at(p.loc, fmt::format("convolution: padding must be a tensor<{}x2xi64>", ns));
+      for (size_t i = 0; i < ns; ++i) {
+        a.padding_low.push_back(p.ints[2 * i]);
+        a.padding_high.push_back(p.ints[2 * i + 1]);
+      }
+    } else {
+      a.padding_low.assign(ns, 0);
+      a.padding_high.assign(ns, 0);
+    }
+    if (o.attrs.count("window_reversal")) {
+      const Attr& r = o.attrs.at("window_reversal");
+      bool ok = r.kind == Attr::List;  // array<i1: false, ...> is not read; a list of false is
+      for (const Attr& e : r.list) ok = ok && e.kind == Attr::Bool && e.i == 0;
+      if (!ok) error_at(r.loc, "convolution: window_reversal is not supported");
+    }
+    if (o.attrs.count("precision_config"))
+      for (const Attr& p : o.attrs.at("precision_config").list)
+        if (p.kind != Attr::Enum || p.enum_kind != "precision")
+          error_at(p.loc, "convolution: precision_config holds #stablehlo<precision X>");
   }
 
   void reduce(const OpAst& o, ir::Node n) {

@@ -54,6 +54,10 @@ void sgemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, 
 // unchanged, for another kernel, a bf16 / f16 dot, or an addend of that kind already there (or
 // a bias after a matrix addend: the adds' order would change).
 bool dot_add_epilogue(Kernel& k, int32_t v, bool row);
+// convolution (conv.cpp): every convolution as GEMMs over im2col tiles, tiles and K chunks
+// fixed by the shapes (bits independent of the thread count); f32 through OpenBLAS / sgemm_rows,
+// f64 dgemm, bf16 / f16 in f32.
+std::unique_ptr<Kernel> make_conv(const ir::Function& f, int32_t id, int num_threads);
 // The host kernel of composite node `id` (its record's, ir/composite.h). Throws
 // tlaloc::Error naming the op when it has none for this node: compile() expands those first
 // (expand_for_host).

@@ -178,6 +178,8 @@ class Planner {
       emit(make_reduce(f_, id), id);
     else if (n.op == Op::dot_general)
       emit(make_dot(f_, id, p_.num_threads), id);
+    else if (n.op == Op::convolution)
+      emit(make_conv(f_, id, p_.num_threads), id);
     else if (ir::is_composite(n.op))
       emit(make_composite(f_, id, p_.num_threads), id);
     else

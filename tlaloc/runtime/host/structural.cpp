@@ -204,6 +204,22 @@ std::unique_ptr<Kernel> make_structural(const ir::Function& f, int32_t id, int n
     case Op::slice:
     case Op::reshape:
       return make_view_copy(*view_of(n, dense_view(operand(0), otype(0))), id, num_threads);
+    case Op::reverse: {  // a copy reading the reversed dims backwards
+      auto k = std::make_unique<CopyKernel>();
+      std::vector<int64_t> st = os.strides();
+      int64_t off = 0;
+      for (int64_t d : a.dimensions) {
+        off += (os[d] - 1) * st[size_t(d)];
+        st[size_t(d)] = -st[size_t(d)];
+      }
+      k->plan = plan_for(os, os.strides(), 0, st, os.numel() == 0 ? 0 : off, t);
+      k->src = operand(0);
+      k->dst = id;
+      k->run = &CopyKernel::exec;
+      k->reads = {operand(0)};
+      k->writes = {id};
+      return k;
+    }
     case Op::iota: {
       auto k = std::make_unique<IotaKernel>();
       k->out = id;

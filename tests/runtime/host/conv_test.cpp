@@ -1,0 +1,114 @@
+// convolution and reverse kernels: convolution against the reference evaluator (passes/
+// evaluate.cpp, f64 sums straight from the spec) on general cases: any dimension numbers (NHWC /
+// HWIO, the kernel gradient's swapped roles), strides, negative padding, both dilations, feature
+// and batch groups, 1-, 2- and 3-D, every float dtype, the GEMM paths (tlaloc's small GEMM,
+// OpenBLAS, K split into chunks). run_all also checks fused / unfused and 1 / 2 threads give the
+// same bits. reverse against hand values.
+#include "kernel_test_util.h"
+#include "tlaloc/passes/evaluate.h"
+
+namespace tlaloc::host_test {
+namespace {
+
+using ir::Op;
+
+struct ConvCase {
+  const char* label;
+  Shape x, w;
+  ir::ConvOptions o;
+  double tol = 1e-5;
+};
+
+std::vector<ConvCase> conv_cases() {
+  std::vector<ConvCase> v;
+  auto opts = [](std::vector<int64_t> st, std::vector<std::pair<int64_t, int64_t>> pad,
+                 std::vector<int64_t> ld, std::vector<int64_t> rd, int64_t fg = 1, int64_t bg = 1) {
+    ir::ConvOptions o;
+    o.window_strides = std::move(st);
+    o.padding = std::move(pad);
+    o.lhs_dilation = std::move(ld);
+    o.rhs_dilation = std::move(rd);
+    o.feature_group_count = fg;
+    o.batch_group_count = bg;
+    return o;
+  };
+  v.push_back({"NCHW pad 1 (direct stores, small GEMM)",
+               {3, 2, 9, 8},
+               {5, 2, 3, 3},
+               opts({}, {{1, 1}, {1, 1}}, {}, {})});
+  ir::ConvOptions nhwc = opts({2, 1}, {{1, 1}, {0, 2}}, {}, {});
+  nhwc.dimension_numbers = {0, 3, {1, 2}, 2, 3, {0, 1}, 0, 3, {1, 2}};
+  v.push_back({"NHWC / HWIO, stride, padding", {2, 7, 6, 3}, {3, 2, 3, 4}, nhwc});
+  v.push_back({"negative padding, lhs and rhs dilation",
+               {2, 3, 6, 7},
+               {4, 3, 2, 3},
+               opts({1, 2}, {{-1, 0}, {2, -2}}, {2, 3}, {2, 1})});
+  v.push_back(
+      {"batch groups", {4, 3, 5, 5}, {6, 3, 3, 3}, opts({}, {{1, 1}, {1, 1}}, {}, {}, 1, 2)});
+  v.push_back({"depthwise (feature groups)",
+               {2, 4, 6, 6},
+               {8, 1, 3, 3},
+               opts({}, {{1, 1}, {1, 1}}, {}, {}, 4)});
+  v.push_back({"1-D stride 3", {2, 3, 11}, {2, 3, 4}, opts({3}, {}, {}, {})});
+  v.push_back(
+      {"3-D", {1, 2, 4, 5, 3}, {3, 2, 2, 2, 2}, opts({}, {{1, 0}, {0, 1}, {1, 1}}, {}, {})});
+  v.push_back(
+      {"K > 512 (OpenBLAS)", {2, 64, 6, 6}, {8, 64, 3, 3}, opts({}, {{1, 1}, {1, 1}}, {}, {})});
+  v.push_back({"small Q, tiles of several batch elements (scattered)",
+               {5, 2, 4, 4},
+               {3, 2, 3, 3},
+               opts({}, {}, {}, {})});
+  // The kernel gradient's shape: batch and feature roles swapped, a huge K summed in chunks.
+  ir::ConvOptions grad = opts({}, {{2, 2}, {2, 2}}, {}, {});
+  grad.dimension_numbers = {1, 0, {2, 3}, 0, 1, {2, 3}, 1, 0, {2, 3}};
+  v.push_back(
+      {"kernel-gradient layout, K in chunks", {64, 4, 10, 10}, {64, 8, 10, 10}, grad, 1e-4});
+  return v;
+}
+
+KERNEL_TEST(convolution, matches_the_evaluator) {
+  for (const ConvCase& c : conv_cases())
+    for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+      if (t != DType::f32 && c.x.numel() > 2000) continue;
+      SCOPED_TRACE(fmt::format("{} {}", c.label, name(t)));
+      auto f = one_op({{t, c.x}, {t, c.w}},
+                      [&](ir::Builder& b, auto& p) { return b.convolution(p[0], p[1], c.o); });
+      const std::vector<Array> in{lcg_array(t, c.x, 11), lcg_array(t, c.w, 12)};
+      const Array want = passes::interpret(f, in)[0];
+      const double tol = t == DType::f64   ? 1e-12
+                         : t == DType::f32 ? c.tol
+                         : t == DType::f16 ? 4e-3
+                                           : 2e-2;
+      expect_values(run_all(f, in)[0], want.to_doubles(), tol);
+    }
+}
+
+KERNEL_TEST(convolution, hand_values) {
+  // x [1, 1, 3] = 1 2 3, w [1, 1, 2] = 1 10, padding (1, 0): windows 0 1 | 1 2 | 2 3.
+  auto f = one_op({{DType::f32, {1, 1, 3}}, {DType::f32, {1, 1, 2}}}, [](ir::Builder& b, auto& p) {
+    ir::ConvOptions o;
+    o.padding = {{1, 0}};
+    return b.convolution(p[0], p[1], o);
+  });
+  expect_values(run_all(f, {Array::from<float>({1, 1, 3}, {1, 2, 3}),
+                            Array::from<float>({1, 1, 2}, {1, 10})})[0],
+                {10, 21, 32});
+}
+
+KERNEL_TEST(reverse, dims_and_dtypes) {
+  auto f =
+      one_op({{DType::f32, {2, 3}}}, [](ir::Builder& b, auto& p) { return b.reverse(p[0], {1}); });
+  expect_values(run_all(f, {Array::from<float>({2, 3}, {1, 2, 3, 4, 5, 6})})[0],
+                {3, 2, 1, 6, 5, 4});
+  auto g = one_op({{DType::s32, {2, 2, 2}}}, [](ir::Builder& b, auto& p) {
+    return b.reverse(p[0], {0, 2});
+  });
+  expect_values(run_all(g, {Array::from<int32_t>({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7})})[0],
+                {5, 4, 7, 6, 1, 0, 3, 2});
+  auto h =
+      one_op({{DType::bf16, {4}}}, [](ir::Builder& b, auto& p) { return b.reverse(p[0], {}); });
+  expect_values(run_all(h, {Array::from_doubles(DType::bf16, {4}, {1, 2, 3, 4})})[0], {1, 2, 3, 4});
+}
+
+}  // namespace
+}  // namespace tlaloc::host_test
