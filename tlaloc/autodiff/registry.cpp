@@ -35,6 +35,8 @@ constexpr Entry kEntries[] = {
     {Op::scatter, vjp_scatter},
     {Op::dot_general, vjp_dot_general},
     {Op::reduce, vjp_reduce},
+    {Op::reduce_window, vjp_reduce_window},
+    {Op::select_and_scatter, nullptr},  // in its operand: zero; in its source: refused
     {Op::negate, vjp_unary},
     {Op::abs, vjp_unary},
     {Op::exponential, vjp_unary},

@@ -68,6 +68,7 @@ Grads vjp_gather(const RuleCtx& c);
 Grads vjp_scatter(const RuleCtx& c);
 Grads vjp_dot_general(const RuleCtx& c);
 Grads vjp_reduce(const RuleCtx& c);
+Grads vjp_reduce_window(const RuleCtx& c);  // rules_window.cpp
 
 // The VJP of the node's decomposition (ir/composite.h), inlined: the rule of composites that
 // declare none (rules_composite.cpp). Results without a cotangent get zeros.
