@@ -324,3 +324,71 @@ TEST(VerifierErrors, Convolution) {
   expect_error([&] { b.reverse(x, {1, 1}); }, {"reverse", "repeats axis 1"});
   expect_error([&] { b.reverse(x, {4}); }, {"reverse", "4 out of range"});
 }
+
+TEST(VerifierErrors, WindowOps) {
+  Builder b;
+  auto x = b.parameter({DType::f32, {2, 6}});
+  auto i = b.parameter({DType::s32, {2, 6}});
+  auto s = b.parameter({DType::f32, {1, 3}});
+  auto d = b.parameter({DType::f64, {1, 3}});
+  using K = ReduceKind;
+  expect_error([&] { b.reduce_window(x, K::max, {2}); },
+               {"reduce_window", "window_dimensions", "rank 2"});
+  expect_error(
+      [&] {
+        b.reduce_window(x, K::max, {2, 0});
+      },
+      {"reduce_window", "window_dimensions 0 on dim 1", ">= 1"});
+  expect_error(
+      [&] {
+        b.reduce_window(x, K::sum, {2, 2}, {1, 0});
+      },
+      {"reduce_window", "window_strides 0 on dim 1"});
+  expect_error(
+      [&] {
+        b.reduce_window(x, K::sum, {2, 2}, {}, {0, -1});
+      },
+      {"reduce_window", "padding_low -1 on dim 1", ">= 0"});
+  expect_error(
+      [&] {
+        b.reduce_window(x, K::sum, {2, 2}, {}, {}, {1});
+      },
+      {"reduce_window", "padding_high", "rank 2"});
+  expect_error(
+      [&] {
+        b.reduce_window(x, K::sum, {2, 2}, {}, {}, {}, {1, 0});
+      },
+      {"reduce_window", "base_dilations 0 on dim 1"});
+  expect_error(
+      [&] {
+        b.reduce_window(x, K::sum, {2, 2}, {}, {}, {}, {}, {0, 1});
+      },
+      {"reduce_window", "window_dilations 0 on dim 0"});
+  expect_error([&] { b.reduce_window(i, K::sum, {1, 2}); }, {"reduce_window", "floating", "s32"});
+  // A window longer than the padded input: no windows (StableHLO), not an error.
+  EXPECT_EQ(b.type(b.reduce_window(x, K::sum, {3, 2})).shape, (Shape{0, 5}));
+  EXPECT_EQ(b.type(b.reduce_window(x, K::sum, {2, 3}, {1, 2}, {0, 1}, {0, 1}, {}, {1, 2})).shape,
+            (Shape{1, 2}));
+  expect_error(
+      [&] {
+        b.select_and_scatter(x, s, Comparison::EQ, {2, 2}, {2, 2});
+      },
+      {"select_and_scatter", "select direction EQ"});
+  expect_error(
+      [&] {
+        b.select_and_scatter(x, d, Comparison::GE, {2, 2}, {2, 2});
+      },
+      {"select_and_scatter", "source dtype"});
+  expect_error(
+      [&] {
+        b.select_and_scatter(x, s, Comparison::GE, {2, 2}, {1, 1});
+      },
+      {"select_and_scatter", "source shape [1, 3]", "window count [1, 5]"});
+  expect_error(
+      [&] {
+        b.select_and_scatter(x, s, Comparison::GE, {2, 2}, {2, 2}, {0, -1});
+      },
+      {"select_and_scatter", "padding_low -1"});
+  expect_error([&] { b.select_and_scatter(x, s, Comparison::GE, {2}); },
+               {"select_and_scatter", "window_dimensions", "rank 2"});
+}

@@ -185,6 +185,28 @@ std::multimap<Op, Case> cases() {
                     [](Builder& b, auto v) { return b.reverse(v[0], {1}); },
                     {F({2, 3}, {1, 2, 3, 4, 5, 6})},
                     {3, 2, 1, 6, 5, 4}});
+  // The StableHLO spec's examples (reduce_window's in f32 rather than i64).
+  add(Op::reduce_window,
+      {"spec example: dilations, padding, strides",
+       [](Builder& b, auto v) {
+         return b.reduce_window(v[0], ReduceKind::sum, {2, 1}, {4, 1}, {2, 0}, {1, 0}, {2, 1},
+                                {3, 1});
+       },
+       {F({3, 2}, {1, 2, 3, 4, 5, 6})},
+       {0, 0, 3, 4}});
+  add(Op::reduce_window, {"max 2 stride 1, a padded window",
+                          [](Builder& b, auto v) {
+                            return b.reduce_window(v[0], ReduceKind::max, {2}, {1}, {0}, {1});
+                          },
+                          {F({3}, {1, 4, 2})},
+                          {4, 4, 2}});
+  add(Op::select_and_scatter,
+      {"spec example",
+       [](Builder& b, auto v) {
+         return b.select_and_scatter(v[0], v[1], Comparison::GE, {3, 1}, {2, 1}, {0, 0}, {1, 0});
+       },
+       {F({4, 2}, {1, 5, 2, 5, 3, 6, 4, 4}), F({2, 2}, {5, 6, 7, 8})},
+       {0, 0, 0, 0, 5, 14, 7, 0}});
   add(Op::negate, un(Op::negate, S({2}, {INT32_MIN, 3}), {INT32_MIN, -3}));
   add(Op::abs, un(Op::abs, F({2}, {-2.5, 0}), {2.5, 0}));
   add(Op::exponential, un(Op::exponential, F({1}, {1}), {std::exp(1.0)}));

@@ -255,6 +255,46 @@ std::map<Op, Golden> goldens() {
                     },
                     "%0 = \"stablehlo.reverse\"(%arg0) <{dimensions = array<i64: 0, 2>}> : "
                     "(tensor<2x3x4xf32>) -> tensor<2x3x4xf32>\n"};
+  // reduce_window as JAX prints max pooling (every attribute printed, padding a [rank, 2] i64
+  // tensor), select_and_scatter as JAX prints its gradient: a compare region and an add region.
+  g[Op::reduce_window] = {
+      [] {
+        Builder b;
+        auto x = b.parameter(f32({2, 5}));
+        return b.build(
+            {b.reduce_window(x, ReduceKind::sum, {1, 3}, {1, 2}, {0, 1}, {0, 2}, {1, 1}, {1, 2})});
+      },
+      "%init0 = \"stablehlo.constant\"() <{value = dense<0.00000000e+00> : tensor<f32>}> : () -> "
+      "tensor<f32>\n"
+      "%0 = \"stablehlo.reduce_window\"(%arg0, %init0) <{base_dilations = array<i64: 1, 1>, "
+      "padding = dense<[[0, 0], [1, 2]]> : tensor<2x2xi64>, window_dilations = array<i64: 1, 2>, "
+      "window_dimensions = array<i64: 1, 3>, window_strides = array<i64: 1, 2>}> ({\n"
+      "^bb0(%lhs0: tensor<f32>, %rhs0: tensor<f32>):\n"
+      "%red0 = \"stablehlo.add\"(%lhs0, %rhs0) : (tensor<f32>, tensor<f32>) -> tensor<f32>\n"
+      "\"stablehlo.return\"(%red0) : (tensor<f32>) -> ()\n"
+      "}) : (tensor<2x5xf32>, tensor<f32>) -> tensor<2x2xf32>\n"};
+  g[Op::select_and_scatter] = {
+      [] {
+        Builder b;
+        auto x = b.parameter(f32({4, 4}));
+        auto s = b.parameter(f32({2, 2}));
+        return b.build({b.select_and_scatter(x, s, Comparison::GE, {2, 2}, {2, 2})});
+      },
+      "%init0 = \"stablehlo.constant\"() <{value = dense<0.00000000e+00> : tensor<f32>}> : () -> "
+      "tensor<f32>\n"
+      "%0 = \"stablehlo.select_and_scatter\"(%arg0, %arg1, %init0) <{padding = dense<[[0, 0], "
+      "[0, 0]]> : tensor<2x2xi64>, window_dimensions = array<i64: 2, 2>, window_strides = "
+      "array<i64: 2, 2>}> ({\n"
+      "^bb0(%lhs0s: tensor<f32>, %rhs0s: tensor<f32>):\n"
+      "%sel0 = \"stablehlo.compare\"(%lhs0s, %rhs0s) <{compare_type = #stablehlo<comparison_type "
+      "FLOAT>, comparison_direction = #stablehlo<comparison_direction GE>}> : (tensor<f32>, "
+      "tensor<f32>) -> tensor<i1>\n"
+      "\"stablehlo.return\"(%sel0) : (tensor<i1>) -> ()\n"
+      "}, {\n"
+      "^bb0(%lhs0: tensor<f32>, %rhs0: tensor<f32>):\n"
+      "%red0 = \"stablehlo.add\"(%lhs0, %rhs0) : (tensor<f32>, tensor<f32>) -> tensor<f32>\n"
+      "\"stablehlo.return\"(%red0) : (tensor<f32>) -> ()\n"
+      "}) : (tensor<4x4xf32>, tensor<2x2xf32>, tensor<f32>) -> tensor<4x4xf32>\n"};
   g[Op::compare] = {[] {
                       Builder b;
                       auto x = b.parameter({DType::s32, {3}});

@@ -1,5 +1,6 @@
 // StableHLO reader: hand-written module texts, emit -> parse structure, and errors with
 // line / column.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "tlaloc/ir/builder.h"
@@ -225,4 +226,61 @@ TEST(StablehloParse, MutatedTextOnlyThrowsTlalocError) {
   EXPECT_THROW(shlo::parse("module attributes {a = " + std::string(100000, '[') + "} {}"), Error);
   EXPECT_GT(errors, 3000);
   EXPECT_EQ(parsed + errors, 4000);
+}
+
+// Max pooling and its gradient as JAX lowers them (splat padding, dilations omitted), and
+// errors in their regions and attributes.
+TEST(StablehloParse, ReduceWindowAndSelectAndScatter) {
+  const std::string head =
+      "module @m {\n  func.func public @main(%x: tensor<1x4x4xf32>, %g: tensor<1x2x2xf32>) -> "
+      "(tensor<1x2x2xf32>, tensor<1x4x4xf32>) {\n"
+      "    %ninf = \"stablehlo.constant\"() <{value = dense<0xFF800000> : tensor<f32>}> : () -> "
+      "tensor<f32>\n"
+      "    %zero = \"stablehlo.constant\"() <{value = dense<0.0> : tensor<f32>}> : () -> "
+      "tensor<f32>\n";
+  const std::string rw =
+      "    %y = \"stablehlo.reduce_window\"(%x, %ninf) <{padding = dense<0> : tensor<3x2xi64>, "
+      "window_dimensions = array<i64: 1, 2, 2>, window_strides = array<i64: 1, 2, 2>}> ({\n"
+      "    ^bb0(%a: tensor<f32>, %b: tensor<f32>):\n"
+      "      %m = \"stablehlo.maximum\"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>\n"
+      "      \"stablehlo.return\"(%m) : (tensor<f32>) -> ()\n"
+      "    }) : (tensor<1x4x4xf32>, tensor<f32>) -> tensor<1x2x2xf32>\n";
+  auto sas = [](const char* dir, const char* scatter_op) {
+    return fmt::format(
+        "    %d = \"stablehlo.select_and_scatter\"(%x, %g, %zero) <{{padding = dense<[[0, 0], "
+        "[0, 0], [0, 0]]> : tensor<3x2xi64>, window_dimensions = array<i64: 1, 2, 2>, "
+        "window_strides = array<i64: 1, 2, 2>}}> ({{\n"
+        "    ^bb0(%a: tensor<f32>, %b: tensor<f32>):\n"
+        "      %c = \"stablehlo.compare\"(%a, %b) <{{comparison_direction = "
+        "#stablehlo<comparison_direction {}>}}> : (tensor<f32>, tensor<f32>) -> tensor<i1>\n"
+        "      \"stablehlo.return\"(%c) : (tensor<i1>) -> ()\n"
+        "    }}, {{\n"
+        "    ^bb0(%a: tensor<f32>, %b: tensor<f32>):\n"
+        "      %s = \"stablehlo.{}\"(%a, %b) : (tensor<f32>, tensor<f32>) -> tensor<f32>\n"
+        "      \"stablehlo.return\"(%s) : (tensor<f32>) -> ()\n"
+        "    }}) : (tensor<1x4x4xf32>, tensor<1x2x2xf32>, tensor<f32>) -> tensor<1x4x4xf32>\n",
+        dir, scatter_op);
+  };
+  const std::string tail =
+      "    \"func.return\"(%y, %d) : (tensor<1x2x2xf32>, tensor<1x4x4xf32>) -> ()\n  }\n}\n";
+  Function f = shlo::parse(head + rw + sas("GE", "add") + tail);
+  EXPECT_EQ(f.num_ops(), 2);  // the init constants fold into their ops
+  const Node& y = f.nodes[size_t(f.results[0])];
+  EXPECT_EQ(y.op, Op::reduce_window);
+  EXPECT_EQ(y.attrs.reduce_kind, ReduceKind::max);
+  EXPECT_EQ(y.attrs.window_strides, (std::vector<int64_t>{1, 2, 2}));
+  EXPECT_EQ(y.attrs.padding_high, (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(y.attrs.base_dilations, (std::vector<int64_t>{1, 1, 1}));
+  const Node& d = f.nodes[size_t(f.results[1])];
+  EXPECT_EQ(d.op, Op::select_and_scatter);
+  EXPECT_EQ(d.attrs.comparison_direction, Comparison::GE);
+  EXPECT_NE(error_of(head + rw + sas("EQ", "add") + tail).find("select 'EQ'"), std::string::npos);
+  EXPECT_NE(error_of(head + rw + sas("GE", "maximum") + tail).find("must be an add"),
+            std::string::npos);
+  std::string bad_pad = head + rw + sas("GE", "add") + tail;
+  bad_pad.replace(bad_pad.find("tensor<3x2xi64>"), 15, "tensor<2x3xi64>");
+  EXPECT_NE(error_of(bad_pad).find("padding must be a tensor<3x2xi64>"), std::string::npos);
+  std::string bad_init = head + rw + sas("GE", "add") + tail;
+  bad_init.replace(bad_init.find("(%x, %ninf)"), 11, "(%x, %zero)");
+  EXPECT_NE(error_of(bad_init).find("init %zero must be a constant"), std::string::npos);
 }

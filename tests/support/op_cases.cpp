@@ -201,6 +201,26 @@ std::map<Op, std::vector<Function>> op_cases() {
         auto x = b.parameter({t, {3, 4, 2}});
         return std::vector<ValueId>{b.reduce(x, k, {1}), b.reduce(x, k, {0, 2})};
       }));
+  for (DType t : kFloats) {
+    c[Op::reduce_window].push_back(fn("pool", [&](Builder& b) {
+      auto x = b.parameter({t, {2, 3, 5, 6}});
+      return std::vector<ValueId>{
+          b.reduce_window(x, ReduceKind::max, {1, 1, 2, 2}, {1, 1, 2, 2}),
+          b.reduce_window(x, ReduceKind::sum, {1, 1, 3, 3}, {1, 1, 2, 2}, {0, 0, 1, 1},
+                          {0, 0, 1, 1}),
+          b.reduce_window(x, ReduceKind::min, {2, 1, 2, 3}, {1, 2, 1, 1}, {0, 1, 0, 2},
+                          {1, 0, 1, 0}, {1, 1, 2, 1}, {1, 1, 2, 2})};
+    }));
+    c[Op::select_and_scatter].push_back(fn("pool_grad", [&](Builder& b) {
+      auto x = b.parameter({t, {2, 3, 5, 6}});
+      auto s = b.parameter({t, {2, 3, 3, 3}});
+      auto s2 = b.parameter({t, {1, 3, 4, 5}});
+      return std::vector<ValueId>{b.select_and_scatter(x, s, Comparison::GE, {1, 1, 3, 3},
+                                                       {1, 1, 2, 2}, {0, 0, 1, 1}, {0, 0, 1, 1}),
+                                  b.select_and_scatter(x, s2, Comparison::LE, {2, 1, 2, 3},
+                                                       {1, 1, 1, 1}, {0, 0, 0, 0}, {0, 0, 0, 1})};
+    }));
+  }
   return c;
 }
 

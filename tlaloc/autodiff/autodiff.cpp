@@ -38,6 +38,12 @@ std::vector<ValueId> backward(ir::Builder& b, const ir::Function& f, const std::
       active[i] = active[size_t(nd.operands[0])] && is_floating(nd.type.dtype);
       continue;
     }
+    // select_and_scatter is linear in its source, but that VJP (select-and-gather) is not
+    // implemented: refuse rather than let the source's cotangent be zero.
+    if (nd.op == Op::select_and_scatter && active[size_t(nd.operands[1])])
+      fail(
+          "autodiff: no VJP of select_and_scatter in its source (second derivatives through "
+          "max / min pooling are not supported)");
     if (nd.op == Op::parameter || !is_floating(nd.type.dtype) || !detail::vjp_rule(nd.op)) continue;
     for (ValueId o : nd.operands) active[i] = active[i] || active[size_t(o)];
   }

@@ -37,6 +37,8 @@ constexpr Entry kEntries[] = {
     {Op::reduce, vjp_reduce},
     {Op::convolution, vjp_convolution},
     {Op::reverse, vjp_reverse},
+    {Op::reduce_window, vjp_reduce_window},
+    {Op::select_and_scatter, nullptr},  // in its operand: zero; in its source: refused
     {Op::negate, vjp_unary},
     {Op::abs, vjp_unary},
     {Op::exponential, vjp_unary},

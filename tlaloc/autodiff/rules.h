@@ -68,6 +68,7 @@ Grads vjp_gather(const RuleCtx& c);
 Grads vjp_scatter(const RuleCtx& c);
 Grads vjp_dot_general(const RuleCtx& c);
 Grads vjp_reduce(const RuleCtx& c);
+Grads vjp_reduce_window(const RuleCtx& c);  // rules_window.cpp
 
 // Rules (rules_conv.cpp): JAX's transpose rules of conv_general_dilated and rev.
 Grads vjp_convolution(const RuleCtx& c);

@@ -205,6 +205,53 @@ ValueId Builder::reverse(ValueId x, std::vector<int64_t> dimensions) {
   return add(std::move(n));
 }
 
+namespace {
+// An omitted window attribute: `fill` for every operand dimension.
+void default_to(std::vector<int64_t>& v, size_t rank, int64_t fill) {
+  if (v.empty()) v.assign(rank, fill);
+}
+}  // namespace
+
+ValueId Builder::reduce_window(ValueId x, ReduceKind kind, std::vector<int64_t> window_dimensions,
+                               std::vector<int64_t> window_strides,
+                               std::vector<int64_t> padding_low, std::vector<int64_t> padding_high,
+                               std::vector<int64_t> base_dilations,
+                               std::vector<int64_t> window_dilations) {
+  const size_t r = size_t(type(x).shape.rank());
+  default_to(window_strides, r, 1);
+  default_to(padding_low, r, 0);
+  default_to(padding_high, r, 0);
+  default_to(base_dilations, r, 1);
+  default_to(window_dilations, r, 1);
+  Node n{Op::reduce_window, {}, {x}, {}};
+  n.attrs.reduce_kind = kind;
+  n.attrs.window_dimensions = std::move(window_dimensions);
+  n.attrs.window_strides = std::move(window_strides);
+  n.attrs.padding_low = std::move(padding_low);
+  n.attrs.padding_high = std::move(padding_high);
+  n.attrs.base_dilations = std::move(base_dilations);
+  n.attrs.window_dilations = std::move(window_dilations);
+  return add(std::move(n));
+}
+
+ValueId Builder::select_and_scatter(ValueId operand, ValueId source, Comparison select,
+                                    std::vector<int64_t> window_dimensions,
+                                    std::vector<int64_t> window_strides,
+                                    std::vector<int64_t> padding_low,
+                                    std::vector<int64_t> padding_high) {
+  const size_t r = size_t(type(operand).shape.rank());
+  default_to(window_strides, r, 1);
+  default_to(padding_low, r, 0);
+  default_to(padding_high, r, 0);
+  Node n{Op::select_and_scatter, {}, {operand, source}, {}};
+  n.attrs.comparison_direction = select;
+  n.attrs.window_dimensions = std::move(window_dimensions);
+  n.attrs.window_strides = std::move(window_strides);
+  n.attrs.padding_low = std::move(padding_low);
+  n.attrs.padding_high = std::move(padding_high);
+  return add(std::move(n));
+}
+
 ValueId Builder::unary(Op op, ValueId x) {
   if (op_kind(op) != OpKind::Unary || op == Op::convert)
     fail("Builder::unary: {} is not a unary elementwise op", op_name(op));

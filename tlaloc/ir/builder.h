@@ -78,6 +78,30 @@ class Builder {
   ValueId convolution(ValueId lhs, ValueId rhs, ConvOptions options = {});
   // StableHLO reverse: the order of elements along each of `dimensions` (distinct) reversed.
   ValueId reverse(ValueId x, std::vector<int64_t> dimensions);
+  // Sliding-window reduction (StableHLO reduce_window with one operand and an implied init:
+  // sum 0, max -inf, min +inf). One entry per operand dimension; empty means the default
+  // (strides 1, padding 0, dilations 1). Narrowing: padding >= 0. Result dim i:
+  // floor((pad_lo + (n - 1) * base_dilation + 1 + pad_hi - ((w - 1) * window_dilation + 1)) /
+  // stride) + 1, or 0 when the dilated window is longer than the padded input. Padded and
+  // dilation holes hold the init. Float dtypes.
+  ValueId reduce_window(ValueId x, ReduceKind kind, std::vector<int64_t> window_dimensions,
+                        std::vector<int64_t> window_strides = {},
+                        std::vector<int64_t> padding_low = {},
+                        std::vector<int64_t> padding_high = {},
+                        std::vector<int64_t> base_dilations = {},
+                        std::vector<int64_t> window_dilations = {});
+  // StableHLO select_and_scatter with select = compare(select, ...) and scatter = add, init 0:
+  // for each window of `operand` (padded, no dilations) whose position is source's index, the
+  // element the select picks among the window's in-bounds elements (row-major order; the
+  // current pick a is replaced by the next element b unless `a select b` holds: GE keeps the
+  // first maximum, LE the first minimum; padded positions are never picked) gets that source
+  // value added. Result: operand's shape, zeros elsewhere. source's shape is the window count
+  // reduce_window gives. Float dtypes; select GE, GT, LE or LT.
+  ValueId select_and_scatter(ValueId operand, ValueId source, Comparison select,
+                             std::vector<int64_t> window_dimensions,
+                             std::vector<int64_t> window_strides = {},
+                             std::vector<int64_t> padding_low = {},
+                             std::vector<int64_t> padding_high = {});
   ValueId unary(Op op, ValueId x);
   ValueId binary(Op op, ValueId a, ValueId b);
   ValueId compare(ValueId a, ValueId b, Comparison direction);

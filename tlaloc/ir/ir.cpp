@@ -161,6 +161,14 @@ std::string attrs_text(const Node& n) {
       return fmt::format(" {{{} over {}}}", name(a.reduce_kind), a.dimensions);
     case Op::compare:
       return fmt::format(" {{{}}}", name(a.comparison_direction));
+    case Op::reduce_window:
+      return fmt::format(" {{{} window={} strides={} low={} high={} base_dil={} win_dil={}}}",
+                         name(a.reduce_kind), a.window_dimensions, a.window_strides, a.padding_low,
+                         a.padding_high, a.base_dilations, a.window_dilations);
+    case Op::select_and_scatter:
+      return fmt::format(" {{{} window={} strides={} low={} high={}}}",
+                         name(a.comparison_direction), a.window_dimensions, a.window_strides,
+                         a.padding_low, a.padding_high);
     case Op::slice:
       return fmt::format(" {{start={} limit={} strides={}}}", a.start_indices, a.limit_indices,
                          a.strides);

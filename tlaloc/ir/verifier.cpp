@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "tlaloc/ir/builder.h"
@@ -43,6 +44,41 @@ struct Ctx {
 };
 
 bool numeric(DType t) { return t != DType::i1; }
+
+// The windows of reduce_window along one dimension (StableHLO's num_windows), in 128-bit
+// arithmetic so huge attributes cannot wrap.
+int64_t num_windows(const Ctx& c, int64_t n, int64_t base_dilation, int64_t lo, int64_t hi,
+                    int64_t window, int64_t window_dilation, int64_t stride) {
+  using W = __int128;
+  const W dilated = n == 0 ? 0 : W(n - 1) * base_dilation + 1;
+  const W padded = W(lo) + dilated + hi;
+  const W span = W(window - 1) * window_dilation + 1;
+  if (padded == 0 || span > padded) return 0;
+  const W count = (padded - span) / stride + 1;
+  if (count > W(std::numeric_limits<int64_t>::max())) c.error("window count overflows int64");
+  return int64_t(count);
+}
+
+// reduce_window / select_and_scatter attributes: one entry per operand dimension each, window
+// and strides (and dilations) >= 1, padding >= 0 (a narrowing of StableHLO).
+void window_checks(const Ctx& c, int64_t r, const Attrs& a, bool dilations) {
+  auto sized = [&](const Dims& v, const char* what) {
+    if (int64_t(v.size()) != r) c.error("{} {} must have rank {} entries", what, v, r);
+  };
+  auto at_least = [&](const Dims& v, int64_t m, const char* what) {
+    sized(v, what);
+    for (size_t i = 0; i < v.size(); ++i)
+      if (v[i] < m) c.error("{} {} on dim {} must be >= {}", what, v[i], i, m);
+  };
+  at_least(a.window_dimensions, 1, "window_dimensions");
+  at_least(a.window_strides, 1, "window_strides");
+  at_least(a.padding_low, 0, "padding_low");
+  at_least(a.padding_high, 0, "padding_high");
+  if (dilations) {
+    at_least(a.base_dilations, 1, "base_dilations");
+    at_least(a.window_dilations, 1, "window_dilations");
+  }
+}
 
 // The dtype rule of an elementwise op with a scalar formula: the formula's `types` mask.
 void check_formula_dtype(const Ctx& c, Op op, DType t) {
@@ -335,6 +371,39 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
       c.arity(1);
       c.axes(a.dimensions, in[0].shape.rank(), "dimensions");
       return in[0];
+    case Op::reduce_window: {
+      c.arity(1);
+      if (!is_floating(in[0].dtype)) c.error("needs a floating dtype");
+      const Dims& bd = a.base_dilations;
+      const Dims& wd = a.window_dilations;
+      window_checks(c, in[0].shape.rank(), a, true);
+      Shape s;
+      for (int64_t i = 0; i < in[0].shape.rank(); ++i) {
+        const size_t k = size_t(i);
+        s.dims.push_back(num_windows(c, in[0].shape[i], bd[k], a.padding_low[k], a.padding_high[k],
+                                     a.window_dimensions[k], wd[k], a.window_strides[k]));
+      }
+      return {in[0].dtype, s};
+    }
+    case Op::select_and_scatter: {
+      c.arity(2);
+      if (!is_floating(in[0].dtype)) c.error("needs a floating dtype");
+      if (in[1].dtype != in[0].dtype) c.error("source dtype differs from the operand's");
+      const auto cmp = a.comparison_direction;
+      if (cmp != Comparison::GE && cmp != Comparison::GT && cmp != Comparison::LE &&
+          cmp != Comparison::LT)
+        c.error("select direction {} (GE, GT, LE or LT)", name(cmp));
+      window_checks(c, in[0].shape.rank(), a, false);
+      Shape want;
+      for (int64_t i = 0; i < in[0].shape.rank(); ++i) {
+        const size_t k = size_t(i);
+        want.dims.push_back(num_windows(c, in[0].shape[i], 1, a.padding_low[k], a.padding_high[k],
+                                        a.window_dimensions[k], 1, a.window_strides[k]));
+      }
+      if (in[1].shape != want)
+        c.error("source shape {} must be the window count {}", in[1].shape.dims, want.dims);
+      return in[0];
+    }
     default:
       c.error("is not a structural op");
   }

@@ -209,6 +209,26 @@ Vals convolution(const ir::Node& n, const Shape& ls, const Shape& ks, const Vals
   return r;
 }
 
+// reduce_window / select_and_scatter: calls fn(j) with the flat operand index of every window
+// element of result index `o` that lies in the operand (row-major window order); padding and
+// base-dilation holes are skipped.
+template <typename Fn>
+void for_each_in_window(const ir::Attrs& a, const Shape& in, const Dims& o, bool dilated, Fn&& fn) {
+  const Shape win(a.window_dimensions);
+  const auto st = in.strides();
+  for_each_index(win, [&](const Dims& w, int64_t) {
+    int64_t j = 0;
+    for (size_t d = 0; d < w.size(); ++d) {
+      const int64_t bd = dilated ? a.base_dilations[d] : 1;
+      const int64_t wd = dilated ? a.window_dilations[d] : 1;
+      const int64_t p = o[d] * a.window_strides[d] + w[d] * wd - a.padding_low[d];
+      if (p < 0 || p % bd != 0 || p / bd >= in[int64_t(d)]) return;
+      j += p / bd * st[d];
+    }
+    fn(j);
+  });
+}
+
 Vals structural(const ir::Node& n, std::span<const Array* const> ops, const std::vector<Vals>& in) {
   const ir::Attrs& a = n.attrs;
   const Shape& rs = n.type.shape;
@@ -390,6 +410,38 @@ Vals structural(const ir::Node& n, std::span<const Array* const> ops, const std:
       });
       if (is_integer(t))
         for (auto& v : r) v = wrap(t, int64_t(v));
+      return r;
+    }
+    case Op::reduce_window: {
+      const double init = a.reduce_kind == ir::ReduceKind::sum   ? 0.0
+                          : a.reduce_kind == ir::ReduceKind::max ? -INFINITY
+                                                                 : INFINITY;
+      for_each_index(rs, [&](const Dims& o, int64_t f) {
+        double acc = init;
+        for_each_in_window(a, shape(0), o, true, [&](int64_t j) {
+          const double v = in[0][size_t(j)];
+          if (a.reduce_kind == ir::ReduceKind::sum)
+            acc += v;
+          else if (std::isnan(v) || std::isnan(acc))
+            acc = NAN;
+          else
+            acc = a.reduce_kind == ir::ReduceKind::max ? std::max(acc, v) : std::min(acc, v);
+        });
+        r[size_t(f)] = acc;
+      });
+      return r;
+    }
+    case Op::select_and_scatter: {
+      // The pick a stays unless `a select b` fails for the next element b (StableHLO's select
+      // body); source values add at the picks.
+      for_each_index(shape(1), [&](const Dims& o, int64_t f) {
+        int64_t pick = -1;
+        for_each_in_window(a, shape(0), o, false, [&](int64_t j) {
+          if (pick < 0 || !compare(a.comparison_direction, in[0][size_t(pick)], in[0][size_t(j)]))
+            pick = j;
+        });
+        if (pick >= 0) r[size_t(pick)] += in[1][size_t(f)];
+      });
       return r;
     }
     default:

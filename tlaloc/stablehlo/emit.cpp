@@ -178,6 +178,14 @@ std::string i64_array(const std::vector<int64_t>& v) {
   return fmt::format("array<i64: {}>", fmt::join(v, ", "));
 }
 
+// StableHLO's window padding: a [rank, 2] i64 tensor of (low, high) pairs.
+std::string padding_attr(const std::vector<int64_t>& lo, const std::vector<int64_t>& hi) {
+  std::vector<std::string> rows;
+  for (size_t i = 0; i < lo.size(); ++i) rows.push_back(fmt::format("[{}, {}]", lo[i], hi[i]));
+  return fmt::format("padding = dense<{}> : tensor<{}x2xi64>",
+                     rows.empty() ? "" : fmt::format("[{}]", fmt::join(rows, ", ")), lo.size());
+}
+
 std::string quoted(std::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {
@@ -391,6 +399,17 @@ class Printer {
         return "dimensions = " + i64_array(a.dimensions);
       case Op::convolution:
         return conv_properties(a, f_.type(n.operands[0]).shape.rank(), name(o_.precision));
+      case Op::reduce_window:
+        return fmt::format(
+            "base_dilations = {}, {}, window_dilations = {}, window_dimensions = {}, "
+            "window_strides = {}",
+            i64_array(a.base_dilations), padding_attr(a.padding_low, a.padding_high),
+            i64_array(a.window_dilations), i64_array(a.window_dimensions),
+            i64_array(a.window_strides));
+      case Op::select_and_scatter:
+        return fmt::format("{}, window_dimensions = {}, window_strides = {}",
+                           padding_attr(a.padding_low, a.padding_high),
+                           i64_array(a.window_dimensions), i64_array(a.window_strides));
       case Op::compare:
         return fmt::format(
             "compare_type = #stablehlo<comparison_type {}>, "
@@ -407,15 +426,32 @@ class Printer {
     names_[size_t(v)] = "%" + id;
     std::string ops = operand_list(n), types = operand_types(n);
     std::string rgn;
-    if (n.op == Op::reduce) {
-      // The init value is a constant printed just before the reduce.
+    if (n.op == Op::reduce || n.op == Op::reduce_window || n.op == Op::select_and_scatter) {
+      // The init value is a constant printed just before the op (select_and_scatter: 0).
       DType t = n.type.dtype;
+      const bool sas = n.op == Op::select_and_scatter;
+      const auto kind = sas ? ir::ReduceKind::sum : n.attrs.reduce_kind;
       std::string init = "%init" + id, st = type_text({t, {}});
       *out += fmt::format("    {} = \"stablehlo.constant\"() <{{value = {} : {}}}> : () -> {}\n",
-                          init, dense_literal(reduce_identity(n.attrs.reduce_kind, t)), st, st);
-      ops = fmt::format("({}, {})", names_[size_t(n.operands[0])], init);
-      types = fmt::format("({}, {})", type_text(f_.type(n.operands[0])), st);
-      rgn = region(reduce_region_op(n.attrs.reduce_kind), id, t);
+                          init, dense_literal(reduce_identity(kind, t)), st, st);
+      ops = fmt::format("({}, {}{})", names_[size_t(n.operands[0])],
+                        sas ? names_[size_t(n.operands[1])] + ", " : "", init);
+      types = fmt::format("({}, {}{})", type_text(f_.type(n.operands[0])),
+                          sas ? type_text(f_.type(n.operands[1])) + ", " : "", st);
+      rgn = region(reduce_region_op(kind), id, t);
+      if (sas) {
+        // Two regions: the select (a compare) and the scatter (an add).
+        const std::string sel = fmt::format(
+            "\"stablehlo.compare\"(%lhs{0}s, %rhs{0}s) <{{compare_type = "
+            "#stablehlo<comparison_type "
+            "{1}>, comparison_direction = #stablehlo<comparison_direction {2}>}}> : ({3}, {3}) -> "
+            "tensor<i1>",
+            id, comparison_type(t), ir::name(n.attrs.comparison_direction), st);
+        rgn = fmt::format(
+            " ({{\n    ^bb0(%lhs{0}s: {1}, %rhs{0}s: {1}):\n      %sel{0} = {2}\n"
+            "      \"stablehlo.return\"(%sel{0}) : (tensor<i1>) -> ()\n    }}, {{{3}",
+            id, st, sel, rgn.substr(3));
+      }
     } else if (n.op == Op::scatter) {
       rgn = region("add", id, n.type.dtype);
     }

@@ -419,7 +419,7 @@ class Parser {
       if (n != 0) error_at(a->loc, fmt::format("dense<> for {} elements", n));
     } else if (!list || (elems.size() == 1 && n == 1 && nest.empty())) {
       std::vector<unsigned char> one(w);
-      decode(elems[0], t.dtype, one.data(), a->loc);
+      decode_element(elems[0], t.dtype, one.data(), a->loc);
       for (int64_t i = 0; i < n; ++i)
         std::memcpy(static_cast<unsigned char*>(arr.raw()) + size_t(i) * w, one.data(), w);
     } else {
@@ -427,8 +427,8 @@ class Parser {
         error_at(tl, fmt::format("constant has {} elements in nesting [{}] but the type is {}",
                                  elems.size(), fmt::join(nest, ","), type_text(t)));
       for (int64_t i = 0; i < n; ++i)
-        decode(elems[size_t(i)], t.dtype, static_cast<unsigned char*>(arr.raw()) + size_t(i) * w,
-               a->loc);
+        decode_element(elems[size_t(i)], t.dtype,
+                       static_cast<unsigned char*>(arr.raw()) + size_t(i) * w, a->loc);
     }
     a->dense = std::make_shared<const Array>(std::move(arr));
   }
@@ -455,62 +455,6 @@ class Parser {
     if (try_word("true")) return "true";
     if (try_word("false")) return "false";
     return number();
-  }
-  static void decode(const std::string& s, DType t, unsigned char* dst, Loc l) {
-    bool hex = s.size() > 2 && s.substr(0, 2) == "0x";
-    auto bad = [&] { error_at(l, fmt::format("'{}' is not a valid {} element", s, name(t))); };
-    if (t == DType::i1) {
-      if (s != "true" && s != "false") bad();
-      *dst = s == "true";
-      return;
-    }
-    if (s == "true" || s == "false") bad();
-    char* end = nullptr;
-    if (hex) {
-      size_t digits = s.size() - 2;
-      if (!is_floating(t) || digits != 2 * size_of(t)) bad();
-      uint64_t bits = std::strtoull(s.c_str() + 2, &end, 16);
-      std::memcpy(dst, &bits, size_of(t));  // little-endian host
-      return;
-    }
-    switch (t) {
-      case DType::f32: {
-        float v = std::strtof(s.c_str(), &end);
-        std::memcpy(dst, &v, 4);
-        break;
-      }
-      case DType::f64: {
-        double v = std::strtod(s.c_str(), &end);
-        std::memcpy(dst, &v, 8);
-        break;
-      }
-      case DType::bf16:
-      case DType::f16: {
-        float v = std::strtof(s.c_str(), &end);
-        uint16_t h = t == DType::bf16 ? f32_to_bf16(v) : f32_to_f16(v);
-        std::memcpy(dst, &h, 2);
-        break;
-      }
-      case DType::s32:
-      case DType::u32: {
-        if (s.find_first_of(".eE") != std::string::npos) bad();
-        long long v = std::strtoll(s.c_str(), &end, 10);
-        bool ok =
-            t == DType::s32 ? (v >= INT32_MIN && v <= INT32_MAX) : (v >= 0 && v <= UINT32_MAX);
-        if (!ok) error_at(l, fmt::format("{} out of range for {}", s, name(t)));
-        if (t == DType::s32) {
-          int32_t x = int32_t(v);
-          std::memcpy(dst, &x, 4);
-        } else {
-          uint32_t x = uint32_t(v);
-          std::memcpy(dst, &x, 4);
-        }
-        break;
-      }
-      case DType::i1:
-        break;
-    }
-    if (end == nullptr || *end != '\0') bad();
   }
 
   // ---- ops ----
@@ -540,20 +484,11 @@ class Parser {
     if (try_consume("(")) {
       if (region_depth_ > 0) error_at(o.loc, "nested regions are not supported");
       o.has_region = true;
-      expect("{");
-      expect("^");
-      word();
-      expect("(");
-      do {
-        o.block_args.push_back(ssa());
-        expect(":");
-        o.block_arg_types.push_back(type());
-      } while (try_consume(","));
-      expect(")");
-      expect(":");
-      ++region_depth_;
-      while (!try_consume("}")) o.region.push_back(op());
-      --region_depth_;
+      block(o.block_args, o.block_arg_types, o.region);
+      if (try_consume(",")) {  // select_and_scatter: the second (scatter) region
+        o.has_region2 = true;
+        block(o.block_args2, o.block_arg_types2, o.region2);
+      }
       expect(")");
     }
     if (peek() == '{')
@@ -569,6 +504,25 @@ class Parser {
     else
       o.result_types.push_back(type());
     return o;
+  }
+
+  // One region of one block: { ^bb0(%a: type, ...): ops }.
+  void block(std::vector<std::string>& args, std::vector<ir::TensorType>& types,
+             std::vector<OpAst>& ops) {
+    expect("{");
+    expect("^");
+    word();
+    expect("(");
+    do {
+      args.push_back(ssa());
+      expect(":");
+      types.push_back(type());
+    } while (try_consume(","));
+    expect(")");
+    expect(":");
+    ++region_depth_;
+    while (!try_consume("}")) ops.push_back(op());
+    --region_depth_;
   }
 
   std::string_view t_;

@@ -53,11 +53,16 @@ struct OpAst {
   std::vector<std::string> operands;
   std::vector<Loc> operand_locs;
   AttrDict attrs;  // properties and discardable attributes together
-  // One region with one block (reduce, scatter).
+  // One region with one block (reduce, reduce_window, scatter; select_and_scatter's select).
   bool has_region = false;
   std::vector<std::string> block_args;
   std::vector<ir::TensorType> block_arg_types;
   std::vector<OpAst> region;
+  // A second region (select_and_scatter's scatter).
+  bool has_region2 = false;
+  std::vector<std::string> block_args2;
+  std::vector<ir::TensorType> block_arg_types2;
+  std::vector<OpAst> region2;
   std::vector<ir::TensorType> operand_types, result_types;
 };
 
@@ -90,6 +95,10 @@ std::string_view comparison_type(DType t);  // FLOAT, SIGNED or UNSIGNED
 ir::ConvDimensionNumbers conv_layout(const Attr& a);
 void i64_dense(Attr* a, std::string_view type, const std::vector<std::string>& elems,
                const std::vector<int64_t>& nest, bool list, bool empty);
+
+// Decodes one element literal of a dense<...> of dtype t into dst (size_of(t) bytes); throws
+// (error_at l) when it is not a valid t.
+void decode_element(const std::string& s, DType t, unsigned char* dst, Loc l);
 
 ModuleAst parse_module(std::string_view text);
 ir::Function build_function(const ModuleAst& m);

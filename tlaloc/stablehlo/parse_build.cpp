@@ -95,7 +95,8 @@ class Build {
     }
     for (const OpAst& o : m_.ops)
       for (size_t k = 0; k < o.operands.size(); ++k)
-        if (o.name == "stablehlo.reduce" && k == 1)
+        if (((o.name == "stablehlo.reduce" || o.name == "stablehlo.reduce_window") && k == 1) ||
+            (o.name == "stablehlo.select_and_scatter" && k == 2))
           init_uses_.insert(o.operands[k]);
         else
           other_uses_.insert(o.operands[k]);
@@ -175,8 +176,11 @@ class Build {
     }
     if (o.result.empty() || o.result_types.size() != 1)
       error_at(o.loc, fmt::format("{} must define exactly one value", o.name));
-    if (o.has_region && op != Op::reduce && op != Op::scatter)
+    if (o.has_region && op != Op::reduce && op != Op::scatter && op != Op::reduce_window &&
+        op != Op::select_and_scatter)
       error_at(o.loc, fmt::format("{} takes no region", o.name));
+    if (o.has_region2 && op != Op::select_and_scatter)
+      error_at(o.loc, fmt::format("{} takes one region", o.name));
     const TensorType& declared = o.result_types[0];
     ir::Node n{op, declared, {}, {}};
     ir::Attrs& a = n.attrs;
@@ -193,7 +197,8 @@ class Build {
       }
       return finish(o, std::move(n));
     }
-    if (op == Op::reduce) return reduce(o, std::move(n));
+    if (op == Op::reduce || op == Op::reduce_window) return reduce(o, std::move(n));
+    if (op == Op::select_and_scatter) return select_and_scatter(o, std::move(n));
     n.operands = operands(o);
     auto ints = [&](const char* k) { return need(o, k, Attr::I64Array).ints; };
     const auto& in = o.operand_types;
@@ -359,11 +364,94 @@ class Build {
           error_at(p.loc, "convolution: precision_config holds #stablehlo<precision X>");
   }
 
+  // The init operand `k` of o: a constant folded into the op, which must be `want`.
+  void expect_init(const OpAst& o, size_t k, const Array& want, std::string_view rop) {
+    auto it = inits_.find(o.operands[k]);
+    if (it == inits_.end() || !it->second->bitwise_equal(want))
+      error_at(o.operand_locs[k],
+               fmt::format("{}: init {} must be a constant {} (the identity of {})", o.name,
+                           o.operands[k], dense_literal(want), rop));
+  }
+
+  // reduce_window / select_and_scatter attributes; padding is a [rank, 2] i64 tensor.
+  void window_attrs(const OpAst& o, ir::Attrs& a, bool dilations) {
+    auto ints = [&](const char* k) { return need(o, k, Attr::I64Array).ints; };
+    a.window_dimensions = ints("window_dimensions");
+    const size_t r = a.window_dimensions.size();
+    auto optional = [&](const char* k, int64_t fill) {
+      return o.attrs.count(k) ? ints(k) : std::vector<int64_t>(r, fill);
+    };
+    a.window_strides = optional("window_strides", 1);
+    if (dilations) {
+      a.base_dilations = optional("base_dilations", 1);
+      a.window_dilations = optional("window_dilations", 1);
+    }
+    a.padding_low.assign(r, 0);
+    a.padding_high.assign(r, 0);
+    if (o.attrs.count("padding")) {
+      const Attr& p = need(o, "padding", Attr::I64Dense);
+      auto sh = p.dn.find("shape");
+      if (sh == p.dn.end() || sh->second != std::vector<int64_t>{int64_t(r), 2})
+        error_at(p.loc, fmt::format("{}: padding must be a tensor<{}x2xi64>", o.name, r));
+      for (size_t i = 0; i < r; ++i) {
+        a.padding_low[i] = p.ints[2 * i];
+        a.padding_high[i] = p.ints[2 * i + 1];
+      }
+    }
+  }
+
+  void select_and_scatter(const OpAst& o, ir::Node n) {
+    allow(o, {"window_dimensions", "window_strides", "padding"});
+    if (o.operands.size() != 3 || o.operand_types.size() != 3)
+      error_at(o.loc, "select_and_scatter: tlaloc reads an operand, a source and an init value");
+    const DType t = o.operand_types[0].dtype;
+    const TensorType scalar{t, {}};
+    // The select region: one compare of its two arguments, returned.
+    if (!o.has_region || !o.has_region2 || o.block_args.size() != 2 ||
+        o.block_arg_types != std::vector<TensorType>{scalar, scalar} || o.region.size() != 2 ||
+        o.region[0].name != "stablehlo.compare" || o.region[0].operands != o.block_args ||
+        o.region[1].name != "stablehlo.return" ||
+        o.region[1].operands != std::vector<std::string>{o.region[0].result})
+      error_at(o.loc, fmt::format("select_and_scatter: the select region must return "
+                                  "compare(%arg0, %arg1) of two {}",
+                                  type_text(scalar)));
+    const Attr& d = need(o.region[0], "comparison_direction", Attr::Enum);
+    bool found = false;
+    for (auto c : {ir::Comparison::GE, ir::Comparison::GT, ir::Comparison::LE, ir::Comparison::LT})
+      if (d.s == ir::name(c)) {
+        n.attrs.comparison_direction = c;
+        found = true;
+      }
+    if (!found) error_at(d.loc, fmt::format("select_and_scatter: select '{}' (GE GT LE LT)", d.s));
+    OpAst scatter;  // the second region, checked as a reduce region
+    scatter.loc = o.loc;
+    scatter.name = o.name;
+    scatter.has_region = true;
+    scatter.block_args = o.block_args2;
+    scatter.block_arg_types = o.block_arg_types2;
+    scatter.region = o.region2;
+    const std::string rop = region_op(scatter, t);
+    if (rop != "add")
+      error_at(o.region2[0].loc, "select_and_scatter: the scatter region must be an add");
+    expect_init(o, 2, reduce_identity(ir::ReduceKind::sum, t), rop);
+    for (size_t k = 0; k < 2; ++k) {
+      n.operands.push_back(value(o.operands[k], o.operand_locs[k]));
+      if (b_.type(n.operands[k]) != o.operand_types[k])
+        error_at(o.operand_locs[k], "select_and_scatter: operand type differs from the op's");
+    }
+    window_attrs(o, n.attrs, false);
+    finish(o, std::move(n));
+  }
+
   void reduce(const OpAst& o, ir::Node n) {
-    allow(o, {"dimensions"});
+    const bool window = n.op == Op::reduce_window;
+    if (window)
+      allow(o, {"window_dimensions", "window_strides", "base_dilations", "window_dilations",
+                "padding"});
+    else
+      allow(o, {"dimensions"});
     if (o.operands.size() != 2 || o.operand_types.size() != 2)
-      error_at(o.loc, "reduce: tlaloc reads one operand and one init value");
-    const std::string& init = o.operands[1];
+      error_at(o.loc, fmt::format("{}: tlaloc reads one operand and one init value", o.name));
     DType t = o.operand_types[0].dtype;
     std::string rop = region_op(o, t);
     bool found = false;
@@ -372,17 +460,17 @@ class Build {
         n.attrs.reduce_kind = k;
         found = true;
       }
-    if (!found) error_at(o.region[0].loc, fmt::format("reduce: unsupported region op '{}'", rop));
-    auto it = inits_.find(init);
-    Array want = reduce_identity(n.attrs.reduce_kind, t);
-    if (it == inits_.end() || !it->second->bitwise_equal(want))
-      error_at(o.operand_locs[1], fmt::format("reduce: init {} must be a constant {} (the "
-                                              "identity of {})",
-                                              init, dense_literal(want), rop));
+    if (!found)
+      error_at(o.region[0].loc, fmt::format("{}: unsupported region op '{}'", o.name, rop));
+    expect_init(o, 1, reduce_identity(n.attrs.reduce_kind, t), rop);
     n.operands = {value(o.operands[0], o.operand_locs[0])};
     if (b_.type(n.operands[0]) != o.operand_types[0])
-      error_at(o.operand_locs[0], "reduce: operand type differs from the op's operand type");
-    n.attrs.dimensions = need(o, "dimensions", Attr::I64Array).ints;
+      error_at(o.operand_locs[0],
+               fmt::format("{}: operand type differs from the op's operand type", o.name));
+    if (window)
+      window_attrs(o, n.attrs, true);
+    else
+      n.attrs.dimensions = need(o, "dimensions", Attr::I64Array).ints;
     finish(o, std::move(n));
   }
 

@@ -176,6 +176,8 @@ class Planner {
     for (ir::ValueId o : n.operands) need(o);
     if (n.op == Op::reduce)
       emit(make_reduce(f_, id), id);
+    else if (n.op == Op::reduce_window || n.op == Op::select_and_scatter)
+      emit(make_window(f_, id), id);
     else if (n.op == Op::dot_general)
       emit(make_dot(f_, id, p_.num_threads), id);
     else if (n.op == Op::convolution)

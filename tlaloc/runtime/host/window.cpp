@@ -1,0 +1,277 @@
+// reduce_window and select_and_scatter (StableHLO, narrowed as ir/builder.h says: one operand,
+// implied init, select a compare, scatter an add). The leading dimensions whose window is
+// trivial (size 1, stride 1, no padding or dilation) are "planes", computed independently:
+// parts are fixed ranges of planes, and each plane is computed in the same order whatever the
+// thread count, so results are bitwise the same at any thread count. Within a plane, windows
+// over at most two (innermost) dimensions without base dilation take the 2-D path (valid
+// window ranges precomputed per output row / column: no per-element bounds checks); anything
+// else takes the general path (any rank, base and window dilations). Window elements are
+// visited in row-major order, padding and dilation holes skipped (they hold the init, which
+// changes no result). Sums accumulate in the compute type (bf16 / f16 in f32) and round once.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "tlaloc/runtime/host/kernels.h"
+#include "tlaloc/runtime/host/team.h"
+
+namespace tlaloc::runtime::host {
+namespace {
+
+using ir::Comparison;
+using ir::ReduceKind;
+
+// Per inner dimension: operand size, window count, window, stride, low padding, dilations.
+struct Dim {
+  int64_t in = 1, out = 1, win = 1, stride = 1, lo = 0, base = 1, wdil = 1;
+};
+
+// The valid window offsets [first, last) of output position o along d (2-D path: no base
+// dilation): those whose position o * stride + k * wdil - lo lies in [0, in).
+void valid_range(const Dim& d, int64_t o, int64_t& first, int64_t& last) {
+  const int64_t p0 = o * d.stride - d.lo;
+  first = p0 >= 0 ? 0 : (-p0 + d.wdil - 1) / d.wdil;
+  const int64_t lim = d.in - p0;  // k * wdil < lim
+  last = lim <= 0 ? 0 : std::min(d.win, (lim + d.wdil - 1) / d.wdil);
+  if (last < first) last = first;
+}
+
+template <class C, ReduceKind K>
+inline C init() {
+  if constexpr (K == ReduceKind::sum) return C(0);
+  if constexpr (K == ReduceKind::max) return -std::numeric_limits<C>::infinity();
+  return std::numeric_limits<C>::infinity();
+}
+
+// max / min propagate NaN; +0 beats -0 for max and -0 beats +0 for min.
+template <class C, ReduceKind K>
+inline C combine(C a, C b) {
+  if constexpr (K == ReduceKind::sum) {
+    return a + b;
+  } else {
+    if (a != a || b != b) return a + b;
+    if constexpr (K == ReduceKind::max)
+      return (a > b || (a == b && std::signbit(b))) ? a : b;
+    else
+      return (a < b || (a == b && std::signbit(a))) ? a : b;
+  }
+}
+
+// StableHLO's select body: the current pick a stays while `a cmp b` holds.
+template <class C, Comparison S>
+inline bool keep(C a, C b) {
+  if constexpr (S == Comparison::GE) return a >= b;
+  if constexpr (S == Comparison::GT) return a > b;
+  if constexpr (S == Comparison::LE) return a <= b;
+  return a < b;
+}
+
+struct WindowKernel : Kernel {
+  bool scatter = false;
+  ReduceKind kind = ReduceKind::sum;
+  Comparison select = Comparison::GE;
+  DType dtype = DType::f32;
+  int32_t x = -1, src = -1, out = -1;
+  int64_t planes = 1, in_plane = 1, out_plane = 1;  // out_plane: windows (source) per plane
+  std::vector<Dim> dims;                            // the inner dimensions
+  bool two_d = false;                               // dims.size() == 2, no base dilation
+
+  // Calls fn(j) for the operand offset j (within the plane) of every in-bounds element of the
+  // window at inner output index o, row-major (general path).
+  template <class Fn>
+  void window_general(const std::vector<int64_t>& o, std::vector<int64_t>& w, Fn&& fn) const {
+    const size_t r = dims.size();
+    std::fill(w.begin(), w.end(), 0);
+    while (true) {
+      int64_t j = 0;
+      bool in = true;
+      for (size_t d = 0; d < r && in; ++d) {
+        const Dim& D = dims[d];
+        const int64_t p = o[d] * D.stride + w[d] * D.wdil - D.lo;
+        if (p < 0 || p % D.base != 0 || p / D.base >= D.in)
+          in = false;
+        else
+          j = j * D.in + p / D.base;
+      }
+      if (in) fn(j);
+      size_t d = r;
+      while (d > 0) {
+        --d;
+        if (++w[d] < dims[d].win) break;
+        w[d] = 0;
+        if (d == 0) return;
+      }
+      if (r == 0) return;
+    }
+  }
+
+  // Calls fn(windex, j0, ...) per window of one plane: fn(k, visit) where visit(g) calls
+  // g(j) for each in-bounds element of window k in row-major order.
+  template <class Fn>
+  void each_window(Fn&& fn) const {
+    if (two_d) {
+      const Dim &H = dims[0], &W = dims[1];
+      std::vector<int64_t> wf(size_t(W.out)), wl(size_t(W.out));
+      for (int64_t ow = 0; ow < W.out; ++ow) valid_range(W, ow, wf[size_t(ow)], wl[size_t(ow)]);
+      for (int64_t oh = 0; oh < H.out; ++oh) {
+        int64_t hf, hl;
+        valid_range(H, oh, hf, hl);
+        const int64_t h0 = oh * H.stride - H.lo;
+        for (int64_t ow = 0; ow < W.out; ++ow) {
+          const int64_t w0 = ow * W.stride - W.lo, f = wf[size_t(ow)], l = wl[size_t(ow)];
+          fn(oh * W.out + ow, [&](auto&& g) {
+            for (int64_t kh = hf; kh < hl; ++kh) {
+              const int64_t row = (h0 + kh * H.wdil) * W.in + w0;
+              for (int64_t kw = f; kw < l; ++kw) g(row + kw * W.wdil);
+            }
+          });
+        }
+      }
+      return;
+    }
+    std::vector<int64_t> o(dims.size(), 0), w(dims.size(), 0);
+    for (int64_t k = 0; k < out_plane; ++k) {
+      fn(k, [&](auto&& g) { window_general(o, w, g); });
+      for (size_t d = dims.size(); d > 0;) {
+        --d;
+        if (++o[d] < dims[d].out) break;
+        o[d] = 0;
+      }
+    }
+  }
+
+  template <DType T, ReduceKind K>
+  void reduce_planes(const Frame& f, int64_t p0, int64_t p1) const {
+    using C = Compute<T>;
+    const void* xs = f.ptr[x];
+    void* ys = f.ptr[out];
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t ib = p * in_plane, ob = p * out_plane;
+      each_window([&](int64_t k, auto&& visit) {
+        C acc = init<C, K>();
+        visit([&](int64_t j) { acc = combine<C, K>(acc, load_elem<T>(xs, ib + j)); });
+        store_elem<T>(ys, ob + k, acc);
+      });
+    }
+  }
+
+  template <DType T, Comparison S>
+  void scatter_planes(const Frame& f, int64_t p0, int64_t p1) const {
+    using C = Compute<T>;
+    const void* xs = f.ptr[x];
+    const void* ss = f.ptr[src];
+    void* ys = f.ptr[out];
+    constexpr bool half = T == DType::bf16 || T == DType::f16;
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t ib = p * in_plane, sb = p * out_plane;
+      // The plane's sums: in the result itself, or in f32 scratch for bf16 / f16.
+      C* acc = half ? reinterpret_cast<C*>(f.scratch) + ib : static_cast<C*>(ys) + ib;
+      std::fill(acc, acc + in_plane, C(0));
+      each_window([&](int64_t k, auto&& visit) {
+        int64_t pick = -1;
+        C best{};
+        visit([&](int64_t j) {
+          const C v = load_elem<T>(xs, ib + j);
+          if (pick < 0 || !keep<C, S>(best, v)) {
+            pick = j;
+            best = v;
+          }
+        });
+        if (pick >= 0) acc[pick] += load_elem<T>(ss, sb + k);
+      });
+      if constexpr (half)
+        for (int64_t j = 0; j < in_plane; ++j) store_elem<T>(ys, ib + j, acc[j]);
+    }
+  }
+
+  template <DType T>
+  void planes_of(const Frame& f, int64_t p0, int64_t p1) const {
+    if (!scatter) {
+      if (kind == ReduceKind::sum) return reduce_planes<T, ReduceKind::sum>(f, p0, p1);
+      if (kind == ReduceKind::max) return reduce_planes<T, ReduceKind::max>(f, p0, p1);
+      return reduce_planes<T, ReduceKind::min>(f, p0, p1);
+    }
+    switch (select) {
+      case Comparison::GE:
+        return scatter_planes<T, Comparison::GE>(f, p0, p1);
+      case Comparison::GT:
+        return scatter_planes<T, Comparison::GT>(f, p0, p1);
+      case Comparison::LE:
+        return scatter_planes<T, Comparison::LE>(f, p0, p1);
+      default:
+        return scatter_planes<T, Comparison::LT>(f, p0, p1);
+    }
+  }
+
+  static void exec(const Kernel& kk, const Frame& f) {
+    auto& k = as<WindowKernel>(kk);
+    dispatch(k.dtype, [&]<DType T>() {
+      if constexpr (T == DType::f32 || T == DType::f64 || T == DType::bf16 || T == DType::f16) {
+        const int64_t work = k.planes * std::max(k.in_plane, k.out_plane);
+        if (f.num_threads > 1 && k.planes > 1 && work >= kParallelElements) {
+          const int n = int(std::min<int64_t>(int64_t(f.num_threads) * kPartsPerThread, k.planes));
+          parallel(n, [&](int t, int P) {
+            k.planes_of<T>(f, k.planes * t / P, k.planes * (t + 1) / P);
+          });
+        } else {
+          k.planes_of<T>(f, 0, k.planes);
+        }
+      }
+    });
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_window(const ir::Function& f, int32_t id) {
+  const ir::Node& n = f.nodes[size_t(id)];
+  const ir::Attrs& a = n.attrs;
+  const Shape& xs = f.type(n.operands[0]).shape;
+  auto k = std::make_unique<WindowKernel>();
+  k->scatter = n.op == ir::Op::select_and_scatter;
+  k->kind = a.reduce_kind;
+  k->select = a.comparison_direction;
+  k->dtype = n.type.dtype;
+  k->x = n.operands[0];
+  k->src = k->scatter ? n.operands[1] : -1;
+  k->out = id;
+  const Shape& ws = k->scatter ? f.type(n.operands[1]).shape : n.type.shape;  // window counts
+  const int64_t r = xs.rank();
+  auto base = [&](size_t i) { return k->scatter ? int64_t(1) : a.base_dilations[i]; };
+  auto wdil = [&](size_t i) { return k->scatter ? int64_t(1) : a.window_dilations[i]; };
+  // Leading dimensions with a trivial window are planes.
+  int64_t lead = 0;
+  while (lead < r) {
+    const size_t i = size_t(lead);
+    if (a.window_dimensions[i] != 1 || a.window_strides[i] != 1 || a.padding_low[i] != 0 ||
+        a.padding_high[i] != 0 || base(i) != 1)
+      break;
+    k->planes *= xs[lead];
+    ++lead;
+  }
+  for (int64_t d = lead; d < r; ++d) {
+    const size_t i = size_t(d);
+    k->dims.push_back(Dim{xs[d], ws[d], a.window_dimensions[i], a.window_strides[i],
+                          a.padding_low[i], base(i), wdil(i)});
+  }
+  bool no_base =
+      std::all_of(k->dims.begin(), k->dims.end(), [](const Dim& d) { return d.base == 1; });
+  while (k->dims.size() < 2) k->dims.insert(k->dims.begin(), Dim{});  // as [1, n] / [1, 1]
+  k->two_d = k->dims.size() == 2 && no_base;
+  for (const Dim& d : k->dims) {
+    k->in_plane *= d.in;
+    k->out_plane *= d.out;
+  }
+  if (k->scatter && (k->dtype == DType::bf16 || k->dtype == DType::f16))
+    k->scratch_bytes = xs.numel() * int64_t(sizeof(float));
+  k->run = &WindowKernel::exec;
+  k->reads = n.operands;
+  k->writes = {id};
+  k->label = fmt::format("{} {}", ir::op_name(n.op), to_string(n.type));
+  return k;
+}
+
+}  // namespace tlaloc::runtime::host
