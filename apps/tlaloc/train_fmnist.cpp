@@ -1,4 +1,4 @@
-// tlaloc train fmnist: an MLP on Fashion-MNIST with AdamW inside the compiled step. See
+// tlaloc train fmnist: an MLP or a CNN on Fashion-MNIST with AdamW inside the compiled step. See
 // tlaloc/recipes/fmnist.h.
 #include "apps/tlaloc/commands.h"
 #include "apps/tlaloc/train_common.h"
@@ -10,10 +10,17 @@ void register_train_fmnist(CLI::App& train) {
   static CommonTrainFlags f;
   // Defaults that reach >= 88% in 5 epochs: linear warm-up over the first epoch, then cosine.
   static recipes::fmnist::Config c;
-  auto* cmd = train.add_subcommand("fmnist", "MLP classifier on Fashion-MNIST (AdamW in the step)");
+  auto* cmd =
+      train.add_subcommand("fmnist", "MLP or CNN classifier on Fashion-MNIST (AdamW in the step)");
   add_common_options(cmd, f, c.common);
   cmd->add_option("--data", c.data, "folder with the idx .gz files")->capture_default_str();
-  cmd->add_option("--hidden", c.hidden, "hidden layer sizes, e.g. 512,256")->capture_default_str();
+  cmd->add_option("--model", c.model, "mlp, or cnn (conv blocks with batch norm)")
+      ->capture_default_str();
+  cmd->add_option("--hidden", c.hidden, "mlp: hidden layer sizes, e.g. 512,256")
+      ->capture_default_str();
+  cmd->add_option("--channels", c.channels,
+                  "cnn: channels of the conv blocks (Conv2d 3x3, BatchNorm2d, ReLU, MaxPool2d 2)")
+      ->capture_default_str();
   cmd->add_option("--epochs", c.epochs, "epochs")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
@@ -35,6 +42,10 @@ void register_train_fmnist(CLI::App& train) {
   });
   add_export_recipe({"fmnist", "the fmnist job's train step (MLP 784-256-10, AdamW in the program)",
                      [] { return recipes::fmnist::train_step().fn; }});
+  add_export_recipe({"fmnist-cnn",
+                     "train fmnist --model cnn's train step (two conv blocks 32, 64, batch norm, "
+                     "AdamW in the program)",
+                     [] { return recipes::fmnist::train_step_cnn().fn; }});
 }
 
 }  // namespace tlaloc::app

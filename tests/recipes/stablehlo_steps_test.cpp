@@ -44,6 +44,22 @@ TEST(StableHloSteps, FmnistTrainStep) {
   tlaloc::testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {images, labels, idx, w}));
 }
 
+// `train fmnist --model cnn`: convolution (and its VJP's reversed kernels), batch norm with its
+// running statistics as outputs, max pooling (select_and_scatter in the gradient).
+TEST(StableHloSteps, FmnistCnnTrainStep) {
+  const int64_t rows = 100, batch = 8;
+  auto s = recipes::fmnist::train_step_cnn(rows, batch, {4, 8});
+  Array images = random::uniform(random::key(2), Shape{rows, 784});
+  Array labels = random::randint(random::key(3), Shape{rows}, 0, 10);
+  Array idx = random::randint(random::key(4), Shape{batch}, 0, rows);
+  Array w = Array::filled(DType::f32, Shape{batch}, 1.0);
+  std::string text =
+      tlaloc::testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {images, labels, idx, w}));
+  for (const char* op : {"stablehlo.convolution", "stablehlo.reverse", "stablehlo.reduce_window",
+                         "stablehlo.select_and_scatter"})
+    EXPECT_NE(text.find(op), std::string::npos) << op;
+}
+
 // The LM step with the layer choices of issue 7: RMSNorm, erf GELU (select / exp / divide
 // compositions) and dropout (in-program threefry on the dropout_key input).
 TEST(StableHloSteps, LmTrainStepWithDropoutRmsNormErfGelu) {

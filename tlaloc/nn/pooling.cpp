@@ -1,6 +1,7 @@
 #include "tlaloc/nn/pooling.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace tlaloc::nn {
 
@@ -76,6 +77,34 @@ trace::Tensor Flatten::forward(const trace::Tensor& x) {
 
 std::string Flatten::repr() const {
   return fmt::format("Flatten(start_dim={}, end_dim={})", start_dim_, end_dim_);
+}
+
+Unflatten::Unflatten(int64_t dim, std::vector<int64_t> sizes)
+    : dim_(dim), sizes_(std::move(sizes)) {}
+
+trace::Tensor Unflatten::forward(const trace::Tensor& x) {
+  const int64_t r = x.rank(), d = dim_ < 0 ? dim_ + r : dim_;
+  if (d < 0 || d >= r)
+    fail("{}: dim {} out of range for {}", repr(), dim_, tlaloc::to_string(x.shape()));
+  int64_t prod = 1;
+  for (int64_t s : sizes_) prod *= s;
+  if (prod != x.dim(d))
+    fail("{}: sizes multiply to {}, but dim {} of {} is {}", repr(), prod, dim_,
+         tlaloc::to_string(x.shape()), x.dim(d));
+  std::vector<int64_t> shape;
+  for (int64_t i = 0; i < r; ++i) {
+    if (i == d)
+      shape.insert(shape.end(), sizes_.begin(), sizes_.end());
+    else
+      shape.push_back(x.dim(i));
+  }
+  return trace::reshape(x, shape);
+}
+
+std::string Unflatten::repr() const {
+  std::string sizes = sizes_.size() == 1 ? fmt::format("({},)", sizes_[0])
+                                         : fmt::format("({})", fmt::join(sizes_, ", "));
+  return fmt::format("Unflatten(dim={}, unflattened_size={})", dim_, sizes);
 }
 
 }  // namespace tlaloc::nn

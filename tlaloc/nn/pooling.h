@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <vector>
 
 #include "tlaloc/nn/module.h"
 #include "tlaloc/trace/window.h"
@@ -61,6 +62,20 @@ class Flatten : public Module {
 
  private:
   int64_t start_dim_, end_dim_;
+};
+
+// Splits dim `dim` (negative: from the end) into `sizes` (torch.nn.Unflatten): [N, 784] ->
+// [N, 1, 28, 28] with Unflatten(1, {1, 28, 28}). Throws tlaloc::Error (at forward) for a dim
+// out of range or sizes whose product is not that dim's size.
+class Unflatten : public Module {
+ public:
+  Unflatten(int64_t dim, std::vector<int64_t> sizes);
+  trace::Tensor forward(const trace::Tensor& x) override;
+  std::string repr() const override;  // "Unflatten(dim=1, unflattened_size=(1, 28, 28))"
+
+ private:
+  int64_t dim_;
+  std::vector<int64_t> sizes_;
 };
 
 }  // namespace tlaloc::nn

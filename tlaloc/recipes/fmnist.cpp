@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
 
 #include "tlaloc/nn/losses.h"
@@ -45,6 +46,26 @@ std::shared_ptr<nn::Sequential> make_model(const std::vector<int64_t>& hidden) {
   return nn::mlp(sizes);
 }
 
+std::shared_ptr<nn::Sequential> make_cnn(const std::vector<int64_t>& channels) {
+  if (channels.empty() || channels.size() > 4)
+    fail("--channels: {} conv blocks; 1 to 4 fit 28 x 28 images (each halves them)",
+         channels.size());
+  auto m = std::make_shared<nn::Sequential>();
+  m->add(std::make_shared<nn::Unflatten>(1, std::vector<int64_t>{1, 28, 28}));
+  int64_t prev = 1, side = 28;
+  for (int64_t c : channels) {
+    m->add(std::make_shared<nn::Conv2d>(prev, c, 3, 1, 1));
+    m->add(std::make_shared<nn::BatchNorm2d>(c));
+    m->add(std::make_shared<nn::ReLU>());
+    m->add(std::make_shared<nn::MaxPool2d>(2));
+    prev = c;
+    side /= 2;
+  }
+  m->add(std::make_shared<nn::Flatten>());
+  m->add(std::make_shared<nn::Linear>(prev * side * side, kClasses));
+  return m;
+}
+
 std::vector<DataInput> data_inputs(int64_t n, int64_t batch) {
   return {{"images", {DType::f32, Shape{n, kPixels}}, true},
           {"labels", {DType::s32, Shape{n}}, true},
@@ -62,6 +83,13 @@ LossFn loss_fn() {
 
 LossFn logits_fn() {
   return [](nn::Module& m, const Inputs& d) { return std::vector<trace::Tensor>{m(d["images"])}; };
+}
+
+optim::TrainStep train_step_cnn(int64_t rows, int64_t batch, const std::vector<int64_t>& channels) {
+  auto model = make_cnn(channels);
+  model->init(random::key(20260921));
+  return train::build_train_step(*model, loss_fn(), data_inputs(rows, batch),
+                                 optim::AdamW{.lr = 1e-3, .weight_decay = 1e-2});
 }
 
 optim::TrainStep train_step(int64_t rows, int64_t batch, const std::vector<int64_t>& hidden) {
@@ -162,27 +190,66 @@ io::ImageSet first_rows(io::ImageSet s, int64_t n) {
   return s;
 }
 
-std::vector<int64_t> hidden_of(const io::Checkpoint& c) {
+// The model a `tlaloc train fmnist` checkpoint was trained with, from its metadata.
+std::shared_ptr<nn::Sequential> model_of(const io::Checkpoint& c) {
   auto it = c.user.find("hidden");
   if (c.user.count("recipe") == 0 || c.user.at("recipe") != "fmnist" || it == c.user.end())
     fail("{}: not a `tlaloc train fmnist` checkpoint (no recipe=fmnist / hidden metadata)",
          c.source);
-  return parse_sizes(it->second, c.source + ": metadata user.hidden");
+  auto kind = c.user.find("model");
+  if (kind == c.user.end() || kind->second == "mlp")
+    return make_model(parse_sizes(it->second, c.source + ": metadata user.hidden"));
+  auto ch = c.user.find("channels");
+  if (kind->second != "cnn" || ch == c.user.end())
+    fail("{}: metadata user.model '{}' is not mlp or cnn (with user.channels)", c.source,
+         kind->second);
+  return make_cnn(parse_sizes(ch->second, c.source + ": metadata user.channels"));
 }
+
+// Rows [r0, r0 + rows) of images [n, 784], zero rows past n.
+Array image_rows(const Array& images, int64_t r0, int64_t rows) {
+  Array out(DType::f32, Shape{rows, kPixels});
+  const int64_t n = images.shape()[0], have = std::max<int64_t>(0, std::min(rows, n - r0));
+  std::memcpy(out.raw(), images.data<float>() + r0 * kPixels, size_t(have * kPixels) * 4);
+  return out;
+}
+
+// Logits [n, 10] of images [n, 784] through `run` on chunks of `chunk` rows (the last one
+// padded with zero rows, their logits dropped).
+Array logits_in_chunks(const Array& images, int64_t chunk, const std::function<Array(Array)>& run) {
+  const int64_t n = images.shape()[0];
+  Array out(DType::f32, Shape{n, kClasses});
+  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+    Array z = run(image_rows(images, r0, chunk));
+    const int64_t rows = std::min(chunk, n - r0);
+    std::memcpy(out.data<float>() + r0 * kClasses, z.data<float>(), size_t(rows * kClasses) * 4);
+  }
+  return out;
+}
+
+// Test images scored per call by the CNN (its activations for 10000 images would take GBs).
+constexpr int64_t kCnnEvalChunk = 1000;
 
 }  // namespace
 
 train::FitResult run(const Config& c) {
   std::FILE* out = c.common.out;
+  if (c.model != "mlp" && c.model != "cnn") fail("--model '{}': expected mlp or cnn", c.model);
+  const bool cnn = c.model == "cnn";
+  auto sizes = cnn ? parse_sizes(c.channels, "--channels") : parse_sizes(c.hidden, "--hidden");
+  if (cnn) make_cnn(sizes);  // its size checks, before any work
   check_picture_output(c.common, "train fmnist", "--confusion",
                        c.confusion);  // before the lock: a refused run leaves no file
   const io::WriteLock lock = check_options(c.common, "train fmnist");
-  auto hidden = parse_sizes(c.hidden, "--hidden");
   if (c.batch <= 0) fail("--batch must be positive, got {}", c.batch);
   io::ImageSet train_set = first_rows(io::load_fashion_mnist(c.data, true), c.limit);
   io::ImageSet test_set = io::load_fashion_mnist(c.data, false);
   const int64_t n = train_set.labels.numel();
-  const int64_t spe = steps_per_epoch(n, c.batch);
+  // Batch norm takes batch statistics: a padded batch would skew them, so the CNN drops the
+  // last partial batch of an epoch (PyTorch's drop_last).
+  if (cnn && n < c.batch)
+    fail("train fmnist --model cnn: {} training rows make no full batch of {}", n, c.batch);
+  const int64_t spe = cnn ? n / c.batch : steps_per_epoch(n, c.batch);
   const int64_t total_steps = spe * c.epochs;
   // The default warm-up (one epoch, shortened for short runs) goes with warmup-cosine only; a
   // run of one step has no room for it and is plain cosine. An explicit --warmup is checked as
@@ -198,11 +265,14 @@ train::FitResult run(const Config& c) {
   topt.schedule = schedule;
 
   auto keys = random::split(random::key(c.common.seed), 2);  // [init, shuffle]
-  auto model = make_model(hidden);
+  auto model = cnn ? make_cnn(sizes) : make_model(sizes);
   model->init(keys[0]);
   fmt::print(out, "{}\nparameters: {}\n", model->to_string(), model->num_parameters());
   fmt::print(out, "data: {} training rows, {} test rows from {}\n", n, test_set.labels.numel(),
              c.data);
+  if (cnn && n % c.batch)
+    fmt::print(out, "each epoch drops its last {} rows (a partial batch: batch norm)\n",
+               n % c.batch);
 
   const int64_t compiled_before = train::compiled_executables(topt.lane);
   std::optional<train::Activity> compiling(std::in_place, "compiling the train step", out);
@@ -212,18 +282,25 @@ train::FitResult run(const Config& c) {
   const int64_t train_executables = train::compiled_executables(topt.lane) - compiled_before;
   fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
              trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
-  int eval_id = trainer.add_eval(logits_fn(), {{"images", {DType::f32, test_set.images.shape()}}});
+  // Evaluation in eval mode (batch norm's running statistics); the CNN in chunks.
+  const int64_t eval_rows = cnn ? kCnnEvalChunk : test_set.labels.numel();
+  model->eval();
+  int eval_id =
+      trainer.add_eval(logits_fn(), {{"images", {DType::f32, Shape{eval_rows, kPixels}}}});
+  model->train();
   trainer.set_resident("images", std::move(train_set.images));
   trainer.set_resident("labels", std::move(train_set.labels));
 
   train::FitOptions f = fit_options(c.common, "train fmnist", total_steps,
                                     {{"recipe", "fmnist"},
-                                     {"hidden", c.hidden},
+                                     {"model", c.model},
+                                     {"hidden", cnn ? std::string("-") : c.hidden},
+                                     {"channels", cnn ? c.channels : std::string("-")},
                                      {"batch", std::to_string(c.batch)},
                                      {"train_rows", std::to_string(n)}});
   f.steps_per_epoch = spe;
   f.items_per_step = c.batch;
-  f.items_per_epoch = n;
+  f.items_per_epoch = spe * c.batch;
   train::FitCallbacks cb;
   std::vector<int32_t> order;  // the order of the epoch `order_epoch`
   int64_t order_epoch = -1;
@@ -236,7 +313,12 @@ train::FitResult run(const Config& c) {
   train::Batch test_in{{"images", std::move(test_set.images)}};
   auto evaluate_test = [&] {
     train::Activity a(fmt::format("evaluating on {} test images", test_set.labels.numel()), out);
-    return evaluate(trainer.run_eval(eval_id, test_in)[0], test_set.labels);
+    if (!cnn) return evaluate(trainer.run_eval(eval_id, test_in)[0], test_set.labels);
+    Array logits = logits_in_chunks(test_in[0].second, eval_rows, [&](Array rows) {
+      train::Batch in{{"images", std::move(rows)}};
+      return trainer.run_eval(eval_id, in)[0];
+    });
+    return evaluate(logits, test_set.labels);
   };
   cb.evaluate = [&](const train::EvalPoint& p) -> train::Metrics {
     last = evaluate_test();
@@ -275,29 +357,41 @@ train::FitResult run(const Config& c) {
 
 CheckpointEval evaluate_checkpoint(const std::string& path, const std::string& data) {
   io::Checkpoint c = io::load_checkpoint(path);
-  auto model = make_model(hidden_of(c));
+  auto model = model_of(c);
   train::restore_model(*model, c);
   // NaN / inf parameters (a diverged or damaged file) would score a meaningless 10%.
   train::require_finite(c.params, c.source, "parameter");
   io::ImageSet test = io::load_fashion_mnist(data, false);
+  model->eval();
   auto named = model->named_parameters();
-  std::vector<ir::TensorType> types{{DType::f32, test.images.shape()}};
+  auto buffers = model->named_buffers();
+  const bool cnn = c.user.count("model") && c.user.at("model") == "cnn";
+  const int64_t rows = cnn ? kCnnEvalChunk : test.labels.numel();
+  std::vector<ir::TensorType> types{{DType::f32, Shape{rows, kPixels}}};
   for (auto& p : named) types.push_back({p.param->value.dtype(), p.param->value.shape()});
+  for (auto& b : buffers) types.push_back({b.buffer->value.dtype(), b.buffer->value.shape()});
   ir::Function f = trace::capture(
       [&](std::span<const trace::Tensor> in) {
-        model->bind(in.subspan(1));
+        model->bind(in.subspan(1, named.size()));
+        model->bind_buffers(in.subspan(1 + named.size()));
         return std::vector<trace::Tensor>{(*model)(in[0])};
       },
       types);
   auto exe = runtime::host::compile(f);
-  std::vector<Array> inputs;
-  inputs.push_back(std::move(test.images));
-  for (auto& p : named) inputs.push_back(p.param->value);
+  auto run_rows = [&](Array images) {
+    std::vector<Array> inputs;
+    inputs.push_back(std::move(images));
+    for (auto& p : named) inputs.push_back(p.param->value);
+    for (auto& b : buffers) inputs.push_back(b.buffer->value);
+    return exe->run(inputs)[0];
+  };
   CheckpointEval e;
   e.step = c.step;
   e.parameters = model->num_parameters();
   e.images = test.labels.numel();
-  e.metrics = evaluate(exe->run(inputs)[0], test.labels);
+  e.metrics = evaluate(
+      cnn ? logits_in_chunks(test.images, rows, run_rows) : run_rows(std::move(test.images)),
+      test.labels);
   return e;
 }
 

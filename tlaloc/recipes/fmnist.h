@@ -9,7 +9,10 @@
 #include <vector>
 
 #include "tlaloc/io/idx.h"
+#include "tlaloc/nn/batch_norm.h"
+#include "tlaloc/nn/conv.h"
 #include "tlaloc/nn/layers.h"
+#include "tlaloc/nn/pooling.h"
 #include "tlaloc/random/key.h"
 #include "tlaloc/recipes/common.h"
 #include "tlaloc/train/trainer.h"
@@ -24,6 +27,11 @@ std::vector<int64_t> parse_sizes(const std::string& s, const std::string& what);
 
 // nn::mlp({784, hidden..., 10}).
 std::shared_ptr<nn::Sequential> make_model(const std::vector<int64_t>& hidden);
+// The CNN of `--model cnn` on rows of 784 pixels: Unflatten to [N, 1, 28, 28], then per
+// entry c of `channels` a block Conv2d(prev, c, 3, padding=1), BatchNorm2d(c), ReLU,
+// MaxPool2d(2), then Flatten and Linear(c_last * (28 / 2^blocks)^2, 10). Throws tlaloc::Error
+// for more than 4 blocks (28 halves to under 2 pixels).
+std::shared_ptr<nn::Sequential> make_cnn(const std::vector<int64_t>& channels);
 
 // Data inputs of the step: "images" f32 [n, 784] and "labels" s32 [n] (resident), then "idx"
 // s32 [batch] and "weight" f32 [batch] (per step).
@@ -37,6 +45,10 @@ train::LossFn logits_fn();
 // wd 1e-2 inside the program), for export and tests.
 optim::TrainStep train_step(int64_t rows = 60000, int64_t batch = 128,
                             const std::vector<int64_t>& hidden = {256});
+
+// The same for `--model cnn` (make_cnn(channels)).
+optim::TrainStep train_step_cnn(int64_t rows = 60000, int64_t batch = 128,
+                                const std::vector<int64_t>& channels = {32, 64});
 
 // The order of the training rows in `epoch` (0-based): a permutation of [0, n) drawn from
 // fold_in(key, epoch), so any epoch's order is recomputed exactly on resume.
@@ -59,12 +71,15 @@ std::string format_confusion(const Metrics& m);
 // io::kFashionMnistClasses), PNG bytes; `title` above it.
 std::string confusion_png(const Metrics& m, const std::string& title);
 
-// `tlaloc train fmnist`: the MLP `hidden` trained with AdamW (lr, wd) in batches of `batch` for
-// `epochs` epochs over the training set of `data` (its first `limit` rows when > 0) through
-// train::fit, the test set evaluated after every epoch; prints the model, each epoch's losses
-// and test accuracy, the confusion matrix (and, with `confusion`, its heat map as a PNG written
-// there; the file is checked before any work) and the compiled executables to common.out. The
-// default schedule is warm-up (one epoch, shortened to the run) then cosine; an explicit
+// `tlaloc train fmnist`: the MLP `hidden` (or, with model "cnn", make_cnn(channels): its batch
+// norms take batch statistics, so the last partial batch of an epoch is dropped, as PyTorch's
+// drop_last, and the test set is scored in eval mode in chunks) trained with AdamW (lr, wd) in
+// batches of `batch` for `epochs` epochs over the training set of `data` (its first `limit` rows
+// when > 0) through train::fit, the test set evaluated after every epoch; prints the model, each
+// epoch's losses and test accuracy, the confusion matrix (and, with `confusion`, its heat map as a
+// PNG written there; the file is checked before any work) and the compiled executables to
+// common.out. The default schedule is warm-up (one epoch, shortened to the run) then cosine; an
+// explicit
 // --warmup (warmup_given) is used as given. Throws tlaloc::Error for bad sizes, unreadable data
 // and fit's errors.
 struct Config {
@@ -75,7 +90,9 @@ struct Config {
   }
   Common common;
   std::string data = io::kFashionMnistDir;
-  std::string hidden = "256";
+  std::string model = "mlp";       // "mlp" or "cnn"
+  std::string hidden = "256";      // mlp: hidden layer sizes
+  std::string channels = "32,64";  // cnn: channels of the conv blocks
   int64_t epochs = 5;
   int64_t batch = 128;
   double lr = 3e-3, wd = 1e-2;

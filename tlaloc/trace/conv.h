@@ -3,18 +3,10 @@
 
 #include <string_view>
 
+#include "tlaloc/trace/size2.h"
 #include "tlaloc/trace/tensor.h"
 
 namespace tlaloc::trace {
-
-// A size per spatial dim of a 2-D convolution (height, width); one number means both, as in
-// PyTorch's `int or tuple`.
-struct Size2 {
-  int64_t h = 0, w = 0;
-  Size2(int64_t v) : h(v), w(v) {}  // NOLINT: implicit, as PyTorch accepts an int
-  Size2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
-  bool operator==(const Size2&) const = default;
-};
 
 // StableHLO convolution (ir::Builder::convolution; every attribute in `options`).
 Tensor convolution(const Tensor& lhs, const Tensor& rhs, const ir::ConvOptions& options = {});

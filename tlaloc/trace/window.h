@@ -3,9 +3,9 @@
 // Float dtypes. Errors are tlaloc::Error naming the function and the bad argument.
 #pragma once
 
-#include <array>
 #include <optional>
 
+#include "tlaloc/trace/size2.h"
 #include "tlaloc/trace/tensor.h"
 
 namespace tlaloc::trace {
@@ -25,9 +25,6 @@ Tensor select_and_scatter(const Tensor& operand, const Tensor& source, ir::Compa
                           std::vector<int64_t> window_strides = {},
                           std::vector<int64_t> padding_low = {},
                           std::vector<int64_t> padding_high = {});
-
-// (height, width) pairs, as PyTorch's int-or-tuple arguments.
-using Size2 = std::array<int64_t, 2>;
 
 // torch.nn.functional.max_pool2d on x [N, C, H, W] or [C, H, W]: the maximum of each window
 // (positions outside x are -inf: never the maximum). Output [.., OH, OW] with
