@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """The `tlaloc train fmnist` job in PyTorch (the baseline of bench/run_fmnist_bench.sh).
 
-Same model (MLP 784 -> hidden -> 10, ReLU), batch, optimizer (AdamW, decoupled weight decay,
+Same model (MLP 784 -> hidden -> 10, ReLU; or with --model cnn tlaloc's CNN: per entry of
+--channels a block Conv2d 3x3 padding 1, BatchNorm2d, ReLU, MaxPool2d 2, then Flatten and Linear,
+the last partial batch of an epoch dropped as tlaloc does), batch, optimizer (AdamW, decoupled weight decay,
 lr schedule: linear warm-up over --warmup steps then cosine, as tlaloc's default),
 data (Fashion-MNIST idx files, pixels / 255) and epochs. Prints one line per epoch:
 `epoch E time S test_accuracy A`. Threads: torch.set_num_threads(--threads).
@@ -31,6 +33,8 @@ def main():
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--hidden", default="256")
+    p.add_argument("--model", default="mlp", choices=["mlp", "cnn"])
+    p.add_argument("--channels", default="32,64")
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--warmup", type=int, default=469)
     p.add_argument("--wd", type=float, default=1e-2)
@@ -44,17 +48,28 @@ def main():
     ytr = torch.from_numpy(read_idx(f"{d}/train-labels-idx1-ubyte.gz").astype(np.int64))
     xte = torch.from_numpy(read_idx(f"{d}/t10k-images-idx3-ubyte.gz").reshape(-1, 784).astype(np.float32) / 255)
     yte = torch.from_numpy(read_idx(f"{d}/t10k-labels-idx1-ubyte.gz").astype(np.int64))
-    sizes = [784] + [int(h) for h in a.hidden.split(",")] + [10]
     layers = []
-    for i in range(len(sizes) - 1):
-        layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
-        if i + 2 < len(sizes):
-            layers.append(torch.nn.ReLU())
+    cnn = a.model == "cnn"
+    if cnn:
+        layers.append(torch.nn.Unflatten(1, (1, 28, 28)))
+        prev, side = 1, 28
+        for c in [int(h) for h in a.channels.split(",")]:
+            layers += [torch.nn.Conv2d(prev, c, 3, padding=1), torch.nn.BatchNorm2d(c),
+                       torch.nn.ReLU(), torch.nn.MaxPool2d(2)]
+            prev, side = c, side // 2
+        layers += [torch.nn.Flatten(), torch.nn.Linear(prev * side * side, 10)]
+    else:
+        sizes = [784] + [int(h) for h in a.hidden.split(",")] + [10]
+        for i in range(len(sizes) - 1):
+            layers.append(torch.nn.Linear(sizes[i], sizes[i + 1]))
+            if i + 2 < len(sizes):
+                layers.append(torch.nn.ReLU())
     model = torch.nn.Sequential(*layers)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=a.wd)
     loss_fn = torch.nn.CrossEntropyLoss()
     n = xtr.shape[0]
-    total = (n + a.batch - 1) // a.batch * a.epochs
+    steps = n // a.batch if cnn else (n + a.batch - 1) // a.batch
+    total = steps * a.epochs
     warm = min(a.warmup, total - 1)
 
     def factor(step):  # tlaloc's warmup-cosine (tlaloc/optim/schedule.h)
@@ -67,7 +82,8 @@ def main():
     for epoch in range(a.epochs):
         t0 = time.perf_counter()
         order = torch.randperm(n)
-        for b in range(0, n, a.batch):
+        model.train()
+        for b in range(0, steps * a.batch, a.batch):
             idx = order[b:b + a.batch]
             loss = loss_fn(model(xtr[idx]), ytr[idx])
             opt.zero_grad(set_to_none=True)
@@ -75,8 +91,10 @@ def main():
             opt.step()
             sched.step()
         secs = time.perf_counter() - t0
+        model.eval()
         with torch.no_grad():
-            acc = (model(xte).argmax(1) == yte).float().mean().item()
+            acc = torch.cat([model(xte[i:i + 1000]).argmax(1) for i in range(0, len(yte), 1000)])
+            acc = (acc == yte).float().mean().item()
         print(f"epoch {epoch + 1} time {secs:.4f} test_accuracy {acc:.4f}", flush=True)
 
 
