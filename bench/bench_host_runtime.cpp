@@ -6,6 +6,7 @@
 //  2. Training steps (Google Benchmark): MLP 784->256->10 (batch 128, softmax cross-entropy,
 //     AdamW) and the disc MLP 2->16->16->1 (512 points, MSE, Adam), each one compiled
 //     executable run with donation.
+//  3. Max pooling forward + backward (reduce_window + select_and_scatter) on CNN shapes.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -314,6 +315,35 @@ void BM_TransformerStep(benchmark::State& st) {
   st.SetLabel(fmt::format("{} threads, {} IR nodes", st.range(0), s.ts.fn.nodes.size()));
 }
 BENCHMARK(BM_TransformerStep)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->MinTime(1.0);
+
+// --- pooling (reduce_window / select_and_scatter) --------------------------------------------
+// Max pooling forward and backward on the Fashion-MNIST CNN's shapes: [128, 32, 28, 28] 2x2
+// stride 2 (arg 0) and [128, 64, 14, 14] 3x3 stride 2 padding 1 (arg 1); threads: arg 2.
+void BM_MaxPool(benchmark::State& st) {
+  const bool big = st.range(0) == 0;
+  const Shape xs = big ? Shape{128, 32, 28, 28} : Shape{128, 64, 14, 14};
+  const std::vector<int64_t> w{1, 1, big ? 2 : 3, big ? 2 : 3}, s{1, 1, 2, 2};
+  const std::vector<int64_t> pad{0, 0, big ? 0 : 1, big ? 0 : 1};
+  ir::Builder b;
+  ir::ValueId x = b.parameter({DType::f32, xs});
+  ir::ValueId y = b.reduce_window(x, ir::ReduceKind::max, w, s, pad, pad);
+  ir::ValueId g = b.select_and_scatter(x, y, ir::Comparison::GE, w, s, pad, pad);
+  // Full sums out, so y and g live in the run's reused arena (fresh output arrays would time
+  // the kernel's page faults).
+  auto exe = runtime::host::compile(b.build({b.reduce(y, ir::ReduceKind::sum, {0, 1, 2, 3}),
+                                             b.reduce(g, ir::ReduceKind::sum, {0, 1, 2, 3})}),
+                                    {.num_threads = int(st.range(1))});
+  std::vector<Array> in{pseudo(DType::f32, xs, 1.0, 3)};
+  for (auto _ : st) benchmark::DoNotOptimize(exe->run(in));
+  st.counters["MB_in"] = double(xs.numel() * 4) / 1e6;
+}
+BENCHMARK(BM_MaxPool)
+    ->Args({0, 1})
+    ->Args({0, 2})
+    ->Args({1, 1})
+    ->Args({1, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5);
 
 }  // namespace
 

@@ -476,3 +476,29 @@ TEST(OpWalk, SecondOrderFiniteDifferencesF64) {
     }
   }
 }
+
+// What the window rules refuse, by name: second derivatives through select_and_scatter (max
+// pooling's gradient) and reduce_window max with base dilations.
+TEST(OpWalk, WindowRulesRefuseByName) {
+  auto msg = [](const trace::TraceFn& fn, bool twice) -> std::string {
+    try {
+      ir::Function f = trace::capture(fn, {{DType::f64, {1, 4, 4}}});
+      ir::Function g = autodiff::vjp(f, {0});
+      if (twice) autodiff::vjp(g, {0, 1});
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  auto pool = [](std::span<const Tensor> a) {
+    return std::vector<Tensor>{trace::max_pool2d(a[0], {2, 2})};
+  };
+  EXPECT_EQ(msg(pool, false), "");
+  EXPECT_NE(msg(pool, true).find("no VJP of select_and_scatter in its source"), std::string::npos);
+  auto dilated = [](std::span<const Tensor> a) {
+    return std::vector<Tensor>{
+        trace::reduce_window(a[0], ReduceKind::max, {1, 2, 2}, {}, {}, {}, {1, 2, 1})};
+  };
+  EXPECT_NE(msg(dilated, false).find("no VJP of reduce_window max with base dilations"),
+            std::string::npos);
+}

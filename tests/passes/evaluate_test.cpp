@@ -186,14 +186,13 @@ std::multimap<Op, Case> cases() {
                     {F({2, 3}, {1, 2, 3, 4, 5, 6})},
                     {3, 2, 1, 6, 5, 4}});
   // The StableHLO spec's examples (reduce_window's in f32 rather than i64).
-  add(Op::reduce_window,
-      {"spec example: dilations, padding, strides",
-       [](Builder& b, auto v) {
-         return b.reduce_window(v[0], ReduceKind::sum, {2, 1}, {4, 1}, {2, 0}, {1, 0}, {2, 1},
-                                {3, 1});
-       },
-       {F({3, 2}, {1, 2, 3, 4, 5, 6})},
-       {0, 0, 3, 4}});
+  add(Op::reduce_window, {"spec example: dilations, padding, strides",
+                          [](Builder& b, auto v) {
+                            return b.reduce_window(v[0], ReduceKind::sum, {2, 1}, {4, 1}, {2, 0},
+                                                   {1, 0}, {2, 1}, {3, 1});
+                          },
+                          {F({3, 2}, {1, 2, 3, 4, 5, 6})},
+                          {0, 0, 3, 4}});
   add(Op::reduce_window, {"max 2 stride 1, a padded window",
                           [](Builder& b, auto v) {
                             return b.reduce_window(v[0], ReduceKind::max, {2}, {1}, {0}, {1});

@@ -14,6 +14,10 @@
 //   sign and floor have derivative 0; remainder(a, b): d/da = 1, d/db = -trunc(a/b).
 // * maximum / minimum and reduce max / min: at ties the cotangent is split equally between the
 //   tied entries (JAX's reduce-max rule; torch.maximum also gives each side half).
+// * reduce_window max / min (max pooling): the whole cotangent of a window goes to its first
+//   maximum / minimum in row-major window order (select_and_scatter GE / LE; PyTorch's and
+//   JAX's max-pool gradient). select_and_scatter has no VJP in its source: differentiating
+//   through it again (second derivatives of max / min pooling) throws tlaloc::Error.
 // * clamp(lo, x, hi) = min(max(x, lo), hi): x receives the cotangent where lo <= x <= hi (ties
 //   go to x, as torch.clamp), lo where x < lo (and lo <= hi), hi elsewhere; scalar bounds
 //   receive the sum over all elements.

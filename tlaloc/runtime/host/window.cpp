@@ -7,10 +7,12 @@
 // window ranges precomputed per output row / column: no per-element bounds checks); anything
 // else takes the general path (any rank, base and window dilations). Window elements are
 // visited in row-major order, padding and dilation holes skipped (they hold the init, which
-// changes no result). Sums accumulate in the compute type (bf16 / f16 in f32) and round once.
+// changes no result). Sums accumulate in the compute type (bf16 / f16 in f32) and round once;
+// max / min keep the first of equal values and propagate NaN.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -46,18 +48,25 @@ inline C init() {
   return std::numeric_limits<C>::infinity();
 }
 
-// max / min propagate NaN; +0 beats -0 for max and -0 beats +0 for min.
+// max / min: the window's first extreme (equal values, +0 and -0 included, keep the first, as
+// PyTorch's pooling), one maxss / minss each; NaN is tracked apart and propagated at the end
+// (branches on unpredictable comparisons would cost more than the work).
 template <class C, ReduceKind K>
-inline C combine(C a, C b) {
-  if constexpr (K == ReduceKind::sum) {
-    return a + b;
-  } else {
-    if (a != a || b != b) return a + b;
-    if constexpr (K == ReduceKind::max)
-      return (a > b || (a == b && std::signbit(b))) ? a : b;
-    else
-      return (a < b || (a == b && std::signbit(a))) ? a : b;
-  }
+inline C combine(C acc, C b) {
+  if constexpr (K == ReduceKind::sum)
+    return acc + b;
+  else if constexpr (K == ReduceKind::max)
+    return b > acc ? b : acc;
+  else
+    return b < acc ? b : acc;
+}
+
+// t ? a : b through integer masks: no branch on an unpredictable comparison.
+template <class C>
+inline C choose(bool t, C a, C b) {
+  using U = std::conditional_t<sizeof(C) == 4, uint32_t, uint64_t>;
+  const U m = U(0) - U(t);
+  return std::bit_cast<C>(U((std::bit_cast<U>(a) & m) | (std::bit_cast<U>(b) & ~m)));
 }
 
 // StableHLO's select body: the current pick a stays while `a cmp b` holds.
@@ -78,6 +87,8 @@ struct WindowKernel : Kernel {
   int64_t planes = 1, in_plane = 1, out_plane = 1;  // out_plane: windows (source) per plane
   std::vector<Dim> dims;                            // the inner dimensions
   bool two_d = false;                               // dims.size() == 2, no base dilation
+  // 2-D path: the valid window offsets [first, last) per output row and column.
+  std::vector<int64_t> hfirst, hlast, wfirst, wlast;
 
   // Calls fn(j) for the operand offset j (within the plane) of every in-bounds element of the
   // window at inner output index o, row-major (general path).
@@ -108,29 +119,49 @@ struct WindowKernel : Kernel {
     }
   }
 
-  // Calls fn(windex, j0, ...) per window of one plane: fn(k, visit) where visit(g) calls
-  // g(j) for each in-bounds element of window k in row-major order.
+  // The 2-D path. KH, KW > 0: the window's size, known at compile time (no window dilation):
+  // windows wholly inside the input visit their elements in unrolled loops.
+  // flatten: the window and element lambdas inlined (as calls they cost more than the work).
+  template <int KH, int KW, class Fn>
+  __attribute__((flatten)) void each_window_2d(Fn&& fn) const {
+    const Dim &H = dims[0], &W = dims[1];
+    const int64_t wn = W.in;
+    for (int64_t oh = 0; oh < H.out; ++oh) {
+      const int64_t hf = hfirst[size_t(oh)], hl = hlast[size_t(oh)];
+      const int64_t h0 = oh * H.stride - H.lo;
+      const bool full_h = KH > 0 && hf == 0 && hl == KH;
+      for (int64_t ow = 0; ow < W.out; ++ow) {
+        const int64_t w0 = ow * W.stride - W.lo, f = wfirst[size_t(ow)], l = wlast[size_t(ow)];
+        if constexpr (KH > 0 && KW > 0) {
+          if (full_h && f == 0 && l == KW) {
+            const int64_t base = h0 * wn + w0;
+            fn(oh * W.out + ow, [&](auto&& g) {
+              for (int a = 0; a < KH; ++a)
+                for (int b = 0; b < KW; ++b) g(base + a * wn + b);
+            });
+            continue;
+          }
+        }
+        fn(oh * W.out + ow, [&](auto&& g) {
+          for (int64_t kh = hf; kh < hl; ++kh) {
+            const int64_t row = (h0 + kh * H.wdil) * wn + w0;
+            for (int64_t kw = f; kw < l; ++kw) g(row + kw * W.wdil);
+          }
+        });
+      }
+    }
+  }
+
+  // Calls fn(k, visit) for each window k of one plane, where visit(g) calls g(j) for each
+  // in-bounds element j of window k in row-major order.
   template <class Fn>
   void each_window(Fn&& fn) const {
     if (two_d) {
       const Dim &H = dims[0], &W = dims[1];
-      std::vector<int64_t> wf(size_t(W.out)), wl(size_t(W.out));
-      for (int64_t ow = 0; ow < W.out; ++ow) valid_range(W, ow, wf[size_t(ow)], wl[size_t(ow)]);
-      for (int64_t oh = 0; oh < H.out; ++oh) {
-        int64_t hf, hl;
-        valid_range(H, oh, hf, hl);
-        const int64_t h0 = oh * H.stride - H.lo;
-        for (int64_t ow = 0; ow < W.out; ++ow) {
-          const int64_t w0 = ow * W.stride - W.lo, f = wf[size_t(ow)], l = wl[size_t(ow)];
-          fn(oh * W.out + ow, [&](auto&& g) {
-            for (int64_t kh = hf; kh < hl; ++kh) {
-              const int64_t row = (h0 + kh * H.wdil) * W.in + w0;
-              for (int64_t kw = f; kw < l; ++kw) g(row + kw * W.wdil);
-            }
-          });
-        }
-      }
-      return;
+      const bool plain = H.wdil == 1 && W.wdil == 1;
+      if (plain && H.win == 2 && W.win == 2) return each_window_2d<2, 2>(fn);
+      if (plain && H.win == 3 && W.win == 3) return each_window_2d<3, 3>(fn);
+      return each_window_2d<0, 0>(fn);
     }
     std::vector<int64_t> o(dims.size(), 0), w(dims.size(), 0);
     for (int64_t k = 0; k < out_plane; ++k) {
@@ -152,7 +183,14 @@ struct WindowKernel : Kernel {
       const int64_t ib = p * in_plane, ob = p * out_plane;
       each_window([&](int64_t k, auto&& visit) {
         C acc = init<C, K>();
-        visit([&](int64_t j) { acc = combine<C, K>(acc, load_elem<T>(xs, ib + j)); });
+        bool nan = false;
+        visit([&](int64_t j) {
+          const C v = load_elem<T>(xs, ib + j);
+          acc = combine<C, K>(acc, v);
+          if constexpr (K != ReduceKind::sum) nan |= v != v;
+        });
+        if constexpr (K != ReduceKind::sum)
+          if (nan) acc = std::numeric_limits<C>::quiet_NaN();
         store_elem<T>(ys, ob + k, acc);
       });
     }
@@ -171,14 +209,14 @@ struct WindowKernel : Kernel {
       C* acc = half ? reinterpret_cast<C*>(f.scratch) + ib : static_cast<C*>(ys) + ib;
       std::fill(acc, acc + in_plane, C(0));
       each_window([&](int64_t k, auto&& visit) {
+        // best starts as NaN, which no select keeps: the first element is always taken.
         int64_t pick = -1;
-        C best{};
+        C best = std::numeric_limits<C>::quiet_NaN();
         visit([&](int64_t j) {
           const C v = load_elem<T>(xs, ib + j);
-          if (pick < 0 || !keep<C, S>(best, v)) {
-            pick = j;
-            best = v;
-          }
+          const bool take = !keep<C, S>(best, v);
+          pick = take ? j : pick;
+          best = choose(take, v, best);
         });
         if (pick >= 0) acc[pick] += load_elem<T>(ss, sb + k);
       });
@@ -264,6 +302,15 @@ std::unique_ptr<Kernel> make_window(const ir::Function& f, int32_t id) {
   for (const Dim& d : k->dims) {
     k->in_plane *= d.in;
     k->out_plane *= d.out;
+  }
+  if (k->two_d) {
+    auto ranges = [](const Dim& d, std::vector<int64_t>& first, std::vector<int64_t>& last) {
+      first.resize(size_t(d.out));
+      last.resize(size_t(d.out));
+      for (int64_t o = 0; o < d.out; ++o) valid_range(d, o, first[size_t(o)], last[size_t(o)]);
+    };
+    ranges(k->dims[0], k->hfirst, k->hlast);
+    ranges(k->dims[1], k->wfirst, k->wlast);
   }
   if (k->scatter && (k->dtype == DType::bf16 || k->dtype == DType::f16))
     k->scratch_bytes = xs.numel() * int64_t(sizeof(float));
