@@ -8,7 +8,7 @@ namespace tlaloc::trace {
 // A size per spatial dim (height, width); one number means both.
 struct Size2 {
   int64_t h = 0, w = 0;
-  Size2() = default;  // (0, 0)
+  Size2() = default;                // (0, 0)
   Size2(int64_t v) : h(v), w(v) {}  // NOLINT: implicit, as PyTorch accepts an int
   Size2(int64_t h_, int64_t w_) : h(h_), w(w_) {}
   bool operator==(const Size2&) const = default;
