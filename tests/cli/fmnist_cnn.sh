@@ -26,22 +26,7 @@ grep -q "accuracy $acc%" "$tmp/eval.log" || die "eval disagrees with the run's $
 "$TLALOC" train fmnist "${common[@]}" --stop-after 13 --save "$tmp/part.safetensors" >"$tmp/part.log"
 "$TLALOC" train fmnist "${common[@]}" --resume "$tmp/part.safetensors" \
   --save "$tmp/resumed.safetensors" >"$tmp/resumed.log"
-/usr/bin/python3 - "$tmp/full.safetensors" "$tmp/resumed.safetensors" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, 'rb').read()
-    n = struct.unpack('<Q', b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    meta = h.pop('__metadata__', {})
-    data = b[8 + n:]
-    return {k: (v['dtype'], v['shape'], data[v['data_offsets'][0]:v['data_offsets'][1]]) for k, v in h.items()}, meta
-a, ma = load(sys.argv[1]); b, mb = load(sys.argv[2])
-assert a.keys() == b.keys(), (sorted(a), sorted(b))
-assert '2.running_var' in a and '2.num_batches_tracked' in a, sorted(a)
-bad = [k for k in a if a[k] != b[k]]
-assert not bad, f"tensors differ after resume: {bad}"
-print(f"cnn resume: {len(a)} tensors bitwise equal (running statistics included), step {ma.get('step')}")
-PY
+/usr/bin/python3 "$(dirname "$0")/tensors_equal.py" "$tmp/full.safetensors" "$tmp/resumed.safetensors" 2.running_var 2.num_batches_tracked
 
 refused "--model 'rnn': expected mlp or cnn" train fmnist --model rnn --epochs 1
 refused "--channels '0'" train fmnist --model cnn --channels 0 --epochs 1

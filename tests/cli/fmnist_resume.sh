@@ -15,22 +15,7 @@ common=(--data "$data" --limit 1000 --epochs 2 --batch 64 --log-every 4 --thread
   --save "$tmp/resumed.safetensors" >"$tmp/resumed.log"
 
 # Tensor bytes and step must be equal; compare everything but the header's free text.
-/usr/bin/python3 - "$tmp/full.safetensors" "$tmp/resumed.safetensors" <<'PY'
-import json, struct, sys
-def load(p):
-    b = open(p, 'rb').read()
-    n = struct.unpack('<Q', b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    meta = h.pop('__metadata__', {})
-    data = b[8 + n:]
-    return {k: (v['dtype'], v['shape'], data[v['data_offsets'][0]:v['data_offsets'][1]]) for k, v in h.items()}, meta
-a, ma = load(sys.argv[1]); b, mb = load(sys.argv[2])
-assert a.keys() == b.keys(), (sorted(a), sorted(b))
-bad = [k for k in a if a[k] != b[k]]
-assert not bad, f"tensors differ after resume: {bad}"
-assert ma.get('step') == mb.get('step'), (ma.get('step'), mb.get('step'))
-print(f"resume: {len(a)} tensors bitwise equal, step {ma.get('step')}")
-PY
+/usr/bin/python3 "$(dirname "$0")/tensors_equal.py" "$tmp/full.safetensors" "$tmp/resumed.safetensors"
 tail -n 1 "$tmp/full.log" | grep -q "saved" || { echo "full run did not save"; exit 1; }
 
 # Errors: one line on stderr, exit code != 0.
