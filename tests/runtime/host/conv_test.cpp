@@ -6,6 +6,7 @@
 // same bits. reverse against hand values.
 #include "kernel_test_util.h"
 #include "tlaloc/passes/evaluate.h"
+#include "tlaloc/runtime/host/kernels.h"
 
 namespace tlaloc::host_test {
 namespace {
@@ -81,6 +82,45 @@ KERNEL_TEST(convolution, matches_the_evaluator) {
                                            : 2e-2;
       expect_values(run_all(f, in)[0], want.to_doubles(), tol);
     }
+}
+
+// 2-D NCHW f32 instances: the oneDNN kernel (its label says so), against the evaluator, the same
+// bits at 1 and 2 threads (run_all); batches that are not a multiple of the chunk.
+KERNEL_TEST(convolution, onednn_nchw_f32) {
+  auto opts = [](std::vector<int64_t> st, std::vector<std::pair<int64_t, int64_t>> pad,
+                 std::vector<int64_t> rd, int64_t fg = 1) {
+    ir::ConvOptions o;
+    o.window_strides = std::move(st);
+    o.padding = std::move(pad);
+    o.rhs_dilation = std::move(rd);
+    o.feature_group_count = fg;
+    return o;
+  };
+  const std::vector<ConvCase> cases{
+      {"fmnist conv1, N 37", {37, 1, 28, 28}, {8, 1, 3, 3}, opts({}, {{1, 1}, {1, 1}}, {})},
+      {"stride 2, uneven padding, N 19",
+       {19, 6, 13, 12},
+       {10, 6, 3, 3},
+       opts({2, 2}, {{1, 2}, {0, 1}}, {})},
+      {"dilation 2, N 5", {5, 3, 11, 10}, {4, 3, 3, 2}, opts({}, {{2, 2}, {1, 1}}, {2, 3})},
+      {"depthwise, N 9", {9, 8, 7, 7}, {8, 1, 3, 3}, opts({}, {{1, 1}, {1, 1}}, {}, 8)},
+      {"groups 2, N 70", {70, 4, 6, 6}, {6, 2, 3, 3}, opts({1, 2}, {{0, 0}, {1, 1}}, {}, 2)},
+  };
+  for (const ConvCase& c : cases) {
+    SCOPED_TRACE(c.label);
+    auto f = one_op({{DType::f32, c.x}, {DType::f32, c.w}},
+                    [&](ir::Builder& b, auto& p) { return b.convolution(p[0], p[1], c.o); });
+    const auto k = runtime::host::make_conv(f, f.results[0], 2);
+    EXPECT_TRUE(k->label.starts_with("convolution onednn forward")) << k->label;
+    const std::vector<Array> in{lcg_array(DType::f32, c.x, 21), lcg_array(DType::f32, c.w, 22)};
+    expect_values(run_all(f, in)[0], passes::interpret(f, in)[0].to_doubles(), 1e-5);
+  }
+  // Outside oneDNN's instances (negative padding, f64): the general kernel.
+  auto g = one_op({{DType::f32, {2, 3, 6, 7}}, {DType::f32, {4, 3, 2, 3}}},
+                  [&](ir::Builder& b, auto& p) {
+                    return b.convolution(p[0], p[1], opts({}, {{-1, 0}, {0, 0}}, {}));
+                  });
+  EXPECT_TRUE(runtime::host::make_conv(g, g.results[0], 2)->label.starts_with("convolution rows"));
 }
 
 KERNEL_TEST(convolution, hand_values) {

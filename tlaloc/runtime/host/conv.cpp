@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tlaloc/runtime/host/conv_dnnl.h"
 #include "tlaloc/runtime/host/copy.h"
 #include "tlaloc/runtime/host/kernels.h"
 #include "tlaloc/runtime/host/team.h"
@@ -276,6 +277,10 @@ struct ConvKernel : Kernel {
 
 std::unique_ptr<Kernel> make_conv(const ir::Function& fn, int32_t id, int num_threads) {
   const ir::Node& n = fn.nodes[size_t(id)];
+  if (const auto s = conv2d_of(fn, n))  // 2-D NCHW f32: oneDNN, unless it declines
+    if (auto k = make_conv2d_dnnl(*s, Conv2dPass::forward, n.operands[0], n.operands[1], id,
+                                  num_threads))
+      return k;
   const ir::Attrs& a = n.attrs;
   const ir::ConvDimensionNumbers& d = a.conv_dimension_numbers;
   const Shape& xs = fn.type(n.operands[0]).shape;
