@@ -123,6 +123,56 @@ KERNEL_TEST(convolution, onednn_nchw_f32) {
   EXPECT_TRUE(runtime::host::make_conv(g, g.results[0], 2)->label.starts_with("convolution rows"));
 }
 
+// The gradient composites' oneDNN kernels (convolution_backward_data / _weights) against the
+// evaluator (their decompositions, JAX's gradient convolutions): stride, uneven padding,
+// dilation, groups, depthwise, batches that are not a multiple of the chunk; run_all checks the
+// same bits at 1 and 2 threads (the weights' per-chunk sums added in chunk order).
+TEST(HostKernel, conv_grad_composites_onednn) {
+  struct Case {
+    const char* label;
+    Shape x, w;
+    std::vector<double> p;  // sh sw top bottom left right dh dw groups (H W kh kw appended)
+  };
+  const std::vector<Case> cases{
+      {"fmnist conv2, N 37", {37, 4, 14, 14}, {8, 4, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 1}},
+      {"stride 2, uneven padding, dilation, groups 2, N 19",
+       {19, 6, 13, 12},
+       {10, 3, 3, 2},
+       {2, 2, 1, 2, 0, 1, 2, 3, 2}},
+      {"depthwise, N 70", {70, 8, 7, 7}, {8, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 8}},
+  };
+  auto out = [](int64_t in, int64_t k, double s, double lo, double hi, double d) {
+    return (in + int64_t(lo + hi) - (int64_t(d) * (k - 1) + 1)) / int64_t(s) + 1;
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.label);
+    const Shape y{c.x[0], c.w[0], out(c.x[2], c.w[2], c.p[0], c.p[2], c.p[3], c.p[6]),
+                  out(c.x[3], c.w[3], c.p[1], c.p[4], c.p[5], c.p[7])};
+    std::vector<double> pi = c.p;
+    pi.insert(pi.end(), {double(c.x[2]), double(c.x[3])});
+    std::vector<double> pk = pi;
+    pk.insert(pk.end(), {double(c.w[2]), double(c.w[3])});
+    const ir::TensorType xt{DType::f32, c.x}, wt{DType::f32, c.w}, yt{DType::f32, y};
+    auto fi = one_op({yt, wt}, [&](ir::Builder& b, auto& p) {
+      return b.composite(Op::conv_input_grad, {p[0], p[1]}, pi)[0];
+    });
+    auto fk = one_op({xt, yt}, [&](ir::Builder& b, auto& p) {
+      return b.composite(Op::conv_kernel_grad, {p[0], p[1]}, pk)[0];
+    });
+    EXPECT_TRUE(runtime::host::make_composite(fi, fi.results[0], 2)
+                    ->label.starts_with("convolution onednn input_grad"));
+    EXPECT_TRUE(runtime::host::make_composite(fk, fk.results[0], 2)
+                    ->label.starts_with("convolution onednn kernel_grad"));
+    const Array dy = lcg_array(DType::f32, y, 31);
+    const std::vector<Array> in_i{dy, lcg_array(DType::f32, c.w, 32)};
+    const std::vector<Array> in_k{lcg_array(DType::f32, c.x, 33), dy};
+    expect_values(run_all(fi, in_i)[0], passes::interpret(fi, in_i)[0].to_doubles(), 1e-5);
+    // d_w sums N * Ho * Wo f32 products (7252 in the first case): 1e-4, as the general
+    // kernel's kernel-gradient case above.
+    expect_values(run_all(fk, in_k)[0], passes::interpret(fk, in_k)[0].to_doubles(), 1e-4);
+  }
+}
+
 KERNEL_TEST(convolution, hand_values) {
   // x [1, 1, 3] = 1 2 3, w [1, 1, 2] = 1 10, padding (1, 0): windows 0 1 | 1 2 | 2 3.
   auto f = one_op({{DType::f32, {1, 1, 3}}, {DType::f32, {1, 1, 2}}}, [](ir::Builder& b, auto& p) {
