@@ -218,11 +218,15 @@ std::unique_ptr<Kernel> make_conv2d_dnnl(const Conv2d& s, Conv2dPass pass, int32
     for (int64_t n : {k->chunk, tail}) {
       if (n == 0) continue;
       const memory::dims xd{n, s.C, s.H, s.W}, yd{n, s.O, s.Ho, s.Wo};
+      // Few input features (a first layer): the forward reads plain NCHW (oneDNN's nchw-input
+      // kernels; measured 1.5x faster than a reorder to its layout at 1 x 28 x 28).
+      const memory::desc x_fwd =
+          pass == Conv2dPass::forward && s.C < 4 ? plain(xd, Tag::nchw) : any(xd);
       const auto fwd = dnnl::convolution_forward::primitive_desc(
           dnnl::convolution_forward::desc(pass == Conv2dPass::forward
                                               ? dnnl::prop_kind::forward_inference
                                               : dnnl::prop_kind::forward_training,
-                                          dnnl::algorithm::convolution_direct, any(xd), any(wd),
+                                          dnnl::algorithm::convolution_direct, x_fwd, any(wd),
                                           any(yd), strides, dil, pad_l, pad_r),
           attr, engine());
       Set st;
