@@ -73,6 +73,15 @@ Grads vjp_reduce_window(const RuleCtx& c);  // rules_window.cpp
 // Rules (rules_conv.cpp): JAX's transpose rules of conv_general_dilated and rev.
 Grads vjp_convolution(const RuleCtx& c);
 Grads vjp_reverse(const RuleCtx& c);
+// The two gradient convolutions of a forward convolution with attrs a, input shape xs, kernel
+// shape ks and cotangent (output) shape gs, in JAX's formulation: the input's cotangent from
+// (ct, kernel w) and the kernel's from (input x, ct; gs non-empty). Also the decompositions of
+// the tlaloc.conv_input_grad / conv_kernel_grad composites (composites/conv_grad.cpp), which
+// the rule emits for 2-D NCHW f32 instances (conv_fits_composites).
+ValueId conv_input_grad_jax(ir::Builder& b, const ir::Attrs& a, const Shape& xs, const Shape& ks,
+                            const Shape& gs, ValueId ct, ValueId w);
+ValueId conv_kernel_grad_jax(ir::Builder& b, const ir::Attrs& a, const Shape& xs, const Shape& ks,
+                             const Shape& gs, ValueId x, ValueId ct);
 
 // The VJP of the node's decomposition (ir/composite.h), inlined: the rule of composites that
 // declare none (rules_composite.cpp). Results without a cotangent get zeros.

@@ -6,6 +6,7 @@
 // same bits. reverse against hand values.
 #include "kernel_test_util.h"
 #include "tlaloc/passes/evaluate.h"
+#include "tlaloc/runtime/host/kernels.h"
 
 namespace tlaloc::host_test {
 namespace {
@@ -81,6 +82,95 @@ KERNEL_TEST(convolution, matches_the_evaluator) {
                                            : 2e-2;
       expect_values(run_all(f, in)[0], want.to_doubles(), tol);
     }
+}
+
+// 2-D NCHW f32 instances: the oneDNN kernel (its label says so), against the evaluator, the same
+// bits at 1 and 2 threads (run_all); batches that are not a multiple of the chunk.
+KERNEL_TEST(convolution, onednn_nchw_f32) {
+  auto opts = [](std::vector<int64_t> st, std::vector<std::pair<int64_t, int64_t>> pad,
+                 std::vector<int64_t> rd, int64_t fg = 1) {
+    ir::ConvOptions o;
+    o.window_strides = std::move(st);
+    o.padding = std::move(pad);
+    o.rhs_dilation = std::move(rd);
+    o.feature_group_count = fg;
+    return o;
+  };
+  const std::vector<ConvCase> cases{
+      {"fmnist conv1, N 37", {37, 1, 28, 28}, {8, 1, 3, 3}, opts({}, {{1, 1}, {1, 1}}, {})},
+      {"stride 2, uneven padding, N 19",
+       {19, 6, 13, 12},
+       {10, 6, 3, 3},
+       opts({2, 2}, {{1, 2}, {0, 1}}, {})},
+      {"dilation 2, N 5", {5, 3, 11, 10}, {4, 3, 3, 2}, opts({}, {{2, 2}, {1, 1}}, {2, 3})},
+      {"depthwise, N 9", {9, 8, 7, 7}, {8, 1, 3, 3}, opts({}, {{1, 1}, {1, 1}}, {}, 8)},
+      {"groups 2, N 70", {70, 4, 6, 6}, {6, 2, 3, 3}, opts({1, 2}, {{0, 0}, {1, 1}}, {}, 2)},
+  };
+  for (const ConvCase& c : cases) {
+    SCOPED_TRACE(c.label);
+    auto f = one_op({{DType::f32, c.x}, {DType::f32, c.w}},
+                    [&](ir::Builder& b, auto& p) { return b.convolution(p[0], p[1], c.o); });
+    const auto k = runtime::host::make_conv(f, f.results[0], 2);
+    EXPECT_TRUE(k->label.starts_with("convolution onednn forward")) << k->label;
+    const std::vector<Array> in{lcg_array(DType::f32, c.x, 21), lcg_array(DType::f32, c.w, 22)};
+    expect_values(run_all(f, in)[0], passes::interpret(f, in)[0].to_doubles(), 1e-5);
+  }
+  // Outside oneDNN's instances (negative padding, f64): the general kernel.
+  auto g = one_op({{DType::f32, {2, 3, 6, 7}}, {DType::f32, {4, 3, 2, 3}}},
+                  [&](ir::Builder& b, auto& p) {
+                    return b.convolution(p[0], p[1], opts({}, {{-1, 0}, {0, 0}}, {}));
+                  });
+  EXPECT_TRUE(runtime::host::make_conv(g, g.results[0], 2)->label.starts_with("convolution rows"));
+}
+
+// The gradient composites' oneDNN kernels (convolution_backward_data / _weights) against the
+// evaluator (their decompositions, JAX's gradient convolutions): stride, uneven padding,
+// dilation, groups, depthwise, batches that are not a multiple of the chunk; run_all checks the
+// same bits at 1 and 2 threads (the weights' per-chunk sums added in chunk order).
+TEST(HostKernel, conv_grad_composites_onednn) {
+  struct Case {
+    const char* label;
+    Shape x, w;
+    std::vector<double> p;  // sh sw top bottom left right dh dw groups (H W kh kw appended)
+  };
+  const std::vector<Case> cases{
+      {"fmnist conv2, N 37", {37, 4, 14, 14}, {8, 4, 5, 5}, {1, 1, 2, 2, 2, 2, 1, 1, 1}},
+      {"stride 2, uneven padding, dilation, groups 2, N 19",
+       {19, 6, 13, 12},
+       {10, 3, 3, 2},
+       {2, 2, 1, 2, 0, 1, 2, 3, 2}},
+      {"depthwise, N 70", {70, 8, 7, 7}, {8, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 8}},
+  };
+  auto out = [](int64_t in, int64_t k, double s, double lo, double hi, double d) {
+    return (in + int64_t(lo + hi) - (int64_t(d) * (k - 1) + 1)) / int64_t(s) + 1;
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.label);
+    const Shape y{c.x[0], c.w[0], out(c.x[2], c.w[2], c.p[0], c.p[2], c.p[3], c.p[6]),
+                  out(c.x[3], c.w[3], c.p[1], c.p[4], c.p[5], c.p[7])};
+    std::vector<double> pi = c.p;
+    pi.insert(pi.end(), {double(c.x[2]), double(c.x[3])});
+    std::vector<double> pk = pi;
+    pk.insert(pk.end(), {double(c.w[2]), double(c.w[3])});
+    const ir::TensorType xt{DType::f32, c.x}, wt{DType::f32, c.w}, yt{DType::f32, y};
+    auto fi = one_op({yt, wt}, [&](ir::Builder& b, auto& p) {
+      return b.composite(Op::conv_input_grad, {p[0], p[1]}, pi)[0];
+    });
+    auto fk = one_op({xt, yt}, [&](ir::Builder& b, auto& p) {
+      return b.composite(Op::conv_kernel_grad, {p[0], p[1]}, pk)[0];
+    });
+    EXPECT_TRUE(runtime::host::make_composite(fi, fi.results[0], 2)
+                    ->label.starts_with("convolution onednn input_grad"));
+    EXPECT_TRUE(runtime::host::make_composite(fk, fk.results[0], 2)
+                    ->label.starts_with("convolution onednn kernel_grad"));
+    const Array dy = lcg_array(DType::f32, y, 31);
+    const std::vector<Array> in_i{dy, lcg_array(DType::f32, c.w, 32)};
+    const std::vector<Array> in_k{lcg_array(DType::f32, c.x, 33), dy};
+    expect_values(run_all(fi, in_i)[0], passes::interpret(fi, in_i)[0].to_doubles(), 1e-5);
+    // d_w sums N * Ho * Wo f32 products (7252 in the first case): 1e-4, as the general
+    // kernel's kernel-gradient case above.
+    expect_values(run_all(fk, in_k)[0], passes::interpret(fk, in_k)[0].to_doubles(), 1e-4);
+  }
 }
 
 KERNEL_TEST(convolution, hand_values) {

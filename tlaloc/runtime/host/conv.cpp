@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tlaloc/runtime/host/conv_dnnl.h"
 #include "tlaloc/runtime/host/copy.h"
 #include "tlaloc/runtime/host/kernels.h"
 #include "tlaloc/runtime/host/team.h"
@@ -87,18 +88,19 @@ struct ConvKernel : Kernel {
   }
 
   // col[(f - f0) * Kp + k, r - r0] for the task's rows: the input at the window position, or 0.
+  // Kernel positions k = (outer dims, last dim): a run's outer offset is found once for every
+  // last-dim position.
   template <class T>
   void im2col(const T* x, const Task& t, const std::vector<Run>& runs,
               const std::vector<int64_t>& qs, int64_t f0, int64_t f1, T* col) const {
     const int64_t ld = t.r1 - t.r0, ns = int64_t(out_sp.size()), W = out_sp.back();
+    const int64_t KW = k_sp.back(), Kouter = Kp / KW;
     int64_t kk[16] = {};
     for (int64_t f = f0; f < f1; ++f) {
       const int64_t fo = (feature_groups ? t.g * Cg + f : f) * lf_stride;
       std::fill_n(kk, ns, 0);
-      for (int64_t kp = 0; kp < Kp; ++kp) {
-        T* dst = col + ((f - f0) * Kp + kp) * ld;
-        const int64_t k_last = kk[ns - 1];
-        const int64_t* tl = tab[size_t(ns - 1)].data() + k_last * W;
+      for (int64_t ko = 0; ko < Kouter; ++ko) {
+        T* dst = col + ((f - f0) * Kp + ko * KW) * ld;
         for (size_t i = 0; i < runs.size(); ++i) {
           const Run& u = runs[i];
           int64_t off = u.base + fo;
@@ -110,24 +112,24 @@ struct ConvKernel : Kernel {
             valid = v >= 0;
             off += v;
           }
-          T* d = dst + u.at;
-          if (!valid) {
-            std::fill_n(d, u.n, T(0));
-          } else if (unit_last) {
-            const int64_t a = std::clamp(last_lo[size_t(k_last)], u.ql, u.ql + u.n);
-            const int64_t e = std::clamp(last_hi[size_t(k_last)], a, u.ql + u.n);
-            std::fill_n(d, a - u.ql, T(0));
-            std::copy(x + off + last_c[size_t(k_last)] + a, x + off + last_c[size_t(k_last)] + e,
-                      d + (a - u.ql));
-            std::fill_n(d + (e - u.ql), u.ql + u.n - e, T(0));
-          } else {
-            for (int64_t j = 0; j < u.n; ++j) {
-              const int64_t v = tl[u.ql + j];
-              d[j] = v < 0 ? T(0) : x[off + v];
+          for (int64_t kl = 0; kl < KW; ++kl) {
+            T* d = dst + kl * ld + u.at;
+            if (!valid) {
+              for (int64_t j = 0; j < u.n; ++j) d[j] = T(0);
+            } else if (unit_last) {  // zeros, a copy, zeros: short runs, inline loops
+              const int64_t a = std::clamp(last_lo[size_t(kl)], u.ql, u.ql + u.n) - u.ql;
+              const int64_t e = std::clamp(last_hi[size_t(kl)] - u.ql, a, u.n);
+              const int64_t s0 = off + last_c[size_t(kl)] + u.ql;
+              for (int64_t j = 0; j < a; ++j) d[j] = T(0);
+              for (int64_t j = a; j < e; ++j) d[j] = x[s0 + j];
+              for (int64_t j = e; j < u.n; ++j) d[j] = T(0);
+            } else {
+              const int64_t* tl = tab[size_t(ns - 1)].data() + kl * W + u.ql;
+              for (int64_t j = 0; j < u.n; ++j) d[j] = tl[j] < 0 ? T(0) : x[off + tl[j]];
             }
           }
         }
-        for (int64_t s = ns - 1; s >= 0; --s) {  // next kernel position
+        for (int64_t s = ns - 2; s >= 0; --s) {  // next outer kernel position
           if (++kk[s] < k_sp[size_t(s)]) break;
           kk[s] = 0;
         }
@@ -275,6 +277,10 @@ struct ConvKernel : Kernel {
 
 std::unique_ptr<Kernel> make_conv(const ir::Function& fn, int32_t id, int num_threads) {
   const ir::Node& n = fn.nodes[size_t(id)];
+  if (const auto s = conv2d_of(fn, n))  // 2-D NCHW f32: oneDNN, unless it declines
+    if (auto k = make_conv2d_dnnl(*s, Conv2dPass::forward, n.operands[0], n.operands[1], id,
+                                  num_threads))
+      return k;
   const ir::Attrs& a = n.attrs;
   const ir::ConvDimensionNumbers& d = a.conv_dimension_numbers;
   const Shape& xs = fn.type(n.operands[0]).shape;
