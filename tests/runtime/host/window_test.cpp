@@ -4,7 +4,9 @@
 // run_all checks the outputs are bitwise equal at 1 and 2 threads.
 #include <fmt/ranges.h>
 
+#include <cmath>
 #include "kernel_test_util.h"
+
 #include "tlaloc/passes/evaluate.h"
 
 namespace tlaloc::host_test {
@@ -156,6 +158,18 @@ KERNEL_TEST(select_and_scatter, matches_evaluator) {
   check_select_and_scatter(DType::bf16, {2, 5, 6},
                            {{1, 3, 3}, {1, 2, 2}, {0, 1, 1}, {0, 1, 1}, {}, {}}, 1e-2);
   check_select_and_scatter(DType::f16, {4, 4}, {{2, 2}, {1, 1}, {}, {}, {}, {}}, 2e-3);
+  // Max pooling's gradient, 2x2 stride 2 tiling the plane (its own f32 path), with NaN, -0 / +0
+  // and ties in windows: the picks are the general path's.
+  const double nan = std::nan("");
+  for (Comparison c : {Comparison::GE, Comparison::GT}) {
+    auto f = one_op({{f32, {1, 2, 2, 4}}, {f32, {1, 2, 1, 2}}}, [&](ir::Builder& b, auto& p) {
+      return b.select_and_scatter(p[0], p[1], c, {1, 1, 2, 2}, {1, 1, 2, 2});
+    });
+    Array x = Array::from_doubles(
+        f32, {1, 2, 2, 4}, {nan, 1, 2, 2, 3, nan, 2, 5, -0.0, 0.0, 7, 7, 0.0, -0.0, nan, nan});
+    Array src = Array::from_doubles(f32, {1, 2, 1, 2}, {10, 20, 30, 40});
+    check_vs_evaluator(f, {x, src}, 0);
+  }
   // Windows wholly in padding pick nothing.
   check_select_and_scatter(f32, {2, 3}, {{1, 2}, {1, 1}, {0, 4}, {0, 0}, {}, {}}, 0);
 }

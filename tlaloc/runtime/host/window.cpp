@@ -87,6 +87,9 @@ struct WindowKernel : Kernel {
   int64_t planes = 1, in_plane = 1, out_plane = 1;  // out_plane: windows (source) per plane
   std::vector<Dim> dims;                            // the inner dimensions
   bool two_d = false;                               // dims.size() == 2, no base dilation
+  // f32 GE 2x2 windows with stride 2 tiling the plane exactly (max pooling's gradient): each
+  // element written once, no zero fill, a loop the compiler vectorizes.
+  bool pool2x2 = false;
   // 2-D path: the valid window offsets [first, last) per output row and column.
   std::vector<int64_t> hfirst, hlast, wfirst, wlast;
 
@@ -196,8 +199,44 @@ struct WindowKernel : Kernel {
     }
   }
 
+  TLALOC_CLONES void scatter_pool2x2(const Frame& f, int64_t p0, int64_t p1) const {
+    const float* X = static_cast<const float*>(f.ptr[x]);
+    const float* SRC = static_cast<const float*>(f.ptr[src]);
+    float* Y = static_cast<float*>(f.ptr[out]);
+    const int64_t W = dims[1].in, OH = dims[0].out, OW = dims[1].out;
+    for (int64_t p = p0; p < p1; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const float* x0 = X + p * in_plane + 2 * oh * W;
+        const float* x1 = x0 + W;
+        float* y0 = Y + p * in_plane + 2 * oh * W;
+        float* y1 = y0 + W;
+        const float* s = SRC + p * out_plane + oh * OW;
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          // scatter_planes' pick in window order a b / c d: v is taken unless best >= v.
+          const float a = x0[2 * ow], b = x0[2 * ow + 1], c = x1[2 * ow], d = x1[2 * ow + 1];
+          float best = a;
+          int pick = 0;
+          bool t = !(best >= b);
+          best = t ? b : best;
+          pick = t ? 1 : pick;
+          t = !(best >= c);
+          best = t ? c : best;
+          pick = t ? 2 : pick;
+          t = !(best >= d);
+          pick = t ? 3 : pick;
+          const float v = s[ow];
+          y0[2 * ow] = pick == 0 ? v : 0.0f;
+          y0[2 * ow + 1] = pick == 1 ? v : 0.0f;
+          y1[2 * ow] = pick == 2 ? v : 0.0f;
+          y1[2 * ow + 1] = pick == 3 ? v : 0.0f;
+        }
+      }
+  }
+
   template <DType T, Comparison S>
   void scatter_planes(const Frame& f, int64_t p0, int64_t p1) const {
+    if constexpr (T == DType::f32 && S == Comparison::GE)
+      if (pool2x2) return scatter_pool2x2(f, p0, p1);
     using C = Compute<T>;
     const void* xs = f.ptr[x];
     const void* ss = f.ptr[src];
@@ -312,6 +351,11 @@ std::unique_ptr<Kernel> make_window(const ir::Function& f, int32_t id) {
     ranges(k->dims[0], k->hfirst, k->hlast);
     ranges(k->dims[1], k->wfirst, k->wlast);
   }
+  k->pool2x2 =
+      k->scatter && k->two_d && k->dtype == DType::f32 && k->select == Comparison::GE &&
+      std::all_of(k->dims.begin(), k->dims.end(), [](const Dim& d) {
+        return d.win == 2 && d.stride == 2 && d.lo == 0 && d.wdil == 1 && d.in == 2 * d.out;
+      });
   if (k->scatter && (k->dtype == DType::bf16 || k->dtype == DType::f16))
     k->scratch_bytes = xs.numel() * int64_t(sizeof(float));
   k->run = &WindowKernel::exec;
