@@ -33,4 +33,8 @@ refused "--channels '0'" train fmnist --model cnn --channels 0 --epochs 1
 refused "--channels: 5 conv blocks" train fmnist --model cnn --channels 1,1,1,1,1 --epochs 1
 refused_later "train fmnist --model cnn: 10 training rows make no full batch of 64" \
   train fmnist --model cnn --limit 10 --batch 64 --epochs 1 --data "$data"
+# The other model's checkpoint is named as such, not by its first differing size.
+refused_later "--resume $tmp/full.safetensors: it is a --model cnn checkpoint, this run is --model mlp" \
+  train fmnist --model mlp --limit 640 --epochs 3 --data "$data" --resume "$tmp/full.safetensors" \
+  --save "$tmp/mlp.safetensors"
 echo "1 passed, 0 failed"

@@ -112,6 +112,11 @@ void check_resume_fields(const io::Checkpoint& c, const std::string& path,
       fail("--resume {}: it is a `tlaloc train {}` checkpoint, this is `tlaloc train {}`", path,
            have->second, r->second);
   }
+  // Then the model kind (fmnist's mlp / cnn): another architecture differs in every size field.
+  if (auto m = user.find("model");
+      m != user.end() && c.user.count("model") && c.user.at("model") != m->second)
+    fail("--resume {}: it is a --model {} checkpoint, this run is --model {}", path,
+         c.user.at("model"), m->second);
   for (const auto& [k, v] : user)
     if (c.user.count(k) && c.user.at(k) != v)
       fail("--resume {}: it was trained with {}={}, this run has {}", path, k, c.user.at(k), v);
