@@ -142,8 +142,9 @@ stage lm_torch_fused_adamw 75 "$py" bench/lm_step_torch.py --device cuda --steps
 
 # Issue 7's host-lane target measured on this machine's CPU too, pinned to two CPUs on distinct
 # cores (a 2-core host): tlaloc's host lane and PyTorch on the CPU, 1 and 2 threads, passive
-# waiting, alternated, two rounds. Python runs without build/runtime-libs on its library path
-# (Debian's CPU torch hung in its OpenMP pool with the carried libgomp).
+# waiting, glibc keeping freed tensor memory (PyTorch's best setting), alternated, two rounds.
+# Python runs without build/runtime-libs on its library path (Debian's CPU torch hung in its
+# OpenMP pool with the carried libgomp).
 cpus=$(lscpu -p=CPU,CORE,SOCKET 2>/dev/null | grep -v '^#' |
   awk -F, '$3 == 0 && !seen[$2]++ {print $1}' | head -2 | paste -sd, - || true)
 if [[ "$cpus" == *,* ]] && command -v taskset >/dev/null; then
@@ -152,7 +153,7 @@ if [[ "$cpus" == *,* ]] && command -v taskset >/dev/null; then
       stage "host_lm_${th}t_r$r" 40 env OMP_WAIT_POLICY=passive taskset -c "$cpus" \
         build/tlaloc bench step --model lm --lane host --threads "$th" --steps 300
       stage "torch_cpu_lm_${th}t_r$r" 60 env -u LD_LIBRARY_PATH OMP_WAIT_POLICY=passive \
-        OMP_NUM_THREADS="$th" taskset -c "$cpus" "$py" bench/lm_step_torch.py --device cpu \
+        MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 OMP_NUM_THREADS="$th" taskset -c "$cpus" "$py" bench/lm_step_torch.py --device cpu \
         --threads "$th" --steps 300
     done
   done

@@ -219,7 +219,7 @@ std::unique_ptr<Kernel> make_conv2d_dnnl(const Conv2d& s, Conv2dPass pass, int32
       if (n == 0) continue;
       const memory::dims xd{n, s.C, s.H, s.W}, yd{n, s.O, s.Ho, s.Wo};
       // Few input features (a first layer): the forward reads plain NCHW (oneDNN's nchw-input
-      // kernels; measured 1.5x faster than a reorder to its layout at 1 x 28 x 28).
+      // kernels, faster there than a reorder to its blocked layout; docs/benchmarks.md).
       const memory::desc x_fwd =
           pass == Conv2dPass::forward && s.C < 4 ? plain(xd, Tag::nchw) : any(xd);
       const auto fwd = dnnl::convolution_forward::primitive_desc(
