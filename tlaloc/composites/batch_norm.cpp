@@ -121,7 +121,7 @@ std::vector<ValueId> decompose_grad(ir::Builder& b, const ir::Node& n,
 std::vector<ValueId> vjp(const autodiff::detail::RuleCtx& c) {
   const ir::Node& n = c.n;
   const bool weighted = n.operands.size() == 3;
-  const Tensor x = c.x(0), mean = c.t(c.outs[1]), var = c.t(c.outs[2]);
+  const Tensor x = c.x(0), mean = c.t(c.outs[1]);
   ValueId dy = c.cts[0] >= 0 ? c.cts[0] : c.zeros(c.type(c.outs[0]));
   std::vector<ValueId> ops{n.operands[0], c.outs[1], c.outs[2], dy};
   if (weighted) ops.push_back(n.operands[1]);
@@ -135,7 +135,6 @@ std::vector<ValueId> vjp(const autodiff::detail::RuleCtx& c) {
     if (c.cts[2] >= 0)
       extra = extra + (x - trace::reshape(mean, d.keep)) *
                           trace::reshape(c.t(c.cts[2]) * (2 / d.n), d.keep);
-    (void)var;
     dx = (c.t(dx) + extra).id();
   }
   std::vector<ValueId> out(n.operands.size(), -1);

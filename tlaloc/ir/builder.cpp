@@ -169,6 +169,23 @@ ValueId Builder::reduce(ValueId x, ReduceKind kind, std::vector<int64_t> dimensi
   return add(std::move(n));
 }
 
+namespace {
+// An omitted attribute: `fill` for each of `n` dimensions.
+std::vector<int64_t> or_default(std::vector<int64_t> v, size_t n, int64_t fill) {
+  if (v.empty()) v.assign(n, fill);
+  return v;
+}
+// The window attributes reduce_window and select_and_scatter share, one entry per dim of x.
+void set_window(Attrs& a, size_t rank, std::vector<int64_t> window_dimensions,
+                std::vector<int64_t> window_strides, std::vector<int64_t> padding_low,
+                std::vector<int64_t> padding_high) {
+  a.window_dimensions = std::move(window_dimensions);
+  a.window_strides = or_default(std::move(window_strides), rank, 1);
+  a.padding_low = or_default(std::move(padding_low), rank, 0);
+  a.padding_high = or_default(std::move(padding_high), rank, 0);
+}
+}  // namespace
+
 ValueId Builder::convolution(ValueId lhs, ValueId rhs, ConvOptions o) {
   if (lhs < 0 || size_t(lhs) >= f_.nodes.size())
     fail("convolution: lhs %{} is not a value of function {}", lhs, f_.name);
@@ -176,17 +193,15 @@ ValueId Builder::convolution(ValueId lhs, ValueId rhs, ConvOptions o) {
   const size_t ns = size_t(std::max<int64_t>(rank - 2, 0));
   Node n{Op::convolution, {}, {lhs, rhs}, {}};
   Attrs& a = n.attrs;
-  a.window_strides = o.window_strides.empty() ? std::vector<int64_t>(ns, 1) : o.window_strides;
-  if (o.padding.empty()) {
-    a.padding_low.assign(ns, 0);
-    a.padding_high.assign(ns, 0);
-  }
+  a.window_strides = or_default(std::move(o.window_strides), ns, 1);
   for (auto [lo, hi] : o.padding) {
     a.padding_low.push_back(lo);
     a.padding_high.push_back(hi);
   }
-  a.lhs_dilation = o.lhs_dilation.empty() ? std::vector<int64_t>(ns, 1) : o.lhs_dilation;
-  a.rhs_dilation = o.rhs_dilation.empty() ? std::vector<int64_t>(ns, 1) : o.rhs_dilation;
+  a.padding_low = or_default(std::move(a.padding_low), ns, 0);
+  a.padding_high = or_default(std::move(a.padding_high), ns, 0);
+  a.lhs_dilation = or_default(std::move(o.lhs_dilation), ns, 1);
+  a.rhs_dilation = or_default(std::move(o.rhs_dilation), ns, 1);
   a.conv_dimension_numbers = o.dimension_numbers;
   if (o.dimension_numbers == ConvDimensionNumbers{} && rank != 4) {
     std::vector<int64_t> sp;
@@ -205,32 +220,18 @@ ValueId Builder::reverse(ValueId x, std::vector<int64_t> dimensions) {
   return add(std::move(n));
 }
 
-namespace {
-// An omitted window attribute: `fill` for every operand dimension.
-void default_to(std::vector<int64_t>& v, size_t rank, int64_t fill) {
-  if (v.empty()) v.assign(rank, fill);
-}
-}  // namespace
-
 ValueId Builder::reduce_window(ValueId x, ReduceKind kind, std::vector<int64_t> window_dimensions,
                                std::vector<int64_t> window_strides,
                                std::vector<int64_t> padding_low, std::vector<int64_t> padding_high,
                                std::vector<int64_t> base_dilations,
                                std::vector<int64_t> window_dilations) {
   const size_t r = size_t(type(x).shape.rank());
-  default_to(window_strides, r, 1);
-  default_to(padding_low, r, 0);
-  default_to(padding_high, r, 0);
-  default_to(base_dilations, r, 1);
-  default_to(window_dilations, r, 1);
   Node n{Op::reduce_window, {}, {x}, {}};
   n.attrs.reduce_kind = kind;
-  n.attrs.window_dimensions = std::move(window_dimensions);
-  n.attrs.window_strides = std::move(window_strides);
-  n.attrs.padding_low = std::move(padding_low);
-  n.attrs.padding_high = std::move(padding_high);
-  n.attrs.base_dilations = std::move(base_dilations);
-  n.attrs.window_dilations = std::move(window_dilations);
+  set_window(n.attrs, r, std::move(window_dimensions), std::move(window_strides),
+             std::move(padding_low), std::move(padding_high));
+  n.attrs.base_dilations = or_default(std::move(base_dilations), r, 1);
+  n.attrs.window_dilations = or_default(std::move(window_dilations), r, 1);
   return add(std::move(n));
 }
 
@@ -239,16 +240,10 @@ ValueId Builder::select_and_scatter(ValueId operand, ValueId source, Comparison 
                                     std::vector<int64_t> window_strides,
                                     std::vector<int64_t> padding_low,
                                     std::vector<int64_t> padding_high) {
-  const size_t r = size_t(type(operand).shape.rank());
-  default_to(window_strides, r, 1);
-  default_to(padding_low, r, 0);
-  default_to(padding_high, r, 0);
   Node n{Op::select_and_scatter, {}, {operand, source}, {}};
   n.attrs.comparison_direction = select;
-  n.attrs.window_dimensions = std::move(window_dimensions);
-  n.attrs.window_strides = std::move(window_strides);
-  n.attrs.padding_low = std::move(padding_low);
-  n.attrs.padding_high = std::move(padding_high);
+  set_window(n.attrs, size_t(type(operand).shape.rank()), std::move(window_dimensions),
+             std::move(window_strides), std::move(padding_low), std::move(padding_high));
   return add(std::move(n));
 }
 

@@ -172,7 +172,6 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
     fail("Trainer: num_threads {} must be >= 0 (0: OpenMP's default)", options_.num_threads);
   step_ = build_train_step(model_, loss, data_, opt_, options_.update, &forward_ops_,
                            &gradient_ops_, &buffer_updates_);
-  user_aux_ = step_.num_aux - int(buffer_updates_.size());
   auto buffers = model_.named_buffers();
   for (const auto& b : buffers) buffer_names_.push_back(b.name);
   auto named = model_.named_parameters();
@@ -263,7 +262,7 @@ void Trainer::step(Batch inputs) {
     inputs_[size_t(step_.state_input(j))] = std::move(outputs_[size_t(step_.state_output(j))]);
   // Buffers a forward updated (BatchNorm's running statistics): not donated, replaced.
   for (size_t k = 0; k < buffer_updates_.size(); ++k)
-    inputs_[data_.size() + buffer_updates_[k]] = std::move(outputs_[size_t(1 + user_aux_) + k]);
+    inputs_[data_.size() + buffer_updates_[k]] = std::move(outputs_[size_t(1 + user_aux()) + k]);
   ++steps_taken_;
 }
 
@@ -274,7 +273,7 @@ StepReport Trainer::read_last() const {
   r.loss = get(step_.loss_output()).at(0);
   r.found_inf = get(step_.found_inf_output()).at(0) != 0;
   if (step_.has_grad_norm) r.grad_norm = get(step_.grad_norm_output()).at(0);
-  for (int a = 0; a < user_aux_; ++a) r.aux.push_back(get(1 + a));
+  for (int a = 0; a < user_aux(); ++a) r.aux.push_back(get(1 + a));
   return r;
 }
 

@@ -214,9 +214,9 @@ class Trainer {
 
   std::vector<std::string> param_names_, frozen_names_, buffer_names_;
   // Buffers (named_buffers() indices) the step updates, in the order of their outputs, which
-  // follow the loss function's user_aux_ aux outputs.
+  // follow the loss function's own aux outputs (user_aux()).
   std::vector<size_t> buffer_updates_;
-  int user_aux_ = 0;
+  int user_aux() const { return step_.num_aux - int(buffer_updates_.size()); }
   // The model's parameters (named_parameters() indices) in step input order: frozen, trained.
   std::vector<size_t> order_;
   optim::TrainStep step_;
