@@ -20,25 +20,6 @@ cut = len(t) - int(len(t) * 0.1)
 i = cut if t[cut - 1:cut] == b"\n" else t.index(b"\n", cut) + 1
 open("val.txt", "wb").write(t[i:])
 PY
-# st.py: safetensors files read and written with json / struct only.
-cat >st.py <<'PY'
-import json, struct
-def read(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
-    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            for k, v in h.items()}
-def write(path, t):
-    h, off, data = {"__metadata__": {"format": "pt"}}, 0, b""
-    for k, (dt, sh, raw) in sorted(t.items()):
-        h[k] = {"dtype": dt, "shape": sh, "data_offsets": [off, off + len(raw)]}
-        off += len(raw); data += raw
-    hb = json.dumps(h).encode(); hb += b" " * (-len(hb) % 8)
-    open(path, "wb").write(struct.pack("<Q", len(hb)) + hb + data)
-def floats(raw):
-    return struct.unpack("<%df" % (len(raw) // 4), raw)
-PY
 "$TLALOC" tokenizer train corpus.txt --vocab-size 300 -o tok >/dev/null
 "$TLALOC" train llama --preset tiny --tokenizer tok.model --text corpus.txt --steps 20 --batch 4 \
   --threads 1 --save base >/dev/null
@@ -207,7 +188,7 @@ t = st.read('ed/adapter_model.safetensors')
 A = 'base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight'
 $2
 json.dump(config, open('ed/adapter_config.json', 'w'))
-st.write('ed/adapter_model.safetensors', t)"
+st.write('ed/adapter_model.safetensors', t, {'format': 'pt'})"
   refused "$1" merge base ed new
   [ "$rc" -eq 1 ] || die "$1: exit status $rc"
   [ ! -e new ] || die "$1: wrote new"

@@ -10,6 +10,8 @@ cleanup() {
 }
 trap cleanup EXIT
 export TLALOC_PJRT_PLUGIN="$tmp/no-such-plugin.so"
+# tests/cli/st.py (safetensors read / write for the scripts' Python checks) importable.
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
 run_as=() # a command prefix for tlaloc (e.g. setpriv ...), see as_nobody
 rc=0      # the exit status of the last refused command
 

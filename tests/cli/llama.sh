@@ -137,20 +137,8 @@ bad "train llama: tokenizer big.model has 330 pieces, more than the model's voca
 # --init directories: a sharded copy of m missing a shard; one with a tensor of another shape,
 # one of another dtype.
 python3 - <<'PY'
-import json, os, shutil, struct
-def read(path):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n]); h.pop("__metadata__", None)
-    return {k: (v["dtype"], v["shape"], b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]])
-            for k, v in h.items()}
-def write(path, t):
-    h, off, data = {}, 0, b""
-    for k, (dt, sh, raw) in sorted(t.items()):
-        h[k] = {"dtype": dt, "shape": sh, "data_offsets": [off, off + len(raw)]}
-        off += len(raw); data += raw
-    hb = json.dumps(h).encode(); hb += b" " * (-len(hb) % 8)
-    open(path, "wb").write(struct.pack("<Q", len(hb)) + hb + data)
+import json, os, shutil
+from st import read, write
 t = read("m/model.safetensors")
 for d in ("sharded", "shape", "dtype"):
     os.mkdir(d); shutil.copy("m/config.json", d)
