@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build git ccache pkg-config
   libopenblas-openmp-dev libdnnl-dev libomp-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libsentencepiece-dev sentencepiece
-  libcairo2-dev fonts-dejavu-core
+  libcairo2-dev fonts-dejavu-core libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev clang-format
   python3 python3-numpy python3-torch
