@@ -132,7 +132,7 @@ class Mpi final : public Communicator {
   void reduce_segment(char* data, int64_t count, DType dtype, Reduction op) {
     const int64_t es = int64_t(size_of(dtype));
     const int n = size_;
-    std::vector<int> counts(size_t(n)), displs(size_t(n));
+    std::vector<int> counts(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
     for (int c = 0; c < n; ++c) {
       const int64_t lo = count * c / n, hi = count * (c + 1) / n;
       counts[size_t(c)] = int((hi - lo) * es);
@@ -140,7 +140,7 @@ class Mpi final : public Communicator {
     }
     const int mine = counts[size_t(rank_)];
     recv_.resize(size_t(mine) * size_t(n));
-    std::vector<int> rcounts(size_t(n), mine), rdispls(size_t(n));
+    std::vector<int> rcounts(static_cast<size_t>(n), mine), rdispls(static_cast<size_t>(n));
     for (int s = 0; s < n; ++s) rdispls[size_t(s)] = s * mine;
     check(MPI_Alltoallv(data, counts.data(), displs.data(), MPI_BYTE, recv_.data(), rcounts.data(),
                         rdispls.data(), MPI_BYTE, MPI_COMM_WORLD),
