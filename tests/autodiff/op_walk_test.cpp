@@ -254,6 +254,13 @@ std::map<Op, std::vector<Case>> cases() {
       {"max window-dilated, padded (picks from strided slices)",
        {distinct({2, 7, 6}, 49)},
        rw(ReduceKind::max, {1, 3, 2}, {1, 2, 1}, {0, 1, 0}, {0, 1, 1}, {}, {1, 2, 3})});
+  // all_reduce sum over one replica: the identity, its VJP an all_reduce of the cotangent.
+  add(Op::all_reduce,
+      {"sum of x * x over one replica", {uniform({2, 3}, 71)}, [](std::span<const Tensor> a) {
+         const Tensor sq = a[0] * a[0];
+         return std::vector<Tensor>{
+             T(B().all_reduce(sq.id(), ReduceKind::sum, ir::all_replicas(1)))};
+       }});
   add(Op::negate, unary_case(Op::negate, -1, 1));
   add(Op::abs, unary_case(Op::abs, 0.1, 1));
   add(Op::abs, unary_case(Op::abs, -1, -0.1));
@@ -410,6 +417,8 @@ const std::map<Op, const char*> kNotDifferentiable = {
     {Op::select_and_scatter,
      "in its operand: zero (a piecewise-constant pick); in its source: refused by autodiff "
      "(select-and-gather not implemented; first-order pooling gradients do not need it)"},
+    {Op::all_gather,
+     "refused by autodiff (its transpose is a reduce_scatter, which tlaloc does not have)"},
     {Op::result, "its cotangent goes to its composite's rule"},
 };
 
@@ -501,4 +510,38 @@ TEST(OpWalk, WindowRulesRefuseByName) {
   };
   EXPECT_NE(msg(dilated, false).find("no VJP of reduce_window max with base dilations"),
             std::string::npos);
+}
+
+// Collectives without a VJP are refused by name; all_reduce sum's VJP is an all_reduce sum.
+TEST(OpWalk, CollectiveRulesRefuseByName) {
+  auto msg = [](const trace::TraceFn& fn) -> std::string {
+    try {
+      autodiff::vjp(trace::capture(fn, {{DType::f64, {2, 3}}}), {0});
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(msg([](std::span<const Tensor> a) {
+              return std::vector<Tensor>{T(B().all_gather(a[0].id(), 0, {{0}}))};
+            }).find("no VJP of all_gather"),
+            std::string::npos);
+  EXPECT_NE(msg([](std::span<const Tensor> a) {
+              return std::vector<Tensor>{T(B().all_reduce(a[0].id(), ReduceKind::max, {{0}}))};
+            }).find("no VJP of all_reduce max"),
+            std::string::npos);
+  ir::Function f = trace::capture(
+      [](std::span<const Tensor> a) {
+        return std::vector<Tensor>{T(B().all_reduce(a[0].id(), ReduceKind::sum, {{0}, {1}}))};
+      },
+      {{DType::f64, {2, 3}}});
+  ir::Function g = autodiff::vjp(f, {0});
+  bool of_cotangent = false;  // an all_reduce sum over the same groups reads the cotangent
+  for (const ir::Node& n : g.nodes)
+    if (n.op == Op::all_reduce && n.operands[0] == g.inputs[1]) {
+      of_cotangent = true;
+      EXPECT_EQ(n.attrs.reduce_kind, ReduceKind::sum);
+      EXPECT_EQ(n.attrs.replica_groups, (std::vector<std::vector<int64_t>>{{0}, {1}}));
+    }
+  EXPECT_TRUE(of_cotangent) << ir::print(g);
 }

@@ -392,3 +392,44 @@ TEST(VerifierErrors, WindowOps) {
   expect_error([&] { b.select_and_scatter(x, s, Comparison::GE, {2}); },
                {"select_and_scatter", "window_dimensions", "rank 2"});
 }
+
+TEST(VerifierErrors, Collectives) {
+  Builder b;
+  auto x = b.parameter({DType::f32, {2, 3}});
+  auto p = b.parameter({DType::i1, {4}});
+  auto h = b.parameter({DType::bf16, {4}});
+  EXPECT_EQ(b.type(b.all_reduce(x, ReduceKind::sum, all_replicas(4))),
+            (TensorType{DType::f32, {2, 3}}));
+  EXPECT_EQ(b.type(b.all_gather(x, 1, {{0, 1}, {2, 3}})), (TensorType{DType::f32, {2, 6}}));
+  EXPECT_EQ(b.type(b.all_gather(p, 0, all_replicas(3))), (TensorType{DType::i1, {12}}));
+  EXPECT_EQ(b.type(b.all_reduce(h, ReduceKind::max, {{0}})), (TensorType{DType::bf16, {4}}));
+  EXPECT_EQ(b.type(b.all_reduce(p, ReduceKind::min, {{0}})), (TensorType{DType::i1, {4}}));
+  expect_error([&] { b.all_reduce(x, ReduceKind::sum, {}); },
+               {"all_reduce", "replica_groups", "empty"});
+  expect_error(
+      [&] {
+        b.all_reduce(x, ReduceKind::sum, {{0, 1}, {2}});
+      },
+      {"all_reduce", "replica_groups [[0, 1], [2]]", "one size"});
+  expect_error([&] { b.all_reduce(x, ReduceKind::sum, {{}}); },
+               {"all_reduce", "replica_groups", "one size >= 1"});
+  expect_error(
+      [&] {
+        b.all_gather(x, 0, {{0, 1}, {1, 2}});
+      },
+      {"all_gather", "replica_groups", "replica id 1 repeats"});
+  expect_error(
+      [&] {
+        b.all_gather(x, 0, {{0, -1}});
+      },
+      {"all_gather", "replica_groups", "replica id -1 is negative"});
+  expect_error([&] { b.all_gather(x, 2, {{0}}); },
+               {"all_gather", "dimension (all_gather_dim) 2", "rank 2"});
+  expect_error([&] { b.all_gather(x, -1, {{0}}); }, {"all_gather", "dimension", "-1"});
+  expect_error([&] { b.all_reduce(p, ReduceKind::sum, {{0}}); },
+               {"all_reduce", "no sum reduction of i1"});
+  Node n{Op::all_reduce, {}, {x}, {}};
+  n.attrs.replica_groups = {{0}};
+  n.attrs.channel_id = -2;
+  expect_error([&] { b.add(n); }, {"all_reduce", "channel_id -2"});
+}

@@ -206,6 +206,22 @@ std::multimap<Op, Case> cases() {
        },
        {F({4, 2}, {1, 5, 2, 5, 3, 6, 4, 4}), F({2, 2}, {5, 6, 7, 8})},
        {0, 0, 0, 0, 5, 14, 7, 0}});
+  // Collectives over one replica (this test runs as one process): the operand itself.
+  add(Op::all_reduce,
+      {"sum over {{0}}",
+       [](Builder& b, auto v) { return b.all_reduce(v[0], ReduceKind::sum, {{0}}); },
+       {F({2, 2}, {1.5, -2, NAN, 4})},
+       {1.5, -2, NAN, 4}});
+  add(Op::all_reduce, {"s32 max over groups of one",
+                       [](Builder& b, auto v) {
+                         return b.all_reduce(v[0], ReduceKind::max, {{0}, {1}, {2}});
+                       },
+                       {S({3}, {INT32_MIN, 0, 7})},
+                       {INT32_MIN, 0, 7}});
+  add(Op::all_gather, {"dimension 1 over all_replicas(1)",
+                       [](Builder& b, auto v) { return b.all_gather(v[0], 1, all_replicas(1)); },
+                       {F({2, 3}, {1, 2, 3, 4, 5, 6})},
+                       {1, 2, 3, 4, 5, 6}});
   add(Op::negate, un(Op::negate, S({2}, {INT32_MIN, 3}), {INT32_MIN, -3}));
   add(Op::abs, un(Op::abs, F({2}, {-2.5, 0}), {2.5, 0}));
   add(Op::exponential, un(Op::exponential, F({1}, {1}), {std::exp(1.0)}));

@@ -295,6 +295,33 @@ std::map<Op, Golden> goldens() {
       "%red0 = \"stablehlo.add\"(%lhs0, %rhs0) : (tensor<f32>, tensor<f32>) -> tensor<f32>\n"
       "\"stablehlo.return\"(%red0) : (tensor<f32>) -> ()\n"
       "}) : (tensor<4x4xf32>, tensor<2x2xf32>, tensor<f32>) -> tensor<4x4xf32>\n"};
+  // Collectives as JAX's pmap prints them (cross-replica: no channel_handle), and with a
+  // channel (channel_handle, use_global_device_ids).
+  g[Op::all_reduce] = {
+      [] {
+        Builder b;
+        auto x = b.parameter(f32({4}));
+        return b.build({b.all_reduce(x, ReduceKind::sum, all_replicas(2))});
+      },
+      "%0 = \"stablehlo.all_reduce\"(%arg0) <{replica_groups = dense<[[0, 1]]> : "
+      "tensor<1x2xi64>}> ({\n"
+      "^bb0(%lhs0: tensor<f32>, %rhs0: tensor<f32>):\n"
+      "%red0 = \"stablehlo.add\"(%lhs0, %rhs0) : (tensor<f32>, tensor<f32>) -> tensor<f32>\n"
+      "\"stablehlo.return\"(%red0) : (tensor<f32>) -> ()\n"
+      "}) : (tensor<4xf32>) -> tensor<4xf32>\n"};
+  g[Op::all_gather] = {
+      [] {
+        Builder b;
+        auto x = b.parameter(f32({2, 3}));
+        Node n{Op::all_gather, {}, {x}, {}};
+        n.attrs.dimension = 1;
+        n.attrs.replica_groups = {{0, 1}, {2, 3}};
+        n.attrs.channel_id = 3;
+        return b.build({b.add(n)});
+      },
+      "%0 = \"stablehlo.all_gather\"(%arg0) <{all_gather_dim = 1 : i64, channel_handle = "
+      "#stablehlo.channel_handle<handle = 3, type = 1>, replica_groups = dense<[[0, 1], [2, 3]]> "
+      ": tensor<2x2xi64>, use_global_device_ids}> : (tensor<2x3xf32>) -> tensor<2x6xf32>\n"};
   g[Op::compare] = {[] {
                       Builder b;
                       auto x = b.parameter({DType::s32, {3}});
@@ -444,6 +471,20 @@ TEST(StablehloEmit, GoldenTextPerOp) {
     SCOPED_TRACE(std::string(op_name(op)));
     EXPECT_EQ(body(shlo::emit(gold.build())), gold.body);
   }
+}
+
+// A module with collectives runs on their replicas: groups times group size.
+TEST(StablehloEmit, ModuleHeaderCountsReplicas) {
+  Builder b;
+  auto x = b.parameter(f32({4}));
+  auto y = b.all_reduce(x, ReduceKind::max, {{0, 1}, {2, 3}, {4, 5}});
+  auto z = b.all_gather(x, 0, {{0}});
+  const std::string text = shlo::emit(b.build({y, z}));
+  EXPECT_EQ(text.substr(0, text.find('\n')),
+            "module @main attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 6 : i32} "
+            "{");
+  EXPECT_NE(text.find("replica_groups = dense<[[0]]> : tensor<1x1xi64>"), std::string::npos);
+  EXPECT_NE(text.find("%red0 = \"stablehlo.maximum\""), std::string::npos);
 }
 
 TEST(StablehloEmit, ModuleHeaderAliasesAndNames) {

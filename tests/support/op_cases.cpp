@@ -221,6 +221,23 @@ std::map<Op, std::vector<Function>> op_cases() {
                                                        {1, 1, 1, 1}, {0, 0, 0, 0}, {0, 0, 0, 1})};
     }));
   }
+  // Collectives over groups of one replica (the identity), so one-process walks run them.
+  for (DType t : {DType::f32, DType::f64, DType::bf16, DType::f16, DType::s32, DType::u32})
+    c[Op::all_reduce].push_back(fn("all_reduce", [&](Builder& b) {
+      auto x = b.parameter({t, {2, 3}});
+      return std::vector<ValueId>{b.all_reduce(x, ReduceKind::sum, {{0}}),
+                                  b.all_reduce(x, ReduceKind::max, all_replicas(1)),
+                                  b.all_reduce(x, ReduceKind::min, {{0}})};
+    }));
+  c[Op::all_reduce].push_back(fn("all_reduce_i1", [&](Builder& b) {
+    auto x = b.parameter({DType::i1, {5}});
+    return std::vector<ValueId>{b.all_reduce(x, ReduceKind::max, {{0}})};
+  }));
+  for (DType t : kAllDTypes)
+    c[Op::all_gather].push_back(fn("all_gather", [&](Builder& b) {
+      auto x = b.parameter({t, {2, 3}});
+      return std::vector<ValueId>{b.all_gather(x, 0, {{0}}), b.all_gather(x, 1, all_replicas(1))};
+    }));
   return c;
 }
 

@@ -44,6 +44,15 @@ std::vector<ValueId> backward(ir::Builder& b, const ir::Function& f, const std::
       fail(
           "autodiff: no VJP of select_and_scatter in its source (second derivatives through "
           "max / min pooling are not supported)");
+    // all_gather's transpose is a reduce_scatter and all_reduce max / min's a scatter of the
+    // cotangent to the replica that held the extremum: neither exists here.
+    if (nd.op == Op::all_gather && active[size_t(nd.operands[0])])
+      fail(
+          "autodiff: no VJP of all_gather (its transpose is a reduce_scatter, which tlaloc does "
+          "not have): gather parameters outside the differentiated function");
+    if (nd.op == Op::all_reduce && nd.attrs.reduce_kind != ir::ReduceKind::sum &&
+        active[size_t(nd.operands[0])])
+      fail("autodiff: no VJP of all_reduce {} (only sum)", ir::name(nd.attrs.reduce_kind));
     if (nd.op == Op::parameter || !is_floating(nd.type.dtype) || !detail::vjp_rule(nd.op)) continue;
     for (ValueId o : nd.operands) active[i] = active[i] || active[size_t(o)];
   }

@@ -18,6 +18,9 @@
 //   maximum / minimum in row-major window order (select_and_scatter GE / LE; PyTorch's and
 //   JAX's max-pool gradient). select_and_scatter has no VJP in its source: differentiating
 //   through it again (second derivatives of max / min pooling) throws tlaloc::Error.
+// * all_reduce sum: the cotangent all_reduce'd (sum) over the same replica groups (JAX's psum
+//   transpose). all_reduce max / min and all_gather have no VJP: differentiating through them
+//   throws tlaloc::Error.
 // * clamp(lo, x, hi) = min(max(x, lo), hi): x receives the cotangent where lo <= x <= hi (ties
 //   go to x, as torch.clamp), lo where x < lo (and lo <= hi), hi elsewhere; scalar bounds
 //   receive the sum over all elements.

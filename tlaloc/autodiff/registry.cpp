@@ -39,6 +39,8 @@ constexpr Entry kEntries[] = {
     {Op::reverse, vjp_reverse},
     {Op::reduce_window, vjp_reduce_window},
     {Op::select_and_scatter, nullptr},  // in its operand: zero; in its source: refused
+    {Op::all_reduce, vjp_all_reduce},   // sum; max / min refused (autodiff.cpp)
+    {Op::all_gather, nullptr},          // refused (autodiff.cpp)
     {Op::negate, vjp_unary},
     {Op::abs, vjp_unary},
     {Op::exponential, vjp_unary},

@@ -69,6 +69,9 @@ Grads vjp_scatter(const RuleCtx& c);
 Grads vjp_dot_general(const RuleCtx& c);
 Grads vjp_reduce(const RuleCtx& c);
 Grads vjp_reduce_window(const RuleCtx& c);  // rules_window.cpp
+// all_reduce sum: the cotangent all_reduce'd (sum) over the same replica groups (JAX's psum
+// transpose); max / min throw (backward() refuses them first).
+Grads vjp_all_reduce(const RuleCtx& c);
 
 // Rules (rules_conv.cpp): JAX's transpose rules of conv_general_dilated and rev.
 Grads vjp_convolution(const RuleCtx& c);

@@ -265,4 +265,10 @@ Grads vjp_reduce(const RuleCtx& c) {
   return {trace::where(hit, share, z).id()};
 }
 
+Grads vjp_all_reduce(const RuleCtx& c) {
+  if (c.n.attrs.reduce_kind != ir::ReduceKind::sum)
+    fail("autodiff: no VJP of all_reduce {}", ir::name(c.n.attrs.reduce_kind));
+  return {c.b.add(ir::Node{ir::Op::all_reduce, {}, {c.ct}, c.n.attrs})};
+}
+
 }  // namespace tlaloc::autodiff::detail

@@ -169,6 +169,22 @@ ValueId Builder::reduce(ValueId x, ReduceKind kind, std::vector<int64_t> dimensi
   return add(std::move(n));
 }
 
+ValueId Builder::all_reduce(ValueId x, ReduceKind kind,
+                            std::vector<std::vector<int64_t>> replica_groups) {
+  Node n{Op::all_reduce, {}, {x}, {}};
+  n.attrs.reduce_kind = kind;
+  n.attrs.replica_groups = std::move(replica_groups);
+  return add(std::move(n));
+}
+
+ValueId Builder::all_gather(ValueId x, int64_t dimension,
+                            std::vector<std::vector<int64_t>> replica_groups) {
+  Node n{Op::all_gather, {}, {x}, {}};
+  n.attrs.dimension = dimension;
+  n.attrs.replica_groups = std::move(replica_groups);
+  return add(std::move(n));
+}
+
 namespace {
 // An omitted attribute: `fill` for each of `n` dimensions.
 std::vector<int64_t> or_default(std::vector<int64_t> v, size_t n, int64_t fill) {

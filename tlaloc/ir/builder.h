@@ -102,6 +102,16 @@ class Builder {
                              std::vector<int64_t> window_strides = {},
                              std::vector<int64_t> padding_low = {},
                              std::vector<int64_t> padding_high = {});
+  // Collectives across replicas (StableHLO all_reduce / all_gather, cross-replica: no
+  // channel_handle). replica_groups: non-empty groups of distinct replica ids >= 0, every group
+  // the same size (all_replicas(n): one group of all n). all_reduce: each replica gets the
+  // elementwise sum / max / min of x over its group; result type = x's; dtypes f32, f64, bf16,
+  // f16, s32, u32 (i1: max / min only). all_gather: x of every replica of the group
+  // concatenated along `dimension` in group order; result dims[dimension] = x's times the
+  // group size; any dtype. The host lane runs them over distributed::world() (its header).
+  ValueId all_reduce(ValueId x, ReduceKind kind, std::vector<std::vector<int64_t>> replica_groups);
+  ValueId all_gather(ValueId x, int64_t dimension,
+                     std::vector<std::vector<int64_t>> replica_groups);
   ValueId unary(Op op, ValueId x);
   ValueId binary(Op op, ValueId a, ValueId b);
   ValueId compare(ValueId a, ValueId b, Comparison direction);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <iterator>
 #include <type_traits>
 
@@ -62,6 +63,13 @@ bool is_elementwise(Op op) {
 bool is_composite(Op op) { return op_kind(op) == OpKind::Composite; }
 
 bool has_fact(Op op, OpFact f) { return (op_record(op).facts & f) != 0; }
+bool is_collective(Op op) { return op == Op::all_reduce || op == Op::all_gather; }
+
+std::vector<std::vector<int64_t>> all_replicas(int64_t n) {
+  std::vector<int64_t> g(size_t(std::max<int64_t>(n, 0)));
+  for (size_t i = 0; i < g.size(); ++i) g[i] = int64_t(i);
+  return {std::move(g)};
+}
 
 bool is_multi_result(const Function& f, ValueId v) {
   const size_t next = size_t(v) + 1;
@@ -136,7 +144,8 @@ bool Attrs::operator==(const Attrs& o) const {
          rhs_dilation == o.rhs_dilation && base_dilations == o.base_dilations &&
          window_dilations == o.window_dilations &&
          conv_dimension_numbers == o.conv_dimension_numbers &&
-         feature_group_count == o.feature_group_count && batch_group_count == o.batch_group_count;
+         feature_group_count == o.feature_group_count && batch_group_count == o.batch_group_count &&
+         replica_groups == o.replica_groups && channel_id == o.channel_id;
 }
 
 namespace {
@@ -193,6 +202,14 @@ std::string attrs_text(const Node& n) {
           d.kernel_input_feature_dimension, d.kernel_output_feature_dimension,
           d.kernel_spatial_dimensions, d.output_batch_dimension, d.output_feature_dimension,
           d.output_spatial_dimensions, a.feature_group_count, a.batch_group_count);
+    }
+    case Op::all_reduce:
+    case Op::all_gather: {
+      std::string s = n.op == Op::all_reduce ? std::string(name(a.reduce_kind))
+                                             : fmt::format("dimension={}", a.dimension);
+      s += fmt::format(" groups={}", a.replica_groups);
+      if (a.channel_id > 0) s += fmt::format(" channel={}", a.channel_id);
+      return fmt::format(" {{{}}}", s);
     }
     case Op::result:
       return fmt::format(" #{}", a.index);

@@ -70,6 +70,9 @@ Op op_from_name(std::string_view s);  // throws tlaloc::Error for an unknown nam
 bool is_elementwise(Op op);           // Unary, Binary, Ternary kinds
 bool is_composite(Op op);             // Composite kind (ops.def's TLALOC_COMPOSITE lines)
 bool has_fact(Op op, OpFact f);
+// all_reduce, all_gather: collectives across replicas. Not a pure function of the operand, so
+// never folded, merged by CSE or computed in place of their operand.
+bool is_collective(Op op);
 
 using ValueId = int32_t;
 
@@ -100,16 +103,16 @@ struct ConvDimensionNumbers {
 
 // Attributes, named as in StableHLO. Each op reads only its own fields (see builder.h).
 struct Attrs {
-  std::vector<int64_t> broadcast_dimensions;                   // broadcast_in_dim
-  std::vector<int64_t> permutation;                            // transpose
-  std::vector<int64_t> dimensions;                             // reduce
-  int64_t dimension = 0;                                       // iota (iota_dimension), concatenate
-  std::vector<int64_t> start_indices, limit_indices, strides;  // slice
+  std::vector<int64_t> broadcast_dimensions;  // broadcast_in_dim
+  std::vector<int64_t> permutation;           // transpose
+  std::vector<int64_t> dimensions;            // reduce
+  int64_t dimension = 0;  // iota (iota_dimension), concatenate, all_gather (all_gather_dim)
+  std::vector<int64_t> start_indices, limit_indices, strides;                  // slice
   std::vector<int64_t> edge_padding_low, edge_padding_high, interior_padding;  // pad
   std::vector<int64_t> slice_sizes;                                            // dynamic_slice
   std::vector<int64_t> lhs_batching_dimensions, rhs_batching_dimensions;       // dot_general
   std::vector<int64_t> lhs_contracting_dimensions, rhs_contracting_dimensions;
-  ReduceKind reduce_kind = ReduceKind::sum;  // reduce, reduce_window
+  ReduceKind reduce_kind = ReduceKind::sum;  // reduce, reduce_window, all_reduce
   // convolution, reduce_window, select_and_scatter: one entry per window dimension
   // (convolution: per spatial dimension; the others: per operand dimension). StableHLO's
   // `padding` [n, 2] is padding_low[i], padding_high[i].
@@ -119,6 +122,11 @@ struct Attrs {
   std::vector<int64_t> base_dilations, window_dilations;  // reduce_window
   ConvDimensionNumbers conv_dimension_numbers;            // convolution
   int64_t feature_group_count = 1, batch_group_count = 1;
+  // all_reduce, all_gather: StableHLO's replica_groups (replica ids per group, every group the
+  // same size) and channel_id (0: no channel_handle, cross-replica as JAX's pmap emits; > 0:
+  // channel_handle with that handle and use_global_device_ids).
+  std::vector<std::vector<int64_t>> replica_groups;
+  int64_t channel_id = 0;
   Comparison comparison_direction = Comparison::EQ;  // compare
   std::shared_ptr<const Array> value;                // constant
   int64_t index = 0;                                 // result: which result of its operand
@@ -129,6 +137,9 @@ struct Attrs {
   // Field-wise equality; constants compare by contents (for CSE).
   bool operator==(const Attrs& o) const;
 };
+
+// {{0, 1, ..., n - 1}}: one replica group of all n replicas (n >= 1).
+std::vector<std::vector<int64_t>> all_replicas(int64_t n);
 
 struct Node {
   Op op;

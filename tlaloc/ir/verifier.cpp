@@ -59,6 +59,23 @@ int64_t num_windows(const Ctx& c, int64_t n, int64_t base_dilation, int64_t lo, 
   return int64_t(count);
 }
 
+// all_reduce / all_gather: replica_groups non-empty, groups of one size >= 1, ids distinct and
+// >= 0; channel_id >= 0. Returns the group size.
+int64_t replica_group_checks(const Ctx& c, const Attrs& a) {
+  const auto& g = a.replica_groups;
+  if (g.empty()) c.error("replica_groups must not be empty");
+  std::set<int64_t> seen;
+  for (const auto& group : g) {
+    if (group.empty() || group.size() != g[0].size())
+      c.error("replica_groups {} must all have one size >= 1", g);
+    for (int64_t id : group)
+      if (id < 0 || !seen.insert(id).second)
+        c.error("replica_groups {}: replica id {} {}", g, id, id < 0 ? "is negative" : "repeats");
+  }
+  if (a.channel_id < 0) c.error("channel_id {} must be >= 0", a.channel_id);
+  return int64_t(g[0].size());
+}
+
 // reduce_window / select_and_scatter attributes: one entry per operand dimension each, window
 // and strides (and dilations) >= 1, padding >= 0 (a narrowing of StableHLO).
 void window_checks(const Ctx& c, int64_t r, const Attrs& a, bool dilations) {
@@ -403,6 +420,22 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
       if (in[1].shape != want)
         c.error("source shape {} must be the window count {}", in[1].shape.dims, want.dims);
       return in[0];
+    }
+    case Op::all_reduce:
+    case Op::all_gather: {
+      c.arity(1);
+      const int64_t n = replica_group_checks(c, a);
+      const DType t = in[0].dtype;
+      const int64_t r = in[0].shape.rank(), d = a.dimension;
+      if (c.op == Op::all_reduce && !is_floating(t) && t != DType::s32 && t != DType::u32 &&
+          (t != DType::i1 || a.reduce_kind == ReduceKind::sum))
+        c.error("no {} reduction of {} values", name(a.reduce_kind), name(t));
+      if (c.op == Op::all_reduce) return in[0];
+      if (d < 0 || d >= r) c.error("dimension (all_gather_dim) {} out of range for rank {}", d, r);
+      Shape s = in[0].shape;  // the gathered dim may overflow; other sizes check_size's
+      if (__builtin_mul_overflow(s.dims[size_t(d)], n, &s.dims[size_t(d)]))
+        c.error("gathered dim {} overflows int64", d);
+      return {t, s};
     }
     default:
       c.error("is not a structural op");

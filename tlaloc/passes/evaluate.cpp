@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <type_traits>
 
+#include "tlaloc/distributed/collective.h"
 #include "tlaloc/ir/builder.h"
 #include "tlaloc/ir/composite.h"
 #include "tlaloc/ir/formula.h"
@@ -449,6 +451,33 @@ Vals structural(const ir::Node& n, std::span<const Array* const> ops, const std:
   }
 }
 
+// all_reduce / all_gather over distributed::world() (a copy for groups of one replica), as the
+// host lane's kernels run them.
+Array evaluate_collective(const ir::Node& n, const Array& x) {
+  const ir::Attrs& a = n.attrs;
+  const bool across = distributed::runs_across_world(ir::op_name(n.op), a.replica_groups);
+  Array r(n.type.dtype, n.type.shape);
+  const int64_t copies = n.op == Op::all_gather ? int64_t(a.replica_groups[0].size()) : 1;
+  if (x.dtype() != r.dtype() || x.numel() * copies != r.numel())
+    fail("evaluate: {} of a {} value, expected {} / {} copies", ir::op_name(n.op),
+         ir::to_string({x.dtype(), x.shape()}), ir::to_string(n.type), copies);
+  if (!across || n.op == Op::all_reduce) {
+    if (x.nbytes() > 0) std::memcpy(r.raw(), x.raw(), x.nbytes());
+    if (!across) return r;
+    const auto op = a.reduce_kind == ir::ReduceKind::sum   ? distributed::Reduction::sum
+                    : a.reduce_kind == ir::ReduceKind::max ? distributed::Reduction::max
+                                                           : distributed::Reduction::min;
+    distributed::all_reduce_widened(r.raw(), r.numel(), r.dtype(), op);
+    return r;
+  }
+  int64_t outer = 1;
+  for (int64_t d = 0; d < a.dimension; ++d) outer *= x.shape()[d];
+  const int64_t inner = outer == 0 ? 0 : int64_t(x.nbytes()) / outer;
+  std::vector<char> scratch(r.nbytes());
+  distributed::all_gather_along(x.raw(), r.raw(), outer, inner, scratch.data());
+  return r;
+}
+
 }  // namespace
 
 Array evaluate(const ir::Node& n, std::span<const Array* const> ops) {
@@ -461,6 +490,7 @@ Array evaluate(const ir::Node& n, std::span<const Array* const> ops) {
   if (n.op == Op::constant) return *n.attrs.value;
   if (ir::is_composite(n.op)) return evaluate_results(n, ops)[0];
   if (n.op == Op::result) fail("evaluate: a result node's value is its composite's");
+  if (ir::is_collective(n.op)) return evaluate_collective(n, *ops[0]);
   std::vector<Vals> in;
   for (const Array* a : ops) in.push_back(a->to_doubles());
   Vals r(size_t(rs.numel()));

@@ -10,6 +10,9 @@
 // * dynamic_slice / dynamic_update_slice clamp starts to [0, dim - size]; gather clamps rows to
 //   [0, N-1]; scatter skips out-of-range rows;
 // * composites evaluate their decomposition (ir/composite.h).
+// * all_reduce / all_gather run across distributed::world() as the host lane's kernels do
+//   (distributed/collective.h): a copy for replica groups of one replica, a tlaloc::Error for
+//   groups the process group does not have.
 #pragma once
 
 #include <span>

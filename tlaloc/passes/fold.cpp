@@ -178,7 +178,9 @@ class Folder {
   }
 
   ValueId rewrite(Node n) {
-    if (n.op == Op::constant || n.op == Op::iota) return rb_.emit(std::move(n));
+    // Collectives are not a function of their operand alone: never folded.
+    if (n.op == Op::constant || n.op == Op::iota || ir::is_collective(n.op))
+      return rb_.emit(std::move(n));
     if (auto r = identity(n)) return *r;
     // Splats in, splat out: elementwise ops and pure relayouts of a splat.
     bool relayout = n.op == Op::reshape || n.op == Op::transpose || n.op == Op::broadcast_in_dim;

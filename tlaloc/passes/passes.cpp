@@ -96,7 +96,8 @@ ir::Function cse(ir::Function f_in, bool* changed) {
   std::unordered_multimap<size_t, ValueId> seen;  // hash -> new id
   bool any = false;
   for (size_t i = 0; i < f.nodes.size(); ++i) {
-    if (f.nodes[i].op == Op::parameter) {
+    // Parameters are distinct; collectives stay one call each (every rank makes the same calls).
+    if (f.nodes[i].op == Op::parameter || ir::is_collective(f.nodes[i].op)) {
       rb.copy(ValueId(i));
       continue;
     }

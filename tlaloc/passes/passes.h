@@ -1,7 +1,7 @@
 // IR-to-IR clean-up passes. Each takes a verified function and returns an equivalent one with
 // the same inputs (order, types, names), outputs (order, names) and aliases; value ids are
 // renumbered. Results are checked with ir::verify (a failure is a tlaloc::Error naming the
-// function). Passes use only ir and core.
+// function). Passes use only ir and core (the evaluator's collectives also distributed).
 #pragma once
 
 #include <cstdint>
@@ -17,7 +17,7 @@ ir::Function dce(const ir::Function& f);
 // Common-subexpression elimination: nodes with the same op, result type, operands and attrs
 // (constants compared by contents) become one. Operands of commutative ops (add, multiply,
 // maximum, minimum, and, or, xor, compare EQ/NE) are compared as unordered pairs. Leaves the
-// duplicates dead (run dce).
+// duplicates dead (run dce). Collectives (all_reduce, all_gather) are never merged.
 ir::Function cse(const ir::Function& f);
 
 // Largest result (in elements) that fold_constants materialises as a constant, and largest
@@ -27,8 +27,9 @@ inline constexpr int64_t kMaxFoldOperandElements = 16 * kMaxFoldElements;
 
 // Constant folding and cheap algebraic simplification:
 // * a node whose operands are all constants is evaluated (passes/evaluate.h) when its result
-//   has <= kMaxFoldElements elements and each operand <= kMaxFoldOperandElements; iota is
-//   left as is;
+//   has <= kMaxFoldElements elements and each operand <= kMaxFoldOperandElements; iota and
+//   the collectives (all_reduce, all_gather: not a function of the operand alone) are left as
+//   is;
 // * a broadcast_in_dim of a scalar constant ("splat") stays a broadcast, and elementwise ops,
 //   reshape, transpose and broadcast_in_dim of splats give splats of any size;
 // * x*1, 1*x, x/1, x+0, 0+x, x-0 -> x (1 and 0: constants or splats with every element equal;

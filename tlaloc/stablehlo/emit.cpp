@@ -186,6 +186,24 @@ std::string padding_attr(const std::vector<int64_t>& lo, const std::vector<int64
                      rows.empty() ? "" : fmt::format("[{}]", fmt::join(rows, ", ")), lo.size());
 }
 
+// A collective's replica_groups: a [groups, size] i64 tensor.
+std::string replica_groups_attr(const std::vector<std::vector<int64_t>>& groups) {
+  std::vector<std::string> rows;
+  for (const auto& g : groups) rows.push_back(dims_list(g));
+  return fmt::format("replica_groups = dense<[{}]> : tensor<{}x{}xi64>", fmt::join(rows, ", "),
+                     groups.size(), groups.empty() ? 0 : groups[0].size());
+}
+
+// The replicas the module runs on: the largest group size times group count of its
+// collectives (1 without any).
+int64_t num_replicas(const Function& f) {
+  int64_t n = 1;
+  for (const Node& nd : f.nodes)
+    if (ir::is_collective(nd.op) && !nd.attrs.replica_groups.empty())
+      n = std::max(n, int64_t(nd.attrs.replica_groups.size() * nd.attrs.replica_groups[0].size()));
+  return n;
+}
+
 std::string quoted(std::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {
@@ -266,8 +284,9 @@ class Printer {
 
   std::string run() {
     std::string out = fmt::format(
-        "module @{} attributes {{mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32}} {{\n",
-        bare_symbol(f_.name) ? f_.name : quoted(f_.name));
+        "module @{} attributes {{mhlo.num_partitions = 1 : i32, mhlo.num_replicas = {} : i32}} "
+        "{{\n",
+        bare_symbol(f_.name) ? f_.name : quoted(f_.name), num_replicas(f_));
     out += "  func.func public @main(" + arguments() + ") -> (" + results() + ") {\n";
     for (size_t v = 0; v < f_.nodes.size(); ++v)
       if (f_.nodes[v].op != Op::parameter) node(ir::ValueId(v), &out);
@@ -410,6 +429,19 @@ class Printer {
         return fmt::format("{}, window_dimensions = {}, window_strides = {}",
                            padding_attr(a.padding_low, a.padding_high),
                            i64_array(a.window_dimensions), i64_array(a.window_strides));
+      case Op::all_reduce:
+      case Op::all_gather: {
+        // Sorted by name, as MLIR prints properties.
+        std::string p = n.op == Op::all_gather
+                            ? fmt::format("all_gather_dim = {} : i64, ", a.dimension)
+                            : std::string();
+        if (a.channel_id > 0)
+          p += fmt::format("channel_handle = #stablehlo.channel_handle<handle = {}, type = 1>, ",
+                           a.channel_id);
+        p += replica_groups_attr(a.replica_groups);
+        if (a.channel_id > 0) p += ", use_global_device_ids";
+        return p;
+      }
       case Op::compare:
         return fmt::format(
             "compare_type = #stablehlo<comparison_type {}>, "
@@ -454,6 +486,8 @@ class Printer {
       }
     } else if (n.op == Op::scatter) {
       rgn = region("add", id, n.type.dtype);
+    } else if (n.op == Op::all_reduce) {
+      rgn = region(reduce_region_op(n.attrs.reduce_kind), id, n.type.dtype);
     }
     std::string props = properties(n);
     if (!props.empty()) props = " <{" + props + "}>";

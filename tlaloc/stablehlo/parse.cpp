@@ -276,8 +276,15 @@ class Parser {
     do {
       Loc l = loc();
       std::string k = peek() == '"' ? string_literal() : word();
-      expect("=");
       if (d.count(k)) error_at(l, fmt::format("attribute '{}' given twice", k));
+      if (peek() == ',' || peek() == close) {  // a unit attribute (use_global_device_ids)
+        Attr& u = d[k];
+        u.kind = Attr::Bool;
+        u.loc = l;
+        u.i = 1;
+        continue;
+      }
+      expect("=");
       d[k] = value();
     } while (try_consume(","));
     expect(std::string(1, close));
@@ -309,7 +316,8 @@ class Parser {
         a.kind = Attr::Enum;
         a.enum_kind = word();
         a.s = word();
-      } else if (w == "stablehlo.gather" || w == "stablehlo.scatter" || w == "stablehlo.dot") {
+      } else if (w == "stablehlo.gather" || w == "stablehlo.scatter" || w == "stablehlo.dot" ||
+                 w == "stablehlo.channel_handle") {
         a.kind = Attr::DimNumbers;
         a.s = w;
         if (peek() != '>') {

@@ -128,12 +128,14 @@ class Build {
   }
 
  private:
+  // mhlo.num_replicas (any count: the collectives' replica_groups say which replicas they
+  // combine) and mhlo.num_partitions = 1.
   void module_attrs() {
     for (auto& [k, v] : m_.attrs)
       if ((k != "mhlo.num_partitions" && k != "mhlo.num_replicas") || v.kind != Attr::Int ||
-          v.i != 1)
+          v.i < 1 || (k == "mhlo.num_partitions" && v.i != 1))
         error_at(v.loc, fmt::format("module attribute '{}' is not supported (tlaloc reads "
-                                    "mhlo.num_partitions = 1 and mhlo.num_replicas = 1)",
+                                    "mhlo.num_partitions = 1 and mhlo.num_replicas >= 1)",
                                     k));
   }
 
@@ -177,7 +179,7 @@ class Build {
     if (o.result.empty() || o.result_types.size() != 1)
       error_at(o.loc, fmt::format("{} must define exactly one value", o.name));
     if (o.has_region && op != Op::reduce && op != Op::scatter && op != Op::reduce_window &&
-        op != Op::select_and_scatter)
+        op != Op::select_and_scatter && op != Op::all_reduce)
       error_at(o.loc, fmt::format("{} takes no region", o.name));
     if (o.has_region2 && op != Op::select_and_scatter)
       error_at(o.loc, fmt::format("{} takes one region", o.name));
@@ -301,6 +303,10 @@ class Build {
       case Op::convolution:
         convolution(o, a);
         break;
+      case Op::all_reduce:
+      case Op::all_gather:
+        collective(o, n);
+        break;
       case Op::compare: {
         allow(o, {"comparison_direction", "compare_type"});
         const Attr& d = need(o, "comparison_direction", Attr::Enum);
@@ -324,6 +330,52 @@ class Build {
         allow(o, {});
     }
     finish(o, std::move(n));
+  }
+
+  // all_reduce / all_gather: replica_groups [groups, size], optional channel_handle (type 1)
+  // with use_global_device_ids; all_reduce's region one add / maximum / minimum.
+  static void collective(const OpAst& o, ir::Node& n) {
+    ir::Attrs& a = n.attrs;
+    if (n.op == Op::all_reduce) {
+      allow(o, {"replica_groups", "channel_handle", "use_global_device_ids"});
+      const DType t = o.operand_types.empty() ? n.type.dtype : o.operand_types[0].dtype;
+      const std::string rop = region_op(o, t);
+      bool found = false;
+      for (auto k : {ir::ReduceKind::sum, ir::ReduceKind::max, ir::ReduceKind::min})
+        if (reduce_region_op(k) == rop) {
+          a.reduce_kind = k;
+          found = true;
+        }
+      if (!found)
+        error_at(o.region[0].loc, fmt::format("all_reduce: unsupported region op '{}'", rop));
+    } else {
+      allow(o, {"all_gather_dim", "replica_groups", "channel_handle", "use_global_device_ids"});
+      a.dimension = need(o, "all_gather_dim", Attr::Int).i;
+    }
+    const Attr& g = need(o, "replica_groups", Attr::I64Dense);
+    const std::vector<int64_t>& shape = g.dn.at("shape");
+    if (shape.size() != 2)
+      error_at(g.loc, fmt::format("{}: replica_groups must be a [groups, size] tensor", o.name));
+    for (int64_t i = 0; i < shape[0]; ++i)
+      a.replica_groups.emplace_back(g.ints.begin() + i * shape[1],
+                                    g.ints.begin() + (i + 1) * shape[1]);
+    const bool global = o.attrs.count("use_global_device_ids") > 0;
+    if (global && o.attrs.at("use_global_device_ids").kind != Attr::Bool)
+      error_at(o.attrs.at("use_global_device_ids").loc,
+               fmt::format("{}: use_global_device_ids is a unit attribute", o.name));
+    if (auto it = o.attrs.find("channel_handle"); it != o.attrs.end()) {
+      const Attr& c = it->second;
+      const auto h = c.dn.find("handle"), t = c.dn.find("type");
+      if (c.kind != Attr::DimNumbers || c.s != "stablehlo.channel_handle" || c.dn.size() != 2 ||
+          h == c.dn.end() || t == c.dn.end() || h->second.size() != 1 || h->second[0] < 1 ||
+          t->second != std::vector<int64_t>{1} || !global)
+        error_at(c.loc, fmt::format("{}: tlaloc reads channel_handle<handle = K >= 1, type = 1> "
+                                    "with use_global_device_ids",
+                                    o.name));
+      a.channel_id = h->second[0];
+    } else if (global) {
+      error_at(o.loc, fmt::format("{}: use_global_device_ids needs a channel_handle", o.name));
+    }
   }
 
   // convolution's attributes as emit.cpp prints them (window_reversal, if given, all false).

@@ -19,6 +19,10 @@ std::unique_ptr<Kernel> make_reduce(const ir::Function& f, int32_t id);
 // reduce_window and select_and_scatter (window.cpp): parts over fixed chunks of the outer
 // dimensions, so results do not depend on the thread count.
 std::unique_ptr<Kernel> make_window(const ir::Function& f, int32_t id);
+// all_reduce and all_gather (collective.cpp): over distributed::world() on the calling thread;
+// a copy for replica groups of one replica, a tlaloc::Error when the run's groups do not match
+// the process group (distributed/collective.h).
+std::unique_ptr<Kernel> make_collective(const ir::Function& f, int32_t id);
 
 // Reductions run in fixed chunks of kReduceChunk elements with kReduceLanes interleaved lanes
 // each; chunk partials are combined in order. FusedReduce exposes that arithmetic to fused

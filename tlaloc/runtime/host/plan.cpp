@@ -178,6 +178,8 @@ class Planner {
       emit(make_reduce(f_, id), id);
     else if (n.op == Op::reduce_window || n.op == Op::select_and_scatter)
       emit(make_window(f_, id), id);
+    else if (ir::is_collective(n.op))
+      emit(make_collective(f_, id), id);
     else if (n.op == Op::dot_general)
       emit(make_dot(f_, id, p_.num_threads), id);
     else if (n.op == Op::convolution)
