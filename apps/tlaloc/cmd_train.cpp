@@ -40,6 +40,10 @@ void add_common_options(CLI::App* cmd, CommonTrainFlags& f, recipes::Common& c) 
       ->check(finite_non_negative());
   cmd->add_flag("--deterministic", c.deterministic,
                 "pjrt lane: XLA's deterministic ops (xla_gpu_deterministic_ops)");
+  cmd->add_option("--zero", c.zero,
+                  "under mpirun: ZeRO stage 1 shards the optimizer state over the processes")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1));
 }
 
 void add_checkpoint_options(CLI::App* cmd, CommonTrainFlags& f, recipes::Common& c,

@@ -7,9 +7,12 @@
 #include <new>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
 #include "tlaloc/core/error.h"
+#include "tlaloc/distributed/communicator.h"
 #include "tlaloc/io/atomic_file.h"
 
 namespace tlaloc::app {
@@ -69,6 +72,45 @@ std::string unknown_subcommand(CLI::App& app, int argc, char** argv) {
 
 }  // namespace
 
+namespace {
+
+// Parses the command line and runs the command; its exit status. `rank` prefixes errors.
+int run(CLI::App& app, int argc, char** argv, const std::string& rank) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // A usage error: the same "tlaloc: error:" line as every other error, exit status 2.
+    std::fprintf(stderr, "tlaloc: error: %s%s\nRun with --help for more information.\n",
+                 rank.c_str(), e.what());
+    return 2;
+  } catch (const tlaloc::Error& e) {
+    std::fprintf(stderr, "tlaloc: error: %s%s\n", rank.c_str(), e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tlaloc: error: %sout of memory\n", rank.c_str());
+    return 1;
+  } catch (const std::exception& e) {  // a bug: still one line, not an abort
+    std::fprintf(stderr, "tlaloc: internal error: %s%s\n", rank.c_str(), e.what());
+    return 1;
+  }
+  // What the command printed (a StableHLO module, an inspection, sampled text) must reach its
+  // destination: a full disk or a closed pipe is an error, not a silent truncation.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "tlaloc: error: %scannot write the output: %s\n", rank.c_str(),
+                 std::strerror(errno));
+    return 1;
+  }
+  return tlaloc::app::exit_status();
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"tlaloc: compiled training steps in C++ (host CPU lane; StableHLO/PJRT lane)"};
   app.name("tlaloc");
@@ -101,33 +143,23 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tlaloc: error: %s\n", e.what());
     return 2;
   }
+  // Started by mpirun: one rank of a data-parallel run. Rank 0 alone prints what the command
+  // prints; an error on any rank names the rank and ends them all (none waits for it forever).
+  int rc = 0;
   try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    // A usage error: the same "tlaloc: error:" line as every other error, exit status 2.
-    std::fprintf(stderr, "tlaloc: error: %s\nRun with --help for more information.\n", e.what());
-    return 2;
+    tlaloc::distributed::init_world();
   } catch (const tlaloc::Error& e) {
     std::fprintf(stderr, "tlaloc: error: %s\n", e.what());
     return 1;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "tlaloc: error: out of memory\n");
-    return 1;
-  } catch (const std::exception& e) {  // a bug: still one line, not an abort
-    std::fprintf(stderr, "tlaloc: internal error: %s\n", e.what());
-    return 1;
   }
-  // What the command printed (a StableHLO module, an inspection, sampled text) must reach its
-  // destination: a full disk or a closed pipe is an error, not a silent truncation.
-  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    std::fprintf(stderr, "tlaloc: error: cannot write the output: %s\n", std::strerror(errno));
-    return 1;
+  tlaloc::distributed::Communicator& world = tlaloc::distributed::world();
+  const std::string rank =
+      world.size() > 1 ? fmt::format("[rank {} of {}] ", world.rank(), world.size()) : "";
+  if (world.rank() != 0 && !std::freopen("/dev/null", "w", stdout)) return 1;
+  rc = run(app, argc, argv, rank);
+  if (rc != 0 && rc != 130 && world.size() > 1) {
+    std::fflush(stderr);
+    world.abort(rc);
   }
-  return tlaloc::app::exit_status();
+  return rc;
 }

@@ -37,6 +37,9 @@ class Communicator {
   // data[0, bytes) of rank `root` to every rank.
   virtual void broadcast(void* data, int64_t bytes, int root) = 0;
   virtual void barrier() = 0;
+  // Wall seconds this process spent in all_reduce and all_gather so far (waiting for the
+  // slowest rank included), for reports.
+  virtual double collective_seconds() const { return 0; }
   // Ends every rank of the group with `code` (after an error on one rank, so that the others do
   // not wait for it forever). Does not return.
   [[noreturn]] virtual void abort(int code) = 0;

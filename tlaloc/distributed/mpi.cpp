@@ -98,6 +98,7 @@ class Mpi final : public Communicator {
   // chunks are gathered by every rank (MPI_Allgatherv). Done in segments that keep MPI's int
   // counts in range.
   void all_reduce(void* data, int64_t count, DType dtype, Reduction op) override {
+    const Timer timer(seconds_);
     const int64_t es = int64_t(size_of(dtype));
     const int64_t seg = std::max<int64_t>(1, (int64_t(1) << 28) / es);
     for (int64_t at = 0; at < count; at += seg)
@@ -108,6 +109,7 @@ class Mpi final : public Communicator {
     if (bytes * size_ > INT_MAX)
       fail("all_gather: {} bytes from each of {} ranks is more than one MPI call carries", bytes,
            size_);
+    const Timer timer(seconds_);
     check(MPI_Allgather(in, int(bytes), MPI_BYTE, out, int(bytes), MPI_BYTE, MPI_COMM_WORLD),
           "MPI_Allgather");
   }
@@ -122,6 +124,7 @@ class Mpi final : public Communicator {
   }
 
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  double collective_seconds() const override { return seconds_; }
 
   [[noreturn]] void abort(int code) override {
     MPI_Abort(MPI_COMM_WORLD, code);
@@ -153,7 +156,16 @@ class Mpi final : public Communicator {
           "MPI_Allgatherv");
   }
 
+  // Adds the wall time of its scope to `total`.
+  struct Timer {
+    explicit Timer(double& total) : total(total), start(MPI_Wtime()) {}
+    ~Timer() { total += MPI_Wtime() - start; }
+    double& total;
+    double start;
+  };
+
   int rank_ = 0, size_ = 1;
+  double seconds_ = 0;
   std::string library_;
   std::vector<char> recv_;
 };

@@ -100,6 +100,21 @@ struct UpdateOptions {
   // Compute the found-inf flag (inf or NaN in any unscaled gradient skips the whole update).
   // Off only for benchmarks of the bare update; the flag output is then always false.
   bool check_finite = true;
+  // Data parallelism (distributed/): how many processes run this step together, each on its
+  // share of every global batch (distributed::world().size()). With more than one, the loss,
+  // the aux outputs and every gradient go through an all_reduce (summed in rank order, the same
+  // bits on every rank) before found-inf, clipping and the update, which therefore see the
+  // global gradient. `replica_loss` says how the ranks' losses make the global one: mean (each
+  // rank's loss is a mean over an equal share of the batch: the sums are divided by replicas),
+  // or sum (each rank's loss is already divided by the global batch's count). Floating aux
+  // outputs (and updated buffers: BatchNorm's running statistics) are averaged, integer ones
+  // summed, i1 ones or-ed.
+  int replicas = 1;
+  enum class ReplicaLoss { mean, sum } replica_loss = ReplicaLoss::mean;
+  // ZeRO stage (optim/zero.h): 0, or 1 with replicas > 1: this process (`rank`) keeps and
+  // updates the optimizer state of its shard of the parameters only, then all-gathers them.
+  int zero = 0;
+  int rank = 0;
 };
 
 enum class StateKind { momentum_buffer, exp_avg, exp_avg_sq, max_exp_avg_sq, step };

@@ -121,6 +121,10 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
         G.name, nin, nout, num_params);
   if (options.max_norm && !(*options.max_norm > 0))
     fail("append_update: max_norm {} must be > 0", *options.max_norm);
+  if (options.replicas < 1) fail("append_update: replicas {} must be >= 1", options.replicas);
+  if (options.zero != 0 && options.zero != 1)
+    fail("append_update: ZeRO stage {} is not built (0: off, 1: optimizer state sharded)",
+         options.zero);
   TrainStep ts;
   ts.num_other_inputs = nin - num_params;
   ts.num_params = num_params;
@@ -145,7 +149,13 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
     pnames.push_back(in_name(k));
     masters.push_back(master_type(pt));
   }
-  ts.state = state_layout(opt, masters, pnames);
+  const bool zero = options.zero == 1 && options.replicas > 1;
+  if (zero) {
+    ts.zero = zero_shard(opt, masters, pnames, options.rank, options.replicas);
+    ts.state = shard_layout(*ts.zero);
+  } else {
+    ts.state = state_layout(opt, masters, pnames);
+  }
 
   ir::Builder b("train_step");
   trace::BuilderScope scope(b);
@@ -179,11 +189,28 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
     for (ir::ValueId& o : c.operands) o = map[size_t(o)];
     map[v] = b.add(std::move(c));
   }
-  auto result = [&](int r) { return Tensor(&b, map[size_t(G.results[size_t(r)])]); };
+  // Data parallelism: the ranks' loss, aux outputs and gradients combined (see UpdateOptions).
+  const int R = options.replicas;
+  const bool loss_mean = options.replica_loss == UpdateOptions::ReplicaLoss::mean;
+  auto across = [&](const Tensor& t, ir::ReduceKind k) {
+    return Tensor(&b, b.all_reduce(t.id(), k, ir::all_replicas(R)));
+  };
+  auto result = [&](int r) {
+    Tensor t(&b, map[size_t(G.results[size_t(r)])]);
+    if (R == 1) return t;
+    if (!is_floating(t.dtype()))
+      return across(t, t.dtype() == DType::i1 ? ir::ReduceKind::max : ir::ReduceKind::sum);
+    Tensor s = across(t, ir::ReduceKind::sum);
+    // Gradients stay sums (their 1/R goes into the update's scale); the loss as asked; aux and
+    // buffers averaged.
+    const bool grad = r >= 1 + ts.num_aux;
+    return grad || (r == 0 && !loss_mean) ? s : s * (1.0 / R);
+  };
 
   // found-inf over every gradient; global norm of the unscaled gradients; the scale that
   // unscales and clips (applied inside update_param).
   Tensor scale = 1.0 / grad_scale;  // f64
+  if (R > 1 && loss_mean) scale = scale * (1.0 / R);
   // The clipping norm is summed in f32 (as torch.nn.utils.clip_grad_norm_ sums f32 gradients),
   // in f64 when a parameter is f64, whose squares would overflow f32.
   DType norm_dtype = DType::f32;
@@ -221,11 +248,38 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   Tensor step = state[size_t(ts.state.step_index())];
   std::vector<Tensor> new_state = state;
   std::vector<Tensor> new_params(static_cast<size_t>(num_params));
-  for (size_t gi = 0; gi < ts.groups.size(); ++gi)
-    for (int i : ts.groups[gi].params)
-      new_params[size_t(i)] =
-          update_param(opt, groups[gi], step, params[size_t(i)], grads[size_t(i)], scale, found_inf,
-                       ts.state, i, new_state);
+  if (!zero) {
+    for (size_t gi = 0; gi < ts.groups.size(); ++gi)
+      for (int i : ts.groups[gi].params)
+        new_params[size_t(i)] =
+            update_param(opt, groups[gi], step, params[size_t(i)], grads[size_t(i)], scale,
+                         found_inf, ts.state, i, new_state);
+  } else {
+    // ZeRO-1: this rank updates its pieces, and the shards of every rank are gathered.
+    const ZeroShard& z = *ts.zero;
+    std::vector<size_t> group_of(size_t(num_params), 0);
+    for (size_t gi = 0; gi < ts.groups.size(); ++gi)
+      for (int i : ts.groups[gi].params) group_of[size_t(i)] = gi;
+    std::vector<Tensor> pieces;
+    int64_t filled = 0;
+    for (const ShardPiece& pc : z.pieces) {
+      const size_t i = size_t(pc.param);
+      Tensor p = slice(reshape(params[i], {z.numel[i]}), 0, pc.lo, pc.hi);
+      Tensor g = slice(reshape(grads[i], {z.numel[i]}), 0, pc.lo, pc.hi);
+      pieces.push_back(update_param(opt, groups[group_of[i]], step, p, g, scale, found_inf,
+                                    ts.state, pc.param, new_state));
+      filled += pc.hi - pc.lo;
+    }
+    const DType dt = masters[0].dtype;
+    if (filled < z.shard_size) pieces.push_back(trace::full(Shape{z.shard_size - filled}, 0, dt));
+    Tensor shard = pieces.size() == 1 ? pieces[0] : concat(pieces, 0);
+    Tensor all(&b, b.all_gather(shard.id(), 0, ir::all_replicas(R)));
+    for (int i = 0; i < num_params; ++i) {
+      const size_t k = size_t(i);
+      new_params[k] =
+          reshape(slice(all, 0, z.offset[k], z.offset[k] + z.numel[k]), masters[k].shape.dims);
+    }
+  }
   new_state[size_t(ts.state.step_index())] = select_scalar(found_inf, step, step + 1.0);
 
   std::vector<ir::ValueId> results;

@@ -29,7 +29,10 @@
 // f32; nothing per-step is recompiled or read back.
 #pragma once
 
+#include <optional>
+
 #include "tlaloc/optim/optimizer.h"
+#include "tlaloc/optim/zero.h"
 
 namespace tlaloc::optim {
 
@@ -41,6 +44,8 @@ struct TrainStep {
   StateLayout state;
   std::vector<ParamGroup> groups;  // resolved: lr and weight_decay set
   bool has_grad_norm = false;
+  // ZeRO-1 (UpdateOptions::zero): this rank's shard; `state` is then its shard_layout().
+  std::optional<ZeroShard> zero;
 
   // Input positions.
   int param_input(int i) const { return num_other_inputs + i; }

@@ -15,6 +15,7 @@ train::TrainerOptions trainer_options(const Common& c) {
   if (c.precision_highest) t.pjrt.emit.precision = stablehlo::Precision::HIGHEST;
   if (c.deterministic) t.pjrt.compile.overrides.push_back({"xla_gpu_deterministic_ops", true});
   t.num_threads = c.threads;
+  t.zero = c.zero;
   return t;
 }
 

@@ -25,6 +25,7 @@ struct Common {
   train::Lane lane = train::Lane::host;
   bool precision_highest = false;  // pjrt lane: full-f32 dots (else XLA may use TF32)
   bool deterministic = false;      // pjrt lane: xla_gpu_deterministic_ops
+  int zero = 0;  // under mpirun: ZeRO stage (1: optimizer state sharded over the processes)
   // Checkpoints and metrics (train::FitOptions of the same names).
   std::optional<std::string> save, resume;
   int64_t save_every = 0, stop_after = 0;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 
+#include "tlaloc/distributed/communicator.h"
 #include "tlaloc/nn/losses.h"
 #include "tlaloc/plot/heatmap.h"
 #include "tlaloc/random/random.h"
@@ -69,14 +70,20 @@ std::shared_ptr<nn::Sequential> make_cnn(const std::vector<int64_t>& channels) {
 std::vector<DataInput> data_inputs(int64_t n, int64_t batch) {
   return {{"images", {DType::f32, Shape{n, kPixels}}, true},
           {"labels", {DType::s32, Shape{n}}, true},
-          {"idx", {DType::s32, Shape{batch}}, false},
-          {"weight", {DType::f32, Shape{batch}}, false}};
+          {"idx", {DType::s32, Shape{batch}}, false, true},
+          {"weight", {DType::f32, Shape{batch}}, false, true}};
 }
 
-LossFn loss_fn() {
-  return [](nn::Module& m, const Inputs& d) {
+// The mean cross-entropy of the batch's real rows (weight 1, padding 0). `summed`: the weights
+// are already 1 / (the global batch's real rows), so each process's loss is its part of the
+// sum (data parallelism: a last partial batch splits unevenly over the processes).
+LossFn loss_fn(bool summed) {
+  return [summed](nn::Module& m, const Inputs& d) {
     trace::Tensor x = trace::take_rows(d["images"], d["idx"]);
     trace::Tensor y = trace::take_rows(d["labels"], d["idx"]);
+    if (summed)
+      return std::vector<trace::Tensor>{
+          trace::sum(nn::cross_entropy_per_row(m(x), y) * d["weight"])};
     return std::vector<trace::Tensor>{nn::cross_entropy(m(x), y, d["weight"])};
   };
 }
@@ -105,7 +112,7 @@ std::vector<int32_t> epoch_order(random::Key key, int64_t epoch, int64_t n) {
 
 int64_t steps_per_epoch(int64_t n, int64_t batch) { return (n + batch - 1) / batch; }
 
-train::Batch make_batch(const std::vector<int32_t>& order, int64_t b, int64_t batch) {
+train::Batch make_batch(const std::vector<int32_t>& order, int64_t b, int64_t batch, bool summed) {
   int64_t n = int64_t(order.size());
   if (b < 0 || b >= steps_per_epoch(n, batch))
     fail("fmnist: batch {} out of range for {} rows in batches of {}", b, n, batch);
@@ -118,6 +125,10 @@ train::Batch make_batch(const std::vector<int32_t>& order, int64_t b, int64_t ba
     bool real = r < n;
     ip[i] = real ? order[size_t(r)] : 0;
     wp[i] = real ? 1.0f : 0.0f;
+  }
+  if (summed) {  // 1 / (real rows) each
+    const float real = float(std::min(batch, n - b * batch));
+    for (int64_t i = 0; i < batch; ++i) wp[i] /= real;
   }
   train::Batch out;
   out.emplace_back("idx", std::move(idx));
@@ -216,14 +227,21 @@ Array image_rows(const Array& images, int64_t r0, int64_t rows) {
 
 // Logits [n, 10] of images [n, 784] through `run` on chunks of `chunk` rows (the last one
 // padded with zero rows, their logits dropped).
+// Under data parallelism process r scores chunks r, r + N, ...; the others' rows are zeros in
+// its array, and a sum over the processes (x + 0 is x) gives each of them all the logits.
 Array logits_in_chunks(const Array& images, int64_t chunk, const std::function<Array(Array)>& run) {
   const int64_t n = images.shape()[0];
+  const int procs = distributed::world_size(), rank = distributed::rank();
   Array out(DType::f32, Shape{n, kClasses});
-  for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+  for (int64_t r0 = 0, k = 0; r0 < n; r0 += chunk, ++k) {
+    if (k % procs != rank) continue;
     Array z = run(image_rows(images, r0, chunk));
     const int64_t rows = std::min(chunk, n - r0);
     std::memcpy(out.data<float>() + r0 * kClasses, z.data<float>(), size_t(rows * kClasses) * 4);
   }
+  if (procs > 1)
+    distributed::world().all_reduce(out.raw(), out.numel(), DType::f32,
+                                    distributed::Reduction::sum);
   return out;
 }
 
@@ -263,6 +281,13 @@ train::FitResult run(const Config& c) {
   auto schedule = make_schedule(common, "train fmnist", total_steps, warmup);
   train::TrainerOptions topt = trainer_options(c.common);  // fails before the model is built
   topt.schedule = schedule;
+  // Data parallelism (mpirun): each process takes batch / N rows of every batch. The MLP's
+  // last partial batch splits unevenly, so its processes sum losses divided by the global count.
+  const int procs = distributed::world_size();
+  if (c.batch % procs)
+    fail("train fmnist: --batch {} does not split over {} processes", c.batch, procs);
+  const bool summed = procs > 1 && !cnn;
+  if (summed) topt.update.replica_loss = optim::UpdateOptions::ReplicaLoss::sum;
 
   auto keys = random::split(random::key(c.common.seed), 2);  // [init, shuffle]
   auto model = cnn ? make_cnn(sizes) : make_model(sizes);
@@ -276,14 +301,15 @@ train::FitResult run(const Config& c) {
 
   const int64_t compiled_before = train::compiled_executables(topt.lane);
   std::optional<train::Activity> compiling(std::in_place, "compiling the train step", out);
-  train::Trainer trainer(*model, loss_fn(), data_inputs(n, c.batch),
+  train::Trainer trainer(*model, loss_fn(summed), data_inputs(n, c.batch),
                          optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
   compiling.reset();
   const int64_t train_executables = train::compiled_executables(topt.lane) - compiled_before;
   fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
              trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
-  // Evaluation in eval mode (batch norm's running statistics); the CNN in chunks.
-  const int64_t eval_rows = cnn ? kCnnEvalChunk : test_set.labels.numel();
+  // Evaluation in eval mode (batch norm's running statistics); the CNN in chunks, and every
+  // model in chunks shared by the processes under data parallelism.
+  const int64_t eval_rows = cnn || procs > 1 ? kCnnEvalChunk : test_set.labels.numel();
   model->eval();
   int eval_id =
       trainer.add_eval(logits_fn(), {{"images", {DType::f32, Shape{eval_rows, kPixels}}}});
@@ -307,13 +333,14 @@ train::FitResult run(const Config& c) {
   cb.batch = [&](const train::StepPosition& p) {
     if (p.epoch != order_epoch) order = epoch_order(keys[1], p.epoch, n);
     order_epoch = p.epoch;
-    return make_batch(order, p.batch, c.batch);
+    return make_batch(order, p.batch, c.batch, summed);
   };
   Metrics last{};
   train::Batch test_in{{"images", std::move(test_set.images)}};
   auto evaluate_test = [&] {
     train::Activity a(fmt::format("evaluating on {} test images", test_set.labels.numel()), out);
-    if (!cnn) return evaluate(trainer.run_eval(eval_id, test_in)[0], test_set.labels);
+    if (eval_rows == test_set.labels.numel())
+      return evaluate(trainer.run_eval(eval_id, test_in)[0], test_set.labels);
     Array logits = logits_in_chunks(test_in[0].second, eval_rows, [&](Array rows) {
       train::Batch in{{"images", std::move(rows)}};
       return trainer.run_eval(eval_id, in)[0];
@@ -335,7 +362,7 @@ train::FitResult run(const Config& c) {
     fmt::print(out, "\nconfusion matrix (test set, rows: true class, columns: predicted):\n{}",
                format_confusion(last));
     fmt::print(out, "test accuracy {:.2f}%\n", 100 * last.accuracy);
-    if (!c.confusion.empty()) {
+    if (!c.confusion.empty() && distributed::is_root()) {
       try {  // a picture that cannot be written must not cost the run its checkpoint
         plot::write_file(
             c.confusion,

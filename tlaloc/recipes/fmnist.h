@@ -37,7 +37,11 @@ std::shared_ptr<nn::Sequential> make_cnn(const std::vector<int64_t>& channels);
 // s32 [batch] and "weight" f32 [batch] (per step).
 std::vector<train::DataInput> data_inputs(int64_t n, int64_t batch);
 // Weighted mean softmax cross-entropy of model(images[idx]) against labels[idx].
-train::LossFn loss_fn();
+// `summed`: the loss is sum(weight * per-row loss), the weights already divided by the global
+// batch's real rows (make_batch(..., true)): under data parallelism each process's loss is then
+// its part of the global mean (optim::UpdateOptions::ReplicaLoss::sum), a last partial batch
+// too.
+train::LossFn loss_fn(bool summed = false);
 // Logits f32 [n, 10] of the model for "images" f32 [n, 784] (for evaluation).
 train::LossFn logits_fn();
 
@@ -56,7 +60,9 @@ std::vector<int32_t> epoch_order(random::Key key, int64_t epoch, int64_t n);
 int64_t steps_per_epoch(int64_t n, int64_t batch);  // ceil(n / batch)
 // Batch `b` of an epoch's order: "idx" s32 [batch] and "weight" f32 [batch]; the tail of the
 // last partial batch repeats row 0 with weight 0. Throws tlaloc::Error for b out of range.
-train::Batch make_batch(const std::vector<int32_t>& order, int64_t b, int64_t batch);
+// `summed`: the real rows' weights are 1 / (their count) instead (loss_fn(true)).
+train::Batch make_batch(const std::vector<int32_t>& order, int64_t b, int64_t batch,
+                        bool summed = false);
 
 struct Metrics {
   double loss = 0;                              // mean cross-entropy (nats)

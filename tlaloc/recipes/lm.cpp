@@ -11,6 +11,7 @@
 #include <iterator>
 #include <optional>
 
+#include "tlaloc/distributed/communicator.h"
 #include "tlaloc/io/checkpoint.h"
 #include "tlaloc/io/hf_dir.h"
 #include "tlaloc/nn/losses.h"
@@ -33,7 +34,7 @@ optim::AdamW bench_optimizer() { return {.lr = 3e-3, .weight_decay = 0.01}; }
 
 std::vector<DataInput> data_inputs(int64_t n_tokens, int64_t batch, bool dropout_key) {
   std::vector<DataInput> in{{"tokens", {DType::s32, Shape{n_tokens}}, true},
-                            {"starts", {DType::s32, Shape{batch}}, false}};
+                            {"starts", {DType::s32, Shape{batch}}, false, true}};
   if (dropout_key) in.push_back({"dropout_key", {DType::u32, Shape{2}}, false});
   return in;
 }
@@ -128,8 +129,10 @@ void check_fits_in_memory(const nn::CausalLMConfig& c, double bytes_per_paramete
 }
 
 Array dropout_key(uint64_t seed, int64_t step) {
-  random::Key k = random::split(random::key(seed), 2)[1];
-  return random::key_data(random::fold_in(k, uint32_t(step)));
+  random::Key k = random::fold_in(random::split(random::key(seed), 2)[1], uint32_t(step));
+  // Data parallelism: each process drops its own units (fold_in(rank)).
+  if (distributed::world_size() > 1) k = random::fold_in(k, uint32_t(distributed::rank()));
+  return random::key_data(k);
 }
 
 Array random_starts(uint64_t seed, int64_t step, int64_t count, int64_t n_tokens, int64_t context) {
@@ -298,11 +301,21 @@ train::FitResult run(const Config& c) {
     double bpb = 0;
     {  // a large model's validation takes a while after the bar's "ETA 0.0s"
       train::Activity a(fmt::format("validation on {} windows of {} bytes", nw, ctx), out);
-      double nats = 0;  // the chunks' mean losses, averaged (equal chunks)
-      for (const Array& s : starts) {
-        train::Batch in{{"tokens", val_tok}, {"starts", s}};
-        nats += trainer.run_eval(eval_id, in)[0].at(0);
+      // The chunks' mean losses, averaged (equal chunks). Under data parallelism process r
+      // scores chunks r, r + N, ...; a sum over the processes (x + 0 is x) gives every process
+      // every chunk's loss, added up in chunk order as one process does.
+      const int procs = distributed::world_size();
+      std::vector<double> chunk_nats(starts.size(), 0.0);
+      for (size_t k = 0; k < starts.size(); ++k) {
+        if (int(k % size_t(procs)) != distributed::rank()) continue;
+        train::Batch in{{"tokens", val_tok}, {"starts", starts[k]}};
+        chunk_nats[k] = trainer.run_eval(eval_id, in)[0].at(0);
       }
+      if (procs > 1)
+        distributed::world().all_reduce(chunk_nats.data(), int64_t(chunk_nats.size()), DType::f64,
+                                        distributed::Reduction::sum);
+      double nats = 0;
+      for (double x : chunk_nats) nats += x;
       val_nats = nats / double(starts.size());
       bpb = val_nats / std::log(2.0);
     }

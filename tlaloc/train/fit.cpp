@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 
+#include "tlaloc/distributed/communicator.h"
 #include "tlaloc/io/atomic_file.h"
 #include "tlaloc/io/metrics_csv.h"
 #include "tlaloc/plot/curves.h"
@@ -157,6 +158,16 @@ void resume(Trainer& t, const FitOptions& o) {
   check_resumable(c, "--resume " + c.source);
   restore(t, c);
   fmt::print(o.out, "resumed from {} at step {}\n", path, t.steps_taken());
+  // Another process count keeps the global batch (each rank takes another share of it); the
+  // sums then run in another order, so the run is not bitwise the one it continues.
+  const std::string n = std::to_string(distributed::world_size());
+  const auto was = c.user.find("world_size");
+  const std::string had = was == c.user.end() ? "1" : was->second;
+  if (had != n)
+    fmt::print(o.out,
+               "note: {} was trained by {} process{}, this run has {}: the global batch is kept, "
+               "the gradient sums run in another order (not bitwise the run it continues)\n",
+               path, had, had == "1" ? "" : "es", n);
 }
 
 }  // namespace
@@ -218,7 +229,9 @@ void check(const FitOptions& o) {
 }
 
 io::WriteLock lock_outputs(const FitOptions& o) {
-  return o.save ? io::WriteLock(*o.save, o.name + ": --save") : io::WriteLock();
+  // Under data parallelism rank 0 alone writes files (the others' state is the same).
+  return o.save && distributed::is_root() ? io::WriteLock(*o.save, o.name + ": --save")
+                                          : io::WriteLock();
 }
 
 FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
@@ -240,8 +253,19 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
         "cross-check (one step, host lane vs pjrt lane): max |diff| {:.3e}, relative {:.3e}{}\n",
         c.max_abs, c.max_rel, c.worst.empty() ? "" : fmt::format(" (largest in {})", c.worst));
   }
-  MetricsLog log(o);
+  // Data parallelism: rank 0 writes the metrics, pictures and checkpoints; stops (a signal, the
+  // time limit) are agreed by all ranks at the same step.
+  const bool root = distributed::is_root(), many = distributed::world_size() > 1;
+  FitOptions written = o;
+  if (!root) written.metrics.clear();
+  MetricsLog log(written);
   SignalGuard signals(o.handle_signals);
+  if (many) distributed::world().barrier();  // the clocks start together (startup skew aside)
+  auto stop_signal = [&] {
+    int32_t sig = signals.signal();
+    if (many) distributed::world().all_reduce(&sig, 1, DType::s32, distributed::Reduction::max);
+    return int(sig);
+  };
   const auto run_start = std::chrono::steady_clock::now();
   // The lr of the last step taken (group 0), for the metrics rows.
   auto last_lr = [&] { return t.steps_taken() > 0 ? t.lr_at(t.steps_taken() - 1) : NAN; };
@@ -257,17 +281,25 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
   auto save_checkpoint = [&] {
     if (!o.save || saved_at == t.steps_taken()) return;
     if (t.steps_taken() > first) check_loss(t.read_last().loss);
-    io::Checkpoint c = to_checkpoint(t, o.seed, t.steps_taken(), o.metadata);
+    auto meta = o.metadata;
+    if (many) meta["world_size"] = std::to_string(distributed::world_size());
+    io::Checkpoint c = to_checkpoint(t, o.seed, t.steps_taken(), std::move(meta));
+    if (!root) {  // written once, by rank 0, after every rank reached the step
+      distributed::world().barrier();
+      saved_at = t.steps_taken();
+      return;
+    }
     if (o.format)
       o.format->save(*o.save, c);
     else
       io::save_checkpoint(*o.save, c);
+    if (many) distributed::world().barrier();
     fmt::print(o.out, "saved {} (step {})\n", *o.save, t.steps_taken());
     saved_at = t.steps_taken();
   };
   size_t plotted_rows = 0;  // the rows the last picture drew: an unchanged one is not redrawn
   auto write_plot = [&] {
-    if (!o.plot.empty() && plotted_rows != log.rows().size())
+    if (root && !o.plot.empty() && plotted_rows != log.rows().size())
       plotted_rows = plot_curves(o, log.rows(), t.steps_taken());
   };
   // A save point: the checkpoint, then the picture (at the last step only at the end, which
@@ -276,11 +308,26 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     save_checkpoint();
     if (end || t.steps_taken() < o.steps) write_plot();
   };
+  if (many) {  // who trains, and (ZeRO-1) how the optimizer state is split
+    const auto held = t.state_elements_per_rank();
+    std::string per;
+    int64_t total = 0;
+    for (int64_t h : held) per += (per.empty() ? "" : ", ") + std::to_string(h);
+    for (int64_t h : held) total += h;
+    fmt::print(o.out,
+               "data parallel: {}; each process takes 1/{} of every batch; optimizer state "
+               "elements held per rank: {} ({} in all{})\n",
+               distributed::world().describe(), held.size(), per, total,
+               t.zero() ? ", ZeRO-1" : "");
+  }
   if (cb.on_start) cb.on_start();
 
   FitResult r;
   auto out_of_time = [&] {
-    return o.time_limit_seconds > 0 && seconds_since(run_start) >= o.time_limit_seconds;
+    if (!(o.time_limit_seconds > 0)) return false;
+    int32_t late = seconds_since(run_start) >= o.time_limit_seconds;
+    if (many) distributed::world().all_reduce(&late, 1, DType::s32, distributed::Reduction::max);
+    return late != 0;
   };
   while (t.steps_taken() < o.steps && !r.out_of_time) {
     const int64_t epoch = t.steps_taken() / spe, first_b = t.steps_taken() % spe;
@@ -319,7 +366,7 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
       eval_seconds += seconds_since(t0);
     };
     for (int64_t b = first_b; b < end_b; ++b) {
-      if (int sig = signals.signal()) {
+      if (int sig = stop_signal()) {
         if (bar) bar->finish(done(b), bar_value());
         save();
         if (o.save)
@@ -343,7 +390,8 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
       if ((b + 1) % o.log_every == 0 || b + 1 == end_b) {
         StepLog read{t.steps_taken(), epoch, b, t.read_last()};
         check_loss(read.report.loss);
-        if (read.report.found_inf && !warned_skip) {  // a finite loss, a non-finite gradient
+        if (read.report.found_inf && !warned_skip &&
+            root) {  // a finite loss, a non-finite gradient
           fmt::print(stderr,
                      "{}: warning: step {} skipped its update (a gradient held inf or NaN); the "
                      "run goes on, later skips are not reported\n",
@@ -381,6 +429,9 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
             seconds_since(run_start));
   }
   save(true);
+  if (many)
+    fmt::print(o.out, "data parallel: {:.3f} s of {:.3f} s in all-reduce / all-gather (rank 0)\n",
+               distributed::world().collective_seconds(), seconds_since(run_start));
   r.steps = t.steps_taken();
   return r;
 }

@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "tlaloc/autodiff/autodiff.h"
+#include "tlaloc/distributed/communicator.h"
 #include "tlaloc/passes/passes.h"
 #include "tlaloc/runtime/host/compile.h"
 
@@ -116,6 +118,18 @@ std::vector<size_t> match_inputs(const char* what, const std::vector<const DataI
   return at;
 }
 
+// Rows [first, first + n) of `a` along its leading axis (a copy).
+Array leading_rows(const Array& a, int64_t first, int64_t n) {
+  Shape s = a.shape();
+  const size_t row = a.nbytes() / size_t(std::max<int64_t>(s[0], 1));
+  s[0] = n;
+  Array out(a.dtype(), s);
+  if (n > 0)
+    std::memcpy(out.raw(), static_cast<const char*>(a.raw()) + size_t(first) * row,
+                size_t(n) * row);
+  return out;
+}
+
 }  // namespace
 
 const trace::Tensor& Inputs::operator[](std::string_view name) const {
@@ -170,7 +184,27 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
     fail("Trainer: grad_scale {} must be finite and > 0", options_.grad_scale);
   if (options_.num_threads < 0)
     fail("Trainer: num_threads {} must be >= 0 (0: OpenMP's default)", options_.num_threads);
-  step_ = build_train_step(model_, loss, data_, opt_, options_.update, &forward_ops_,
+  if (options_.zero != 0 && options_.zero != 1)
+    fail("Trainer: ZeRO stage {} is not built (0: off, 1: optimizer state sharded)", options_.zero);
+  // Data parallelism: this rank's share of every batched input.
+  const int replicas = distributed::world_size();
+  options_.update.replicas = replicas;
+  options_.update.zero = options_.zero;
+  options_.update.rank = distributed::rank();
+  local_data_ = data_;
+  for (DataInput& d : local_data_) {
+    if (!d.batched) continue;
+    if (d.resident || d.type.shape.rank() == 0)
+      fail("Trainer: input '{}' is marked batched but is {}", d.name,
+           d.resident ? "resident" : "a scalar");
+    std::vector<int64_t> dims = d.type.shape.dims;
+    if (dims[0] % replicas)
+      fail("Trainer: input '{}' holds a batch of {}, which does not split over {} processes",
+           d.name, dims[0], replicas);
+    dims[0] /= replicas;
+    d.type.shape = Shape(dims);
+  }
+  step_ = build_train_step(model_, loss, local_data_, opt_, options_.update, &forward_ops_,
                            &gradient_ops_, &buffer_updates_);
   auto buffers = model_.named_buffers();
   for (const auto& b : buffers) buffer_names_.push_back(b.name);
@@ -180,6 +214,11 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
   for (size_t k = 0; k < order_.size(); ++k)
     (k < nf ? frozen_names_ : param_names_).push_back(named[order_[k]].name);
   lane_ = options_.lane == Lane::automatic ? choose_lane(Lane::automatic).lane : options_.lane;
+  if (lane_ == Lane::pjrt && replicas > 1)
+    fail(
+        "Trainer: data parallelism over {} processes runs on the host lane (a multi-device pjrt "
+        "run is not built): use --lane host",
+        replicas);
   if (lane_ == Lane::pjrt)
     client_ = options_.client ? options_.client : &runtime::pjrt::default_client();
   exe_ = compile(step_.fn);
@@ -239,7 +278,15 @@ void Trainer::set_step_inputs(Batch& inputs) {
     }
   }
   std::vector<size_t> at = match_inputs("Trainer::step", per_step, inputs, data_);
-  for (size_t k = 0; k < at.size(); ++k) put_input(slots[k], std::move(inputs[at[k]].second));
+  for (size_t k = 0; k < at.size(); ++k) {
+    Array& a = inputs[at[k]].second;
+    const DataInput& local = local_data_[size_t(slots[k])];
+    if (local.batched && local.type.shape != a.shape()) {  // this rank's rows
+      const int64_t rows = local.type.shape[0];
+      a = leading_rows(a, distributed::rank() * rows, rows);
+    }
+    put_input(slots[k], std::move(a));
+  }
   auto lr = step_.group_lr(options_.schedule.factor(steps_taken_));
   auto scalars = step_.scalar_inputs(lr, options_.grad_scale);
   scalars_.resize(scalars.size(), std::nan(""));
@@ -340,17 +387,36 @@ std::vector<std::pair<std::string, Array>> Trainer::named_parameters() const {
   return out;
 }
 
+const optim::StateLayout& Trainer::full_state_layout() const {
+  return step_.zero ? step_.zero->full : step_.state;
+}
+
 std::string Trainer::state_name(int j) const {
-  const auto& slot = step_.state.slots[size_t(j)];
+  const auto& slot = full_state_layout().slots[size_t(j)];
   if (slot.param < 0) return "optimizer.step";
   return fmt::format("optimizer.{}.{}", param_names_[size_t(slot.param)], optim::name(slot.kind));
 }
 
 std::vector<std::pair<std::string, Array>> Trainer::optimizer_state() const {
-  std::vector<std::pair<std::string, Array>> out;
+  std::vector<Array> local;
   for (int j = 0; j < step_.state.size(); ++j)
-    out.emplace_back(state_name(j), exe_->download(inputs_[size_t(step_.state_input(j))]));
+    local.push_back(exe_->download(inputs_[size_t(step_.state_input(j))]));
+  // ZeRO-1: every rank's shard gathered (a collective: every rank calls it).
+  if (step_.zero) local = optim::gather_state(*step_.zero, step_.state, local);
+  std::vector<std::pair<std::string, Array>> out;
+  for (size_t j = 0; j < local.size(); ++j)
+    out.emplace_back(state_name(int(j)), std::move(local[j]));
   return out;
+}
+
+std::vector<int64_t> Trainer::state_elements_per_rank() const {
+  std::vector<double> n(size_t(distributed::world_size()), 0);  // exact below 2^53
+  for (const auto& s : step_.state.slots)
+    if (s.param >= 0) n[size_t(distributed::rank())] += double(s.type.shape.numel());
+  if (n.size() > 1)
+    distributed::world().all_reduce(n.data(), int64_t(n.size()), DType::f64,
+                                    distributed::Reduction::sum);
+  return std::vector<int64_t>(n.begin(), n.end());
 }
 
 std::vector<std::pair<std::string, ir::TensorType>> Trainer::parameter_specs() const {
@@ -362,8 +428,8 @@ std::vector<std::pair<std::string, ir::TensorType>> Trainer::parameter_specs() c
 
 std::vector<std::pair<std::string, ir::TensorType>> Trainer::state_specs() const {
   std::vector<std::pair<std::string, ir::TensorType>> out;
-  for (int j = 0; j < step_.state.size(); ++j)
-    out.emplace_back(state_name(j), step_.fn.input_type(step_.state_input(j)));
+  const optim::StateLayout& full = full_state_layout();
+  for (int j = 0; j < full.size(); ++j) out.emplace_back(state_name(j), full.slots[size_t(j)].type);
   return out;
 }
 
@@ -386,6 +452,7 @@ void Trainer::load_state(std::vector<Array> params, std::vector<Array> state, in
   if (steps_taken < 0) fail("Trainer::load_state: negative step count {}", steps_taken);
   for (size_t i = 0; i < params.size(); ++i)
     put_input(step_.param_input(int(i)), std::move(params[i]));
+  if (step_.zero) state = optim::shard_state(*step_.zero, step_.state, state);  // this rank's
   for (size_t j = 0; j < state.size(); ++j)
     put_input(step_.state_input(int(j)), std::move(state[j]));
   steps_taken_ = steps_taken;

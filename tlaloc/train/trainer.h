@@ -47,6 +47,9 @@ struct DataInput {
   std::string name;
   ir::TensorType type;
   bool resident = false;
+  // A per-step input whose leading axis is the batch (type: the global batch). Under data
+  // parallelism each rank's step takes its rows of it: rank r of N the r-th of N equal parts.
+  bool batched = false;
 };
 
 // Named host arrays: a step's per-step inputs, an evaluation's inputs. Order does not matter.
@@ -80,6 +83,14 @@ struct TrainerOptions {
   // pjrt lane: the client (borrowed; must outlive the Trainer). Null: the process-wide client
   // of runtime::pjrt::probe().
   runtime::pjrt::Client* client = nullptr;
+  // Data parallelism runs over distributed::world() (one process unless started by mpirun):
+  // every rank runs the step on its rows of each batched input (DataInput::batched) and the
+  // program all-reduces the loss, aux outputs and gradients (update.replicas and
+  // update.replica_loss: the Trainer sets replicas). zero = 1 is ZeRO stage 1: each rank keeps
+  // and updates the optimizer state of its 1/N of the parameters (all of them seen as one flat
+  // vector), then the updated parameters are all-gathered; checkpoints hold the whole state as
+  // without it. Host lane only.
+  int zero = 0;
 };
 
 // One step of the host lane and of the pjrt lane from the same state and inputs, compared
@@ -171,8 +182,12 @@ class Trainer {
   std::vector<std::pair<std::string, Array>> named_buffers() const;
   std::vector<std::pair<std::string, ir::TensorType>> buffer_specs() const;
   void load_buffers(std::vector<Array> buffers);
-  // Optimizer state with names "optimizer.<param>.<exp_avg|...>" and "optimizer.step".
+  // Optimizer state with names "optimizer.<param>.<exp_avg|...>" and "optimizer.step". With
+  // ZeRO-1 the whole state, gathered from every rank: a collective, every rank must call it.
   std::vector<std::pair<std::string, Array>> optimizer_state() const;
+  // How many optimizer state elements (moments; the step count aside) each rank holds: all of
+  // them on every rank, or with ZeRO-1 about 1/N each. A collective.
+  std::vector<int64_t> state_elements_per_rank() const;
   // Names, dtypes and shapes of the parameters and of the optimizer state, in the orders
   // named_parameters() / optimizer_state() use.
   std::vector<std::pair<std::string, ir::TensorType>> parameter_specs() const;
@@ -188,6 +203,7 @@ class Trainer {
   const ir::Function& step_function() const { return step_.fn; }
   const optim::TrainStep& train_step() const { return step_; }
   const optim::Optimizer& optimizer() const { return opt_; }
+  bool zero() const { return step_.zero.has_value(); }  // ZeRO-1 in this step
 
   // Compiles, on the trainer's lane, a forward-only function of the model (e.g. evaluation)
   // whose data inputs are `data` (names and types; `resident` is ignored: all are passed to
@@ -199,7 +215,9 @@ class Trainer {
   std::vector<Array> run_eval(int id, Batch& data);
 
  private:
-  // Checkpoint name of state slot j: "optimizer.<param>.<kind>" or "optimizer.step".
+  // The state a checkpoint holds (without ZeRO-1, the step's own) and the name of its slot j:
+  // "optimizer.<param>.<kind>" or "optimizer.step".
+  const optim::StateLayout& full_state_layout() const;
   std::string state_name(int j) const;
   std::unique_ptr<runtime::Executable> compile(const ir::Function& f) const;
   void put_input(int index, Array value);  // onto the lane
@@ -208,7 +226,8 @@ class Trainer {
   nn::Module& model_;
   optim::Optimizer opt_;
   TrainerOptions options_;
-  std::vector<DataInput> data_;
+  std::vector<DataInput> data_;        // as given: batched inputs hold the global batch
+  std::vector<DataInput> local_data_;  // as the step takes them: this rank's rows
   // Input index of the first (frozen, else trained) parameter: after the data and buffers.
   size_t first_param() const { return data_.size() + buffer_names_.size(); }
 
