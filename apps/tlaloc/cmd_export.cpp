@@ -24,6 +24,7 @@ struct ExportArgs {
   bool output_given = false;
   std::string precision = "default";
   bool no_names = false;
+  int replicas = 1;
 };
 
 // Atomically (io::AtomicFile): a unique temporary beside the target, renamed over it, so two
@@ -55,7 +56,7 @@ void run_export(const ExportArgs& a) {
   o.names = !a.no_names;
   const bool to_stdout = !a.output_given || a.output == "-";
   if (!to_stdout) io::check_output_file(a.output, "export: --output");  // before the work
-  std::string text = stablehlo::emit(it->second.step(), o);
+  std::string text = stablehlo::emit(it->second.step(a.replicas), o);
   stablehlo::parse(text);  // what tlaloc exports, tlaloc reads back
   if (to_stdout)
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -84,6 +85,11 @@ void register_export(CLI::App& app) {
                   "dot_general precision: default (XLA may use TF32), high, highest (full f32)")
       ->capture_default_str();
   cmd->add_flag("--no-names", args->no_names, "omit tlaloc.name attributes");
+  cmd->add_option("--replicas", args->replicas,
+                  "data parallelism over N replicas: each takes batch / N rows, the program "
+                  "all-reduces loss and gradients (mhlo.num_replicas = N)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
   CLI::Option* output = cmd->get_option("--output");
   cmd->callback([args, output] {
     args->output_given = output->count() > 0;  // -o "" (an unset variable) is refused

@@ -23,7 +23,9 @@ void register_merge(CLI::App& app);     // tlaloc merge DIR ADAPTER OUT (cmd_fin
 struct ExportRecipe {
   std::string name;  // "disc", "fmnist", "lm"
   std::string help;  // one line
-  std::function<ir::Function()> step;
+  // The step for `replicas` processes of data parallelism (1: none): each takes batch / replicas
+  // rows, and the program all-reduces the loss and gradients across them.
+  std::function<ir::Function(int replicas)> step;
 };
 // Adds (or replaces, by name) a recipe; throws tlaloc::Error if name is empty or step unset.
 void add_export_recipe(ExportRecipe recipe);

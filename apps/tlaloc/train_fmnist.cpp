@@ -41,11 +41,15 @@ void register_train_fmnist(CLI::App& train) {
     set_exit_status(recipes::fmnist::run(c));
   });
   add_export_recipe({"fmnist", "the fmnist job's train step (MLP 784-256-10, AdamW in the program)",
-                     [] { return recipes::fmnist::train_step().fn; }});
+                     [](int replicas) {
+                       return recipes::fmnist::train_step(60000, 128, {256}, replicas).fn;
+                     }});
   add_export_recipe({"fmnist-cnn",
                      "train fmnist --model cnn's train step (two conv blocks 32, 64, batch norm, "
                      "AdamW in the program)",
-                     [] { return recipes::fmnist::train_step_cnn().fn; }});
+                     [](int replicas) {
+                       return recipes::fmnist::train_step_cnn(60000, 128, {32, 64}, replicas).fn;
+                     }});
 }
 
 }  // namespace tlaloc::app

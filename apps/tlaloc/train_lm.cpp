@@ -46,7 +46,9 @@ void register_train_lm(CLI::App& train) {
     set_exit_status(recipes::lm::run(c));
   });
   add_export_recipe({"lm", "the benchmark LM's train step (2x128, 4 heads, ctx 16, AdamW)",
-                     [] { return recipes::lm::bench_train_step().fn; }});
+                     [](int replicas) {
+                       return recipes::lm::bench_train_step(4096, 20260921, replicas).fn;
+                     }});
 }
 
 }  // namespace tlaloc::app

@@ -8,6 +8,17 @@
 set -euo pipefail
 : "${TLALOC:?set TLALOC to the tlaloc binary}"
 . "$(dirname "$0")/lib.bash"
+# Export: one replica's step of N (StableHLO all_reduce on the loss and the 4 gradients of the
+# MLP, the module for 2 replicas); a batch that does not split and a recipe that is not split are
+# refused by name.
+"$TLALOC" export fmnist --replicas 2 -o "$tmp/fm2.mlir"
+grep -q "mhlo.num_replicas = 2 : i32" "$tmp/fm2.mlir" || die "no mhlo.num_replicas = 2 in the export"
+[ "$(grep -c '"stablehlo.all_reduce"' "$tmp/fm2.mlir")" -eq 5 ] || die "not 5 all_reduce ops in the export"
+grep -q "replica_groups = dense<\[\[0, 1\]\]> : tensor<1x2xi64>" "$tmp/fm2.mlir" || die "no replica_groups [[0, 1]]"
+refused "fmnist: a batch of 128 does not split over 3 replicas" export fmnist --replicas 3
+refused "tlaloc export disc: --replicas 2: the disc demo trains on one process (its points are not split)" \
+  export disc --replicas 2
+
 if ! command -v mpirun >/dev/null; then
   echo "skipped: no mpirun (Debian's openmpi-bin)"
   exit 0

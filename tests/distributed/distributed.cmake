@@ -3,7 +3,8 @@
 # with N = 1, and the groups-do-not-match errors) and, when MPI is built in and mpiexec found,
 # as two processes under mpiexec.
 add_executable(test_distributed ${CMAKE_CURRENT_LIST_DIR}/distributed_test.cpp
-                                ${CMAKE_CURRENT_LIST_DIR}/main.cpp)
+                                ${CMAKE_CURRENT_LIST_DIR}/main.cpp
+                                ${CMAKE_CURRENT_LIST_DIR}/train_step_test.cpp)
 target_compile_options(test_distributed PRIVATE ${TLALOC_WARNINGS})
 target_link_libraries(test_distributed PRIVATE tlaloc_test_support GTest::gtest)
 add_test(NAME distributed.one_process COMMAND test_distributed)

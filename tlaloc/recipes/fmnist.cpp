@@ -92,18 +92,34 @@ LossFn logits_fn() {
   return [](nn::Module& m, const Inputs& d) { return std::vector<trace::Tensor>{m(d["images"])}; };
 }
 
-optim::TrainStep train_step_cnn(int64_t rows, int64_t batch, const std::vector<int64_t>& channels) {
-  auto model = make_cnn(channels);
-  model->init(random::key(20260921));
-  return train::build_train_step(*model, loss_fn(), data_inputs(rows, batch),
-                                 optim::AdamW{.lr = 1e-3, .weight_decay = 1e-2});
+namespace {
+
+// The step of `model` for one of `replicas` processes (batch / replicas rows each).
+optim::TrainStep replica_step(nn::Module& model, int64_t rows, int64_t batch, int replicas,
+                              bool summed) {
+  if (replicas < 1 || batch % replicas)
+    fail("fmnist: a batch of {} does not split over {} replicas", batch, replicas);
+  optim::UpdateOptions u;
+  u.replicas = replicas;
+  if (summed) u.replica_loss = optim::UpdateOptions::ReplicaLoss::sum;
+  return train::build_train_step(model, loss_fn(summed), data_inputs(rows, batch / replicas),
+                                 optim::AdamW{.lr = 1e-3, .weight_decay = 1e-2}, u);
 }
 
-optim::TrainStep train_step(int64_t rows, int64_t batch, const std::vector<int64_t>& hidden) {
+}  // namespace
+
+optim::TrainStep train_step_cnn(int64_t rows, int64_t batch, const std::vector<int64_t>& channels,
+                                int replicas) {
+  auto model = make_cnn(channels);
+  model->init(random::key(20260921));
+  return replica_step(*model, rows, batch, replicas, false);
+}
+
+optim::TrainStep train_step(int64_t rows, int64_t batch, const std::vector<int64_t>& hidden,
+                            int replicas) {
   auto model = make_model(hidden);
   model->init(random::key(20260921));
-  return train::build_train_step(*model, loss_fn(), data_inputs(rows, batch),
-                                 optim::AdamW{.lr = 1e-3, .weight_decay = 1e-2});
+  return replica_step(*model, rows, batch, replicas, replicas > 1);
 }
 
 std::vector<int32_t> epoch_order(random::Key key, int64_t epoch, int64_t n) {

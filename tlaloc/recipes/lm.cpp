@@ -55,11 +55,16 @@ LossFn loss_fn(int64_t context) {
   };
 }
 
-optim::TrainStep bench_train_step(int64_t n_tokens, uint64_t seed) {
+optim::TrainStep bench_train_step(int64_t n_tokens, uint64_t seed, int replicas) {
+  if (replicas < 1 || kBenchBatch % replicas)
+    fail("lm: the benchmark batch of {} does not split over {} replicas", kBenchBatch, replicas);
   nn::CausalLM model(bench_config());
   model.init(random::key(seed));
+  optim::UpdateOptions u;
+  u.replicas = replicas;
   return train::build_train_step(model, loss_fn(model.config().context),
-                                 data_inputs(n_tokens, kBenchBatch), bench_optimizer());
+                                 data_inputs(n_tokens, kBenchBatch / replicas), bench_optimizer(),
+                                 u);
 }
 
 Array read_corpus(const std::vector<std::string>& files) {

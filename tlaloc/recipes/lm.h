@@ -37,7 +37,9 @@ train::LossFn loss_fn(int64_t context);
 Array dropout_key(uint64_t seed, int64_t step);
 
 // The benchmark model's train step (init from `seed`), for export, tests and `bench step`.
-optim::TrainStep bench_train_step(int64_t n_tokens = 4096, uint64_t seed = 20260921);
+// `replicas` > 1: one process's step of data parallelism over that many (the batch split).
+optim::TrainStep bench_train_step(int64_t n_tokens = 4096, uint64_t seed = 20260921,
+                                  int replicas = 1);
 
 // Parameters of nn::CausalLM(c), counted without building it (double: absurd sizes do not
 // overflow): tok_emb, pos_emb; per block two norms (weight, plus bias for layernorm), q/k/v/out

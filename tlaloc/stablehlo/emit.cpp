@@ -194,16 +194,6 @@ std::string replica_groups_attr(const std::vector<std::vector<int64_t>>& groups)
                      groups.size(), groups.empty() ? 0 : groups[0].size());
 }
 
-// The replicas the module runs on: the largest group size times group count of its
-// collectives (1 without any).
-int64_t num_replicas(const Function& f) {
-  int64_t n = 1;
-  for (const Node& nd : f.nodes)
-    if (ir::is_collective(nd.op) && !nd.attrs.replica_groups.empty())
-      n = std::max(n, int64_t(nd.attrs.replica_groups.size() * nd.attrs.replica_groups[0].size()));
-  return n;
-}
-
 std::string quoted(std::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {
@@ -524,6 +514,14 @@ std::string emit(const Function& f, const EmitOptions& options) {
   // Composites print as their decomposition into plain StableHLO ops: chlo or
   // stablehlo.composite would tie the module to one consumer's extensions.
   return Printer(passes::expand_composites(f), options).run();
+}
+
+int64_t num_replicas(const ir::Function& f) {
+  int64_t n = 1;
+  for (const ir::Node& nd : f.nodes)
+    if (ir::is_collective(nd.op) && !nd.attrs.replica_groups.empty())
+      n = std::max(n, int64_t(nd.attrs.replica_groups.size() * nd.attrs.replica_groups[0].size()));
+  return n;
 }
 
 }  // namespace tlaloc::stablehlo

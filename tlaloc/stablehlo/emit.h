@@ -32,6 +32,10 @@ struct EmitOptions {
 // The MLIR module text for `f` (verified first). Throws tlaloc::Error if f fails verification.
 std::string emit(const ir::Function& f, const EmitOptions& options = {});
 
+// The replicas `f` runs on (its module's mhlo.num_replicas): the largest group size times group
+// count of its collectives (all_reduce, all_gather); 1 without any.
+int64_t num_replicas(const ir::Function& f);
+
 // StableHLO spelling of a dtype: f32 f64 bf16 f16 i32 ui32 i1.
 std::string_view element_type(DType t);
 // "tensor<2x3xf32>"; a scalar is "tensor<f32>".

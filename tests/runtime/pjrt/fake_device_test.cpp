@@ -40,6 +40,22 @@ Function sgd_step() {
 
 }  // namespace
 
+// A program with collectives is compiled for the replicas its module names: the plugin gets
+// ExecutableBuildOptions.num_replicas = 2 beside mhlo.num_replicas = 2 (the executing fake then
+// runs it on the host lane of this one process, which is a replica group of one: only the
+// compile is shown here; tests/distributed runs such steps across processes).
+TEST(PjrtFakeDevice, CollectivesCompileForTheirReplicas) {
+  auto c = fake_client();
+  Builder b("psum");
+  auto x = b.parameter({DType::f32, {4}}, "x");
+  Function f = b.build({b.all_reduce(x, ReduceKind::sum, all_replicas(2))}, {"y"});
+  auto exe = compile(f, *c);
+  CompileOptions want;
+  want.num_replicas = 2;
+  EXPECT_EQ(last_options, serialize(want));
+  EXPECT_NE(exe->program().find("mhlo.num_replicas = 2 : i32"), std::string::npos);
+}
+
 TEST(PjrtFakeDevice, ProbeCompileRunAndCache) {
   auto c = fake_client();
   EXPECT_EQ(c->num_devices(), 1);

@@ -5,7 +5,11 @@ namespace tlaloc::runtime::pjrt {
 PjrtExecutable::PjrtExecutable(ir::Function f, Client& client, Options options)
     : runtime::Executable(std::move(f)), client_(client) {
   mlir_ = stablehlo::emit(function(), options.emit);
-  exe_ = client_.compile(mlir_, options.compile);
+  // A program with collectives runs on as many replicas as its module says (XLA wants the
+  // executable built for them: ExecutableBuildOptions.num_replicas).
+  CompileOptions co = options.compile;
+  if (co.num_replicas == 1) co.num_replicas = stablehlo::num_replicas(function());
+  exe_ = client_.compile(mlir_, co);
   for (int i = 0; i < function().num_outputs(); ++i)
     out_types_.push_back(function().output_type(i));
 }
