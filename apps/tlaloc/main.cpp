@@ -2,6 +2,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -158,8 +159,11 @@ int main(int argc, char** argv) {
   if (world.rank() != 0 && !std::freopen("/dev/null", "w", stdout)) return 1;
   rc = run(app, argc, argv, rank);
   if (rc != 0 && rc != 130 && world.size() > 1) {
+    // Out without MPI_Finalize (which would wait for the others): mpirun sees a rank end with
+    // a non-zero status and ends the job, the others included.
+    std::fflush(stdout);
     std::fflush(stderr);
-    world.abort(rc);
+    std::_Exit(rc);
   }
   return rc;
 }

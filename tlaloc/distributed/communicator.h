@@ -40,9 +40,6 @@ class Communicator {
   // Wall seconds this process spent in all_reduce and all_gather so far (waiting for the
   // slowest rank included), for reports.
   virtual double collective_seconds() const { return 0; }
-  // Ends every rank of the group with `code` (after an error on one rank, so that the others do
-  // not wait for it forever). Does not return.
-  [[noreturn]] virtual void abort(int code) = 0;
 };
 
 // The process's group (one rank until init_world() installs MPI's).

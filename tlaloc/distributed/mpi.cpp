@@ -126,11 +126,6 @@ class Mpi final : public Communicator {
   void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
   double collective_seconds() const override { return seconds_; }
 
-  [[noreturn]] void abort(int code) override {
-    MPI_Abort(MPI_COMM_WORLD, code);
-    std::_Exit(code);
-  }
-
  private:
   void reduce_segment(char* data, int64_t count, DType dtype, Reduction op) {
     const int64_t es = int64_t(size_of(dtype));
