@@ -157,6 +157,17 @@ int main(int argc, char** argv) {
   const std::string rank =
       world.size() > 1 ? fmt::format("[rank {} of {}] ", world.rank(), world.size()) : "";
   if (world.rank() != 0 && !std::freopen("/dev/null", "w", stdout)) return 1;
+  // Every process of a run must be started alike (mpirun's MPMD form, `A : B`, can differ).
+  std::string args;
+  for (int i = 1; i < argc; ++i) args.append(argv[i]).push_back('\0');
+  if (int r = tlaloc::distributed::first_rank_differing(args); r >= 0) {
+    std::fprintf(stderr,
+                 "tlaloc: error: %sthe processes were started with different arguments (rank "
+                 "%d's differ from rank 0's): start every process alike\n",
+                 rank.c_str(), r);
+    std::fflush(stderr);
+    std::_Exit(2);
+  }
   rc = run(app, argc, argv, rank);
   if (rc != 0 && rc != 130 && world.size() > 1) {
     // Out without MPI_Finalize (which would wait for the others): mpirun sees a rank end with

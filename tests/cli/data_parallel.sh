@@ -96,10 +96,38 @@ echo "the job ended $((SECONDS - start)) s after a rank was killed"
 "$TLALOC" eval "$tmp/killed.safetensors" --data "$data" >"$tmp/killed_eval.log" ||
   die "the last checkpoint does not load: $(cat "$tmp/killed_eval.log")"
 
+# Processes started differently (mpirun's MPMD form), or from different states under the same
+# arguments (a relative --resume in each rank's own folder): refused before any step.
+rc=0
+mpirun --oversubscribe --allow-run-as-root -np 1 "$TLALOC" "${fm[@]}" --seed 1 : \
+  -np 1 "$TLALOC" "${fm[@]}" --seed 2 >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ $rc -ne 0 ] || die "processes with different --seed were accepted"
+grep -q "the processes were started with different arguments (rank 1's differ from rank 0's)" "$tmp/err" ||
+  die "no clear line for different arguments: $(cat "$tmp/err")"
+mkdir -p "$tmp/rank0" "$tmp/rank1"
+cp "$tmp/part.safetensors" "$tmp/rank0/ck.safetensors"
+cp "$tmp/fm2.safetensors" "$tmp/rank1/ck.safetensors"  # another step, other parameters
+rc=0
+"${mpi[@]}" bash -c 'cd "$0/rank$OMPI_COMM_WORLD_RANK" && exec "$@"' "$tmp" "$(realpath "$TLALOC")" \
+  train fmnist --data "$data" --limit 6400 --batch 32 --epochs 2 --threads 1 --resume ck.safetensors \
+  >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ $rc -ne 0 ] || die "ranks resuming different checkpoints were accepted"
+grep -q "data parallel: rank 1 starts from other parameters than rank 0" "$tmp/err" ||
+  die "no clear line for different starting states: $(cat "$tmp/err")"
+
+# Recipes that do not split their batches say so; auto picks the host lane.
+"${mpi[@]}" "$TLALOC" train disc --steps 20 --threads 1 --lane auto >"$tmp/disc.log"
+grep -q "every process runs the whole batch (this job does not split it)" "$tmp/disc.log" ||
+  die "disc does not say it runs the whole batch: $(grep "data parallel" "$tmp/disc.log")"
+grep -q "^lane: host (data parallelism over 2 processes)" "$tmp/disc.log" || die "--lane auto: $(head -3 "$tmp/disc.log")"
+
 # A batch that does not split over the processes: one line.
 rc=0
 "${mpi[@]}" "$TLALOC" train fmnist --data "$data" --limit 640 --batch 33 --epochs 1 >"$tmp/out" 2>"$tmp/err" || rc=$?
 [ $rc -ne 0 ] || die "--batch 33 over 2 processes was accepted"
 grep -q "tlaloc: error: \[rank [01] of 2\] train fmnist: --batch 33 does not split over 2 processes" "$tmp/err" ||
   die "no clear line for --batch 33: $(cat "$tmp/err")"
+rc=0
+"${mpi[@]}" "$TLALOC" train lm --text "$tmp/corpus.txt" --batch 7 --steps 2 >"$tmp/out" 2>"$tmp/err" || rc=$?
+grep -q "train lm: --batch 7 does not split over 2 processes" "$tmp/err" || die "lm --batch 7: $(cat "$tmp/err")"
 echo "1 passed, 0 failed"

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "tlaloc/core/dtype.h"
 
@@ -60,5 +62,8 @@ inline int world_size() { return world().size(); }
 inline bool is_root() { return world().rank() == 0; }
 // True on every rank when `flag` is true on any (a stop decided by a signal on one rank).
 bool any(bool flag);
+// The first rank whose `bytes` differ from rank 0's (compared by a 64-bit FNV-1a digest), or
+// -1 when every rank holds the same: the same on every rank. A collective.
+int first_rank_differing(std::string_view bytes);
 
 }  // namespace tlaloc::distributed

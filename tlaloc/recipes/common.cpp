@@ -3,13 +3,29 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "tlaloc/distributed/communicator.h"
 #include "tlaloc/io/atomic_file.h"
 
 namespace tlaloc::recipes {
 
 train::TrainerOptions trainer_options(const Common& c) {
-  train::LaneChoice lane = train::choose_lane(c.lane);
+  // Data parallelism (mpirun) runs on the host lane: automatic picks it, pjrt is refused.
+  const int procs = distributed::world_size();
+  if (procs > 1 && c.lane == train::Lane::pjrt)
+    fail(
+        "--lane pjrt: data parallelism over {} processes runs on the host lane (a multi-device "
+        "pjrt run is not built); use --lane host",
+        procs);
+  train::LaneChoice lane =
+      procs > 1 && c.lane == train::Lane::automatic
+          ? train::LaneChoice{train::Lane::host,
+                              fmt::format("lane: host (data parallelism over {} processes)", procs)}
+          : train::choose_lane(c.lane);
   fmt::print(c.out, "{}\n", lane.line);
+  if (c.zero == 1 && procs == 1)
+    fmt::print(c.out,
+               "note: --zero 1 shards the optimizer state over the processes of an mpirun; with "
+               "one process it changes nothing\n");
   train::TrainerOptions t;
   t.lane = lane.lane;
   if (c.precision_highest) t.pjrt.emit.precision = stablehlo::Precision::HIGHEST;

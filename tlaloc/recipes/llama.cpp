@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tlaloc/distributed/communicator.h"
 #include "tlaloc/io/atomic_dir.h"
 #include "tlaloc/io/atomic_file.h"
 #include "tlaloc/io/json_util.h"
@@ -167,6 +168,9 @@ Model choose_model(const Config& c) {
   m.batch = c.batch.value_or(m.batch);
   if (m.context < 1) fail("{}: --context {} must be >= 1", c.name, m.context);
   if (m.batch < 1) fail("{}: --batch {} must be >= 1", c.name, m.batch);
+  if (m.batch % distributed::world_size())
+    fail("{}: a batch of {} (--batch) does not split over {} processes", c.name, m.batch,
+         distributed::world_size());
   // Parameters, gradients and AdamW's two moments: 4 f32 per parameter.
   check_memory(m.config, 16, c.name);
   return m;

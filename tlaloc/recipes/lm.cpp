@@ -156,6 +156,9 @@ Array tokens_range(const Array& t, int64_t begin, int64_t end) {
 // Checked before the corpus is read or anything is compiled, so a typo fails at once.
 void check_config(const Config& c) {
   if (c.batch < 1) fail("train lm: --batch {} must be >= 1", c.batch);
+  if (c.batch % distributed::world_size())
+    fail("train lm: --batch {} does not split over {} processes", c.batch,
+         distributed::world_size());
   const auto& m = c.model;
   if (m.heads < 1 || m.kv_heads < 1 || m.d_model % m.heads != 0 || m.heads % m.kv_heads != 0)
     fail(

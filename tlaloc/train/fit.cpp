@@ -308,6 +308,17 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     save_checkpoint();
     if (end || t.steps_taken() < o.steps) write_plot();
   };
+  if (many) {  // every process starts from the same state (the same --resume file, seed, ...)
+    std::string state = fmt::format("step {}\n", t.steps_taken());
+    for (const auto& group : {t.named_parameters(), t.named_buffers()})
+      for (const auto& [name, a] : group)
+        state.append(name).append(static_cast<const char*>(a.raw()), a.nbytes());
+    if (int r = distributed::first_rank_differing(state); r >= 0)
+      fail(
+          "{}: data parallel: rank {} starts from other parameters than rank 0 (at step {}): "
+          "every process must start from the same state (the same --resume file and options)",
+          o.name, r, t.steps_taken());
+  }
   if (many) {  // who trains, and (ZeRO-1) how the optimizer state is split
     const auto held = t.state_elements_per_rank();
     std::string per;
@@ -315,10 +326,12 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     for (int64_t h : held) per += (per.empty() ? "" : ", ") + std::to_string(h);
     for (int64_t h : held) total += h;
     fmt::print(o.out,
-               "data parallel: {}; each process takes 1/{} of every batch; optimizer state "
-               "elements held per rank: {} ({} in all{})\n",
-               distributed::world().describe(), held.size(), per, total,
-               t.zero() ? ", ZeRO-1" : "");
+               "data parallel: {}; {}; optimizer state elements held per rank: {} ({} in all{})\n",
+               distributed::world().describe(),
+               t.splits_batches()
+                   ? fmt::format("each process takes 1/{} of every batch", held.size())
+                   : std::string("every process runs the whole batch (this job does not split it)"),
+               per, total, t.zero() ? ", ZeRO-1" : "");
   }
   if (cb.on_start) cb.on_start();
 

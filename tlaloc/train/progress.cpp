@@ -6,13 +6,25 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "tlaloc/distributed/communicator.h"
+
 namespace tlaloc::train {
+
+namespace {
+
+// A terminal that redraws a line in place; under mpirun the processes' output is a pseudo
+// terminal mpirun copies into wherever its own output goes (a log file, a pipe): plain lines.
+bool is_terminal(std::FILE* out) {
+  return isatty(fileno(out)) != 0 && distributed::world_size() == 1;
+}
+
+}  // namespace
 
 Progress::Progress(std::string label, int64_t total, std::FILE* out, double plain_every)
     : label_(std::move(label)),
       total_(total),
       out_(out),
-      tty_(isatty(fileno(out)) != 0),
+      tty_(is_terminal(out)),
       plain_every_(plain_every),
       start_(std::chrono::steady_clock::now()) {}
 
@@ -63,7 +75,7 @@ void Progress::finish(int64_t done, double value) {
 Activity::Activity(std::string label, std::FILE* out, double quiet, double every)
     : label_(std::move(label)),
       out_(out),
-      tty_(isatty(fileno(out)) != 0),
+      tty_(is_terminal(out)),
       quiet_(quiet),
       every_(every),
       start_(std::chrono::steady_clock::now()) {

@@ -237,6 +237,10 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
 
 Trainer::~Trainer() = default;
 
+bool Trainer::splits_batches() const {
+  return std::any_of(data_.begin(), data_.end(), [](const DataInput& d) { return d.batched; });
+}
+
 std::unique_ptr<runtime::Executable> Trainer::compile(const ir::Function& f) const {
   if (lane_ == Lane::pjrt) return runtime::pjrt::compile(f, *client_, options_.pjrt);
   runtime::host::Options ho;

@@ -204,6 +204,8 @@ class Trainer {
   const optim::TrainStep& train_step() const { return step_; }
   const optim::Optimizer& optimizer() const { return opt_; }
   bool zero() const { return step_.zero.has_value(); }  // ZeRO-1 in this step
+  // Whether a per-step input is DataInput::batched (split over data-parallel processes).
+  bool splits_batches() const;
 
   // Compiles, on the trainer's lane, a forward-only function of the model (e.g. evaluation)
   // whose data inputs are `data` (names and types; `resident` is ignored: all are passed to
