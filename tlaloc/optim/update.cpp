@@ -255,29 +255,42 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
             update_param(opt, groups[gi], step, params[size_t(i)], grads[size_t(i)], scale,
                          found_inf, ts.state, i, new_state);
   } else {
-    // ZeRO-1: this rank updates its pieces, and the shards of every rank are gathered.
+    // ZeRO-1: this rank updates its chunk of each parameter, and each parameter's chunks are
+    // gathered from every rank.
     const ZeroShard& z = *ts.zero;
     std::vector<size_t> group_of(size_t(num_params), 0);
     for (size_t gi = 0; gi < ts.groups.size(); ++gi)
       for (int i : ts.groups[gi].params) group_of[size_t(i)] = gi;
-    std::vector<Tensor> pieces;
-    int64_t filled = 0;
-    for (const ShardPiece& pc : z.pieces) {
-      const size_t i = size_t(pc.param);
-      Tensor p = slice(reshape(params[i], {z.numel[i]}), 0, pc.lo, pc.hi);
-      Tensor g = slice(reshape(grads[i], {z.numel[i]}), 0, pc.lo, pc.hi);
-      pieces.push_back(update_param(opt, groups[group_of[i]], step, p, g, scale, found_inf,
-                                    ts.state, pc.param, new_state));
-      filled += pc.hi - pc.lo;
-    }
-    const DType dt = masters[0].dtype;
-    if (filled < z.shard_size) pieces.push_back(trace::full(Shape{z.shard_size - filled}, 0, dt));
-    Tensor shard = pieces.size() == 1 ? pieces[0] : concat(pieces, 0);
-    Tensor all(&b, b.all_gather(shard.id(), 0, ir::all_replicas(R)));
     for (int i = 0; i < num_params; ++i) {
       const size_t k = size_t(i);
-      new_params[k] =
-          reshape(slice(all, 0, z.offset[k], z.offset[k] + z.numel[k]), masters[k].shape.dims);
+      const DType dt = masters[k].dtype;
+      Tensor chunk;
+      if (const ShardPiece* pc = z.piece(i)) {
+        Tensor p = slice(reshape(params[k], {z.numel[k]}), 0, pc->lo, pc->hi);
+        Tensor g = slice(reshape(grads[k], {z.numel[k]}), 0, pc->lo, pc->hi);
+        chunk = update_param(opt, groups[group_of[k]], step, p, g, scale, found_inf, ts.state, i,
+                             new_state);
+        if (pc->hi - pc->lo < z.chunk[k])
+          chunk =
+              trace::concat({chunk, trace::full(Shape{z.chunk[k] - (pc->hi - pc->lo)}, 0, dt)}, 0);
+      } else {
+        chunk = trace::full(Shape{z.chunk[k]}, 0, dt);
+      }
+      // Rows that split evenly are gathered in the parameter's own shape (chunk r is then rows
+      // r·d0/N ..), so the gather can write the new parameter in place of the old one.
+      std::vector<int64_t> dims = masters[k].shape.dims;
+      const bool by_rows = !dims.empty() && dims[0] % R == 0;
+      if (by_rows) {
+        dims[0] /= R;
+        chunk = reshape(chunk, dims);
+      }
+      Tensor all(&b, b.all_gather(chunk.id(), 0, ir::all_replicas(R)));
+      if (by_rows) {
+        new_params[k] = all;
+        continue;
+      }
+      if (z.chunk[k] * R != z.numel[k]) all = slice(all, 0, 0, z.numel[k]);
+      new_params[k] = reshape(all, masters[k].shape.dims);
     }
   }
   new_state[size_t(ts.state.step_index())] = select_scalar(found_inf, step, step + 1.0);

@@ -6,6 +6,12 @@
 
 namespace tlaloc::optim {
 
+const ShardPiece* ZeroShard::piece(int param) const {
+  for (const ShardPiece& p : pieces)
+    if (p.param == param) return &p;
+  return nullptr;
+}
+
 ZeroShard zero_shard(const Optimizer& opt, std::span<const ir::TensorType> masters,
                      std::span<const std::string> names, int rank, int replicas) {
   if (replicas < 1 || rank < 0 || rank >= replicas)
@@ -14,21 +20,12 @@ ZeroShard zero_shard(const Optimizer& opt, std::span<const ir::TensorType> maste
   z.rank = rank;
   z.replicas = replicas;
   z.full = state_layout(opt, masters, names);
-  int64_t total = 0;
   for (size_t i = 0; i < masters.size(); ++i) {
-    if (masters[i].dtype != masters[0].dtype)
-      fail("ZeRO-1 shards one flat vector of the parameters: '{}' is {} but '{}' is {}",
-           names.size() > i ? names[i] : std::to_string(i), name(masters[i].dtype),
-           names.empty() ? "0" : names[0], name(masters[0].dtype));
-    z.offset.push_back(total);
-    z.numel.push_back(masters[i].shape.numel());
-    total += z.numel.back();
-  }
-  z.shard_size = (total + replicas - 1) / replicas;
-  const int64_t first = int64_t(rank) * z.shard_size, last = first + z.shard_size;
-  for (size_t i = 0; i < masters.size(); ++i) {
-    const int64_t lo = std::max(first, z.offset[i]), hi = std::min(last, z.offset[i] + z.numel[i]);
-    if (lo < hi) z.pieces.push_back({int(i), lo - z.offset[i], hi - z.offset[i], lo - first});
+    const int64_t n = masters[i].shape.numel(), c = (n + replicas - 1) / replicas;
+    z.numel.push_back(n);
+    z.chunk.push_back(c);
+    const int64_t lo = std::min(n, rank * c), hi = std::min(n, (rank + 1) * c);
+    if (lo < hi) z.pieces.push_back({int(i), lo, hi});
   }
   return z;
 }
@@ -44,33 +41,28 @@ StateLayout shard_layout(const ZeroShard& z) {
 }
 
 std::vector<Array> gather_state(const ZeroShard& z, const StateLayout& local,
-                                const std::vector<Array>& local_state) {
-  std::vector<Array> out(z.full.slots.size());
-  out.back() = local_state.back();  // the step count: the same on every rank
-  for (StateKind kind : {StateKind::momentum_buffer, StateKind::exp_avg, StateKind::exp_avg_sq,
-                         StateKind::max_exp_avg_sq}) {
-    int any = -1;
-    for (int j = 0; j + 1 < z.full.size(); ++j)
-      if (z.full.slots[size_t(j)].kind == kind) any = j;
-    if (any < 0) continue;
-    const DType dt = z.full.slots[size_t(any)].type.dtype;
-    const size_t es = size_of(dt);
-    Array shard(dt, Shape{z.shard_size});
-    for (const ShardPiece& p : z.pieces) {
-      const Array& a = local_state[size_t(local.find(p.param, kind))];
-      std::memcpy(static_cast<char*>(shard.raw()) + size_t(p.at) * es, a.raw(), a.nbytes());
+                                const std::function<Array(int)>& local_slot) {
+  std::vector<Array> out;
+  for (const StateSlot& s : z.full.slots) {
+    if (s.param < 0) {  // the step count: the same on every rank
+      out.push_back(local_slot(local.step_index()));
+      continue;
     }
-    Array all(dt, Shape{z.shard_size * z.replicas});
-    distributed::world().all_gather(shard.raw(), all.raw(), int64_t(shard.nbytes()));
-    for (int j = 0; j + 1 < z.full.size(); ++j) {
-      const StateSlot& s = z.full.slots[size_t(j)];
-      if (s.kind != kind) continue;
-      Array a(s.type.dtype, s.type.shape);
-      std::memcpy(a.raw(),
-                  static_cast<const char*>(all.raw()) + size_t(z.offset[size_t(s.param)]) * es,
-                  a.nbytes());
-      out[size_t(j)] = std::move(a);
+    const size_t i = size_t(s.param), es = size_of(s.type.dtype);
+    Array chunk(s.type.dtype, Shape{z.chunk[i]});  // zeros past this rank's piece
+    if (z.piece(s.param)) {
+      const Array a = local_slot(local.find(s.param, s.kind));
+      std::memcpy(chunk.raw(), a.raw(), a.nbytes());
     }
+    Array all(s.type.dtype, Shape{z.chunk[i] * z.replicas});
+    distributed::world().all_gather(chunk.raw(), all.raw(), int64_t(chunk.nbytes()));
+    if (z.chunk[i] * z.replicas == z.numel[i]) {  // no padding: the gathered array is the slot
+      out.push_back(std::move(all).reshaped(s.type.shape));
+      continue;
+    }
+    Array whole(s.type.dtype, s.type.shape);
+    std::memcpy(whole.raw(), all.raw(), size_t(z.numel[i]) * es);
+    out.push_back(std::move(whole));
   }
   return out;
 }
@@ -85,9 +77,7 @@ std::vector<Array> shard_state(const ZeroShard& z, const StateLayout& local,
       out.push_back(whole);
       continue;
     }
-    const ShardPiece* p = nullptr;
-    for (const ShardPiece& q : z.pieces)
-      if (q.param == s.param) p = &q;
+    const ShardPiece* p = z.piece(s.param);
     Array a(s.type.dtype, s.type.shape);
     const size_t es = size_of(s.type.dtype);
     std::memcpy(a.raw(), static_cast<const char*>(whole.raw()) + size_t(p->lo) * es, a.nbytes());

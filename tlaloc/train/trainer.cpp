@@ -402,11 +402,12 @@ std::string Trainer::state_name(int j) const {
 }
 
 std::vector<std::pair<std::string, Array>> Trainer::optimizer_state() const {
+  auto slot = [&](int j) { return exe_->download(inputs_[size_t(step_.state_input(j))]); };
   std::vector<Array> local;
-  for (int j = 0; j < step_.state.size(); ++j)
-    local.push_back(exe_->download(inputs_[size_t(step_.state_input(j))]));
-  // ZeRO-1: every rank's shard gathered (a collective: every rank calls it).
-  if (step_.zero) local = optim::gather_state(*step_.zero, step_.state, local);
+  if (step_.zero)  // every rank's shard gathered (a collective: every rank calls it)
+    local = optim::gather_state(*step_.zero, step_.state, slot);
+  else
+    for (int j = 0; j < step_.state.size(); ++j) local.push_back(slot(j));
   std::vector<std::pair<std::string, Array>> out;
   for (size_t j = 0; j < local.size(); ++j)
     out.emplace_back(state_name(int(j)), std::move(local[j]));

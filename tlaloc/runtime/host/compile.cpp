@@ -245,10 +245,11 @@ class HostExecutable final : public Executable {
               [&](size_t a, size_t b) { return step_ns_[a] > step_ns_[b]; });
     double total = 0;
     for (double t : step_ns_) total += t;
-    fmt::print(stderr, "host profile of {} ({} steps, {} runs, {:.1f} us/run{}):\n",
-               function().name, step_ns_.size(), profiled_runs_,
-               total / 1e3 / double(std::max<int64_t>(profiled_runs_, 1)),
-               profile_cpu_ ? ", calling thread's CPU time" : "");
+    fmt::print(
+        stderr, "host profile of {} ({} steps, {} runs, {:.1f} us/run{}; arena {:.1f} MiB):\n",
+        function().name, step_ns_.size(), profiled_runs_,
+        total / 1e3 / double(std::max<int64_t>(profiled_runs_, 1)),
+        profile_cpu_ ? ", calling thread's CPU time" : "", double(plan_.arena_bytes) / (1 << 20));
     const double runs = double(std::max<int64_t>(profiled_runs_, 1));
     // By kind (the label's first word: fused, dot_general, tlaloc.attention, ...).
     std::map<std::string, std::pair<double, int>> kinds;
