@@ -87,9 +87,9 @@ struct TrainerOptions {
   // every rank runs the step on its rows of each batched input (DataInput::batched) and the
   // program all-reduces the loss, aux outputs and gradients (update.replicas and
   // update.replica_loss: the Trainer sets replicas). zero = 1 is ZeRO stage 1: each rank keeps
-  // and updates the optimizer state of its 1/N of the parameters (all of them seen as one flat
-  // vector), then the updated parameters are all-gathered; checkpoints hold the whole state as
-  // without it. Host lane only.
+  // and updates the optimizer state of its 1/N chunk of every parameter, then the updated
+  // parameters are all-gathered (optim/zero.h); checkpoints hold the whole state as without
+  // it. Host lane only.
   int zero = 0;
 };
 
