@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
   // Every process of a run must be started alike (mpirun's MPMD form, `A : B`, can differ).
   std::string args;
   for (int i = 1; i < argc; ++i) args.append(argv[i]).push_back('\0');
-  if (int r = tlaloc::distributed::first_rank_differing(args); r >= 0) {
+  if (int r = tlaloc::distributed::first_rank_differing(tlaloc::distributed::fnv1a(args)); r >= 0) {
     std::fprintf(stderr,
                  "tlaloc: error: %sthe processes were started with different arguments (rank "
                  "%d's differ from rank 0's): start every process alike\n",

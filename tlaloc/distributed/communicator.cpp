@@ -79,13 +79,16 @@ bool any(bool flag) {
   return v != 0;
 }
 
-int first_rank_differing(std::string_view bytes) {
+uint64_t fnv1a(std::string_view bytes, uint64_t h) {
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+int first_rank_differing(uint64_t digest) {
   Communicator& w = world();
   if (w.size() == 1) return -1;
-  uint64_t h = 1469598103934665603ull;  // FNV-1a, 64-bit
-  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
   std::vector<uint64_t> all(size_t(w.size()));
-  w.all_gather(&h, all.data(), sizeof h);
+  w.all_gather(&digest, all.data(), sizeof digest);
   for (size_t r = 1; r < all.size(); ++r)
     if (all[r] != all[0]) return int(r);
   return -1;

@@ -62,8 +62,10 @@ inline int world_size() { return world().size(); }
 inline bool is_root() { return world().rank() == 0; }
 // True on every rank when `flag` is true on any (a stop decided by a signal on one rank).
 bool any(bool flag);
-// The first rank whose `bytes` differ from rank 0's (compared by a 64-bit FNV-1a digest), or
-// -1 when every rank holds the same: the same on every rank. A collective.
-int first_rank_differing(std::string_view bytes);
+// 64-bit FNV-1a of `bytes`, continuing from `h` (chain calls to digest several buffers).
+uint64_t fnv1a(std::string_view bytes, uint64_t h = 1469598103934665603ull);
+// The first rank whose `digest` differs from rank 0's, or -1 when every rank has the same: the
+// same answer on every rank. A collective.
+int first_rank_differing(uint64_t digest);
 
 }  // namespace tlaloc::distributed

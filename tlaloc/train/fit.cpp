@@ -309,11 +309,12 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     if (end || t.steps_taken() < o.steps) write_plot();
   };
   if (many) {  // every process starts from the same state (the same --resume file, seed, ...)
-    std::string state = fmt::format("step {}\n", t.steps_taken());
+    uint64_t h = distributed::fnv1a(fmt::format("step {}\n", t.steps_taken()));
     for (const auto& group : {t.named_parameters(), t.named_buffers()})
       for (const auto& [name, a] : group)
-        state.append(name).append(static_cast<const char*>(a.raw()), a.nbytes());
-    if (int r = distributed::first_rank_differing(state); r >= 0)
+        h = distributed::fnv1a(std::string_view(static_cast<const char*>(a.raw()), a.nbytes()),
+                               distributed::fnv1a(name, h));
+    if (int r = distributed::first_rank_differing(h); r >= 0)
       fail(
           "{}: data parallel: rank {} starts from other parameters than rank 0 (at step {}): "
           "every process must start from the same state (the same --resume file and options)",
