@@ -53,6 +53,7 @@ struct DnnlConvKernel : Kernel {
   Conv2d s;
   Conv2dPass pass = Conv2dPass::forward;
   int32_t a = -1, b = -1, out = -1;
+  int32_t bias = -1;              // conv_add_epilogue: [O] added to every output channel, or -1
   int64_t chunk = 1, chunks = 1;  // images per chunk (the last may be a tail), their count
   std::vector<Set> sets;          // [0] full chunks, [1] the tail (if any)
   int64_t a_img = 0, out_img = 0, b_img = 0;  // elements per image of a, out (and b: kernel_grad)
@@ -107,6 +108,16 @@ struct DnnlConvKernel : Kernel {
       st.out.re->execute(
           strm, {{DNNL_ARG_FROM, mo}, {DNNL_ARG_TO, mo_plain}, {DNNL_ARG_SCRATCHPAD, pad}});
     strm.wait();
+    if (bias >= 0) {  // the chunk's output is in cache: one add per element, as the add would
+      const float* bv = static_cast<const float*>(f.ptr[bias]);
+      const int64_t plane = s.Ho * s.Wo;
+      for (int64_t i = 0; i < st.n; ++i)
+        for (int64_t o = 0; o < s.O; ++o) {
+          float* y = po + i * out_img + o * plane;
+          const float v = bv[o];
+          for (int64_t j = 0; j < plane; ++j) y[j] += v;
+        }
+    }
   }
 
   static void exec(const Kernel& k, const Frame& f) {
@@ -288,6 +299,16 @@ std::unique_ptr<Kernel> make_conv2d_dnnl(const Conv2d& s, Conv2dPass pass, int32
   k->label = fmt::format("convolution onednn {} N={} C={} O={} groups={} {}x{} chunk={}",
                          names[int(pass)], s.N, s.C, s.O, s.G, s.kh, s.kw, k->chunk);
   return k;
+}
+
+bool conv_add_epilogue(Kernel& k, int32_t v) {
+  if (k.run != &DnnlConvKernel::exec) return false;
+  auto& d = static_cast<DnnlConvKernel&>(k);
+  if (d.pass != Conv2dPass::forward || d.bias >= 0) return false;
+  d.bias = v;
+  d.reads.push_back(v);
+  d.label += " + bias";
+  return true;
 }
 
 }  // namespace tlaloc::runtime::host

@@ -61,6 +61,11 @@ void sgemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, 
 // unchanged, for another kernel, a bf16 / f16 dot, or an addend of that kind already there (or
 // a bias after a matrix addend: the adds' order would change).
 bool dot_add_epilogue(Kernel& k, int32_t v, bool row);
+// Makes a oneDNN forward convolution kernel (conv_dnnl.cpp, NCHW f32) add v, an f32 [O]
+// per-channel bias, to its output as each batch chunk is written (one IEEE add per element, as
+// the separate add: the same bits). Returns false, k unchanged, for any other kernel or a
+// second bias.
+bool conv_add_epilogue(Kernel& k, int32_t v);
 // convolution (conv.cpp): every convolution as GEMMs over im2col tiles, tiles and K chunks
 // fixed by the shapes (bits independent of the thread count); f32 through OpenBLAS / sgemm_rows,
 // f64 dgemm, bf16 / f16 in f32.

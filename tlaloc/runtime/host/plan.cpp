@@ -215,6 +215,7 @@ class Planner {
   bool epilogue(int32_t id) {
     const ir::Node& n = f_.nodes[size_t(id)];
     if (!fuse_ || n.op != Op::add || is_result_[size_t(id)]) return false;
+    if (conv_bias(id)) return true;
     for (int side = 0; side < 2; ++side) {
       const int32_t d = n.operands[size_t(side)], v = n.operands[size_t(1 - side)];
       const int32_t dot = f_.nodes[size_t(d)].op == Op::dot_general ? d : epilogue_dot_[size_t(d)];
@@ -245,6 +246,37 @@ class Planner {
       if (addend < 0 || !dot_add_epilogue(*p_.steps[s], addend, row)) continue;
       p_.alias_of[size_t(id)] = {dot, 0};
       epilogue_dot_[size_t(id)] = dot;
+      state_[size_t(id)] = State::stored;
+      return true;
+    }
+    return false;
+  }
+
+  // add(convolution [N, C, H, W], a bias [C] input broadcast over N, H, W) right after the
+  // convolution whose result nothing else reads: the oneDNN kernel adds it per chunk
+  // (conv_add_epilogue) and the add is its result, read in place (a conv layer's bias).
+  bool conv_bias(int32_t id) {
+    const ir::Node& n = f_.nodes[size_t(id)];
+    for (int side = 0; side < 2; ++side) {
+      const int32_t c = n.operands[size_t(side)], v = n.operands[size_t(1 - side)];
+      if (f_.nodes[size_t(c)].op != Op::convolution || state_[size_t(c)] != State::stored ||
+          is_result_[size_t(c)] || users_[size_t(c)].size() != 1 || f_.type(c) != n.type ||
+          n.type.dtype != DType::f32 || n.type.shape.rank() != 4 ||
+          state_[size_t(v)] != State::view)
+        continue;
+      const View& w = view_[size_t(v)];
+      const ir::Op src = f_.nodes[size_t(w.src)].op;
+      if (w.offset != 0 || w.strides != std::vector<int64_t>{0, 1, 0, 0} ||
+          f_.type(w.src).shape != Shape{n.type.shape[1]} ||
+          (src != Op::parameter && src != Op::constant))
+        continue;
+      size_t s = p_.steps.size();
+      while (s-- > 0) {
+        const auto& wr = p_.steps[s]->writes;
+        if (std::find(wr.begin(), wr.end(), c) != wr.end()) break;
+      }
+      if (s >= p_.steps.size() || !conv_add_epilogue(*p_.steps[s], w.src)) continue;
+      p_.alias_of[size_t(id)] = {c, 0};
       state_[size_t(id)] = State::stored;
       return true;
     }
