@@ -173,6 +173,27 @@ TEST(HostKernel, conv_grad_composites_onednn) {
   }
 }
 
+// A conv layer's bias add (add(convolution, bias [O] broadcast along dim 1)), which the host
+// planner folds into the oneDNN forward kernel: the same bits as the convolution alone followed
+// by the add done here by hand in f32, at 1 and 2 threads; N 19 leaves a tail chunk.
+TEST(HostKernel, conv_bias_add_folded) {
+  const Shape xs{19, 3, 10, 9}, ws{5, 3, 3, 3}, ys{19, 5, 8, 7};
+  const ir::TensorType xt{DType::f32, xs}, wt{DType::f32, ws}, bt{DType::f32, Shape{5}};
+  auto conv = one_op({xt, wt}, [](ir::Builder& b, auto& p) { return b.convolution(p[0], p[1]); });
+  ir::Builder b("conv_bias");
+  auto x = b.parameter(xt, "x"), w = b.parameter(wt, "w"), bias = b.parameter(bt, "bias");
+  auto y = b.convolution(x, w);
+  ir::Function f = b.build({b.binary(Op::add, y, b.broadcast_in_dim(bias, ys, {1}))});
+  const Array xv = lcg_array(DType::f32, xs, 41), wv = lcg_array(DType::f32, ws, 42),
+              bv = lcg_array(DType::f32, Shape{5}, 43);
+  Array want = run_all(conv, {xv, wv})[0];
+  float* p = want.data<float>();
+  const int64_t plane = ys[2] * ys[3];
+  for (int64_t i = 0; i < want.numel(); ++i) p[i] += bv.data<float>()[(i / plane) % ys[1]];
+  const Array got = run_all(f, {xv, wv, bv})[0];
+  EXPECT_TRUE(got.bitwise_equal(want));
+}
+
 KERNEL_TEST(convolution, hand_values) {
   // x [1, 1, 3] = 1 2 3, w [1, 1, 2] = 1 10, padding (1, 0): windows 0 1 | 1 2 | 2 3.
   auto f = one_op({{DType::f32, {1, 1, 3}}, {DType::f32, {1, 1, 2}}}, [](ir::Builder& b, auto& p) {
