@@ -16,6 +16,16 @@
 namespace tlaloc::passes {
 namespace {
 
+// acc = acc (kind) v, as reduce and reduce_window combine: a NaN wins max and min.
+void combine(ir::ReduceKind kind, double& acc, double v) {
+  if (kind == ir::ReduceKind::sum)
+    acc += v;
+  else if (std::isnan(v) || std::isnan(acc))
+    acc = NAN;
+  else
+    acc = kind == ir::ReduceKind::max ? std::max(acc, v) : std::min(acc, v);
+}
+
 using ir::Op;
 using Dims = std::vector<int64_t>;
 using Vals = std::vector<double>;
@@ -402,13 +412,7 @@ Vals structural(const ir::Node& n, std::span<const Array* const> ops, const std:
           if (std::find(a.dimensions.begin(), a.dimensions.end(), int64_t(d)) == a.dimensions.end())
             j.push_back(i[d]);
         double& acc = r[size_t(flat_of(j, rst))];
-        double v = in[0][size_t(f)];
-        if (a.reduce_kind == ir::ReduceKind::sum)
-          acc += v;
-        else if (std::isnan(v) || std::isnan(acc))
-          acc = NAN;
-        else
-          acc = a.reduce_kind == ir::ReduceKind::max ? std::max(acc, v) : std::min(acc, v);
+        combine(a.reduce_kind, acc, in[0][size_t(f)]);
       });
       if (is_integer(t))
         for (auto& v : r) v = wrap(t, int64_t(v));
@@ -420,15 +424,8 @@ Vals structural(const ir::Node& n, std::span<const Array* const> ops, const std:
                                                                  : INFINITY;
       for_each_index(rs, [&](const Dims& o, int64_t f) {
         double acc = init;
-        for_each_in_window(a, shape(0), o, true, [&](int64_t j) {
-          const double v = in[0][size_t(j)];
-          if (a.reduce_kind == ir::ReduceKind::sum)
-            acc += v;
-          else if (std::isnan(v) || std::isnan(acc))
-            acc = NAN;
-          else
-            acc = a.reduce_kind == ir::ReduceKind::max ? std::max(acc, v) : std::min(acc, v);
-        });
+        for_each_in_window(a, shape(0), o, true,
+                           [&](int64_t j) { combine(a.reduce_kind, acc, in[0][size_t(j)]); });
         r[size_t(f)] = acc;
       });
       return r;

@@ -339,9 +339,7 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
   FitResult r;
   auto out_of_time = [&] {
     if (!(o.time_limit_seconds > 0)) return false;
-    int32_t late = seconds_since(run_start) >= o.time_limit_seconds;
-    if (many) distributed::world().all_reduce(&late, 1, DType::s32, distributed::Reduction::max);
-    return late != 0;
+    return distributed::any(seconds_since(run_start) >= o.time_limit_seconds);
   };
   while (t.steps_taken() < o.steps && !r.out_of_time) {
     const int64_t epoch = t.steps_taken() / spe, first_b = t.steps_taken() % spe;
