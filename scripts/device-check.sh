@@ -126,7 +126,7 @@ else
   say "skipped: this build has no \`tlaloc bench step\`"
 fi
 stage train_disc_pjrt 45 build/tlaloc train disc --lane pjrt
-stage train_disc_pjrt_highest 45 build/tlaloc train disc --lane pjrt --precision highest --deterministic --steps 100
+stage train_disc_pjrt_highest 45 build/tlaloc train disc --lane pjrt --matmul-precision highest --deterministic --steps 100
 if [ -f "$fmnist/train-images-idx3-ubyte.gz" ]; then
   stage train_fmnist_pjrt 120 build/tlaloc train fmnist --lane pjrt --epochs 1 --data "$fmnist" \
     --save "$logs/fmnist.safetensors"

@@ -22,7 +22,8 @@ struct ExportArgs {
   std::string recipe;
   std::string output;  // "-" or not given: stdout
   bool output_given = false;
-  std::string precision = "default";
+  std::string precision = "f32";             // the dots' compute type
+  std::string matmul_precision = "default";  // dot_general's precision_config
   bool no_names = false;
   int replicas = 1;
 };
@@ -45,18 +46,20 @@ void run_export(const ExportArgs& a) {
          known.empty() ? "none registered in this build" : known);
   }
   stablehlo::EmitOptions o;
-  if (a.precision == "default")
+  if (a.matmul_precision == "default")
     o.precision = stablehlo::Precision::DEFAULT;
-  else if (a.precision == "high")
+  else if (a.matmul_precision == "high")
     o.precision = stablehlo::Precision::HIGH;
-  else if (a.precision == "highest")
+  else if (a.matmul_precision == "highest")
     o.precision = stablehlo::Precision::HIGHEST;
   else
-    fail("tlaloc export: --precision {} (use default, high or highest)", a.precision);
+    fail("tlaloc export: --matmul-precision {} (use default, high or highest)", a.matmul_precision);
+  if (a.precision != "f32" && a.precision != "bf16" && a.precision != "f16")
+    fail("tlaloc export: --precision {} (use f32, bf16 or f16)", a.precision);
   o.names = !a.no_names;
   const bool to_stdout = !a.output_given || a.output == "-";
   if (!to_stdout) io::check_output_file(a.output, "export: --output");  // before the work
-  std::string text = stablehlo::emit(it->second.step(a.replicas), o);
+  std::string text = stablehlo::emit(it->second.step(a.replicas, dtype_from_name(a.precision)), o);
   stablehlo::parse(text);  // what tlaloc exports, tlaloc reads back
   if (to_stdout)
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -82,6 +85,10 @@ void register_export(CLI::App& app) {
   cmd->add_option("-o,--output", args->output,
                   "write to this file (a regular file, replaced atomically) instead of stdout (-)");
   cmd->add_option("--precision", args->precision,
+                  "compute type of matmuls: f32 | bf16 | f16 (f32 accumulation; f16 with loss "
+                  "scaling)")
+      ->capture_default_str();
+  cmd->add_option("--matmul-precision", args->matmul_precision,
                   "dot_general precision: default (XLA may use TF32), high, highest (full f32)")
       ->capture_default_str();
   cmd->add_flag("--no-names", args->no_names, "omit tlaloc.name attributes");

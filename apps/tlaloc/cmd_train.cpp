@@ -33,6 +33,10 @@ void add_common_options(CLI::App* cmd, CommonTrainFlags& f, recipes::Common& c) 
       ->envname("TLALOC_LANE")
       ->capture_default_str();
   cmd->add_option("--precision", f.precision,
+                  "compute type of matmuls and attention: f32 | bf16 (f32 accumulation, f32 "
+                  "master weights) | f16 (the same, with dynamic loss scaling)")
+      ->capture_default_str();
+  cmd->add_option("--matmul-precision", f.matmul_precision,
                   "pjrt lane f32 dots: default (XLA may use TF32) | highest (full f32)")
       ->capture_default_str();
   cmd->add_option("--minutes", c.minutes,
@@ -83,11 +87,17 @@ void refuse_empty_outputs(const CLI::App* cmd, std::initializer_list<const char*
 void resolve(const CommonTrainFlags& f, recipes::Common& c) {
   if (f.lane != "host" && f.lane != "auto" && f.lane != "pjrt")
     fail("--lane must be host, pjrt or auto, got '{}'", f.lane);
-  if (f.precision != "default" && f.precision != "highest")
-    fail("--precision must be default or highest, got '{}'", f.precision);
+  if (f.precision != "f32" && f.precision != "bf16" && f.precision != "f16")
+    fail(
+        "--precision must be f32, bf16 or f16, got '{}' (the pjrt lane's f32 dot precision is "
+        "--matmul-precision default|highest)",
+        f.precision);
+  if (f.matmul_precision != "default" && f.matmul_precision != "highest")
+    fail("--matmul-precision must be default or highest, got '{}'", f.matmul_precision);
   if (f.command) refuse_empty_outputs(f.command, {"--plot", "--confusion", "--boundary"});
   c.lane = train::parse_lane(f.lane);
-  c.precision_highest = f.precision == "highest";
+  c.precision = dtype_from_name(f.precision);
+  c.precision_highest = f.matmul_precision == "highest";
   c.save.reset();
   if (f.save_by_default || (f.save_option && f.save_option->count() > 0)) c.save = f.save;
   c.resume.reset();

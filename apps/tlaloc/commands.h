@@ -24,8 +24,9 @@ struct ExportRecipe {
   std::string name;  // "disc", "fmnist", "lm"
   std::string help;  // one line
   // The step for `replicas` processes of data parallelism (1: none): each takes batch / replicas
-  // rows, and the program all-reduces the loss and gradients across them.
-  std::function<ir::Function(int replicas)> step;
+  // rows, and the program all-reduces the loss and gradients across them; `precision` the
+  // dots' compute type (f32, bf16, f16).
+  std::function<ir::Function(int replicas, DType precision)> step;
 };
 // Adds (or replaces, by name) a recipe; throws tlaloc::Error if name is empty or step unset.
 void add_export_recipe(ExportRecipe recipe);

@@ -12,7 +12,8 @@ namespace tlaloc::app {
 // The flags that are parsed as text first; resolve() turns them into recipes::Common fields.
 struct CommonTrainFlags {
   std::string lane = "host";
-  std::string precision = "default";  // pjrt lane dots: default (TF32 allowed) | highest
+  std::string precision = "f32";             // compute type of dots: f32 | bf16 | f16
+  std::string matmul_precision = "default";  // pjrt lane f32 dots: default (TF32) | highest
   std::string save, resume;
   CLI::Option* save_option = nullptr;
   CLI::Option* resume_option = nullptr;
@@ -20,7 +21,8 @@ struct CommonTrainFlags {
   CLI::App* command = nullptr;  // the recipe's command (add_checkpoint_options)
 };
 
-// Adds --seed --log-every --threads --schedule --warmup --lane --precision --deterministic
+// Adds --seed --log-every --threads --schedule --warmup --lane --precision --matmul-precision
+// --deterministic
 // (into `c` and `f`).
 void add_common_options(CLI::App* cmd, CommonTrainFlags& f, recipes::Common& c);
 // Adds --save (default `default_save`; empty: a checkpoint only when --save is given),
@@ -32,7 +34,8 @@ void add_adamw_options(CLI::App* cmd, double& lr, double& wd);
 // Throws tlaloc::Error "<command>: --plot is empty ..." when one of `flags` of `cmd` was given
 // as "" (an unset variable): a picture option names a file or is left out.
 void refuse_empty_outputs(const CLI::App* cmd, std::initializer_list<const char*> flags);
-// Sets c.lane, c.precision_highest, c.save and c.resume from the parsed flags (a flag given as
+// Sets c.lane, c.precision, c.precision_highest, c.save and c.resume from the parsed flags (a flag
+// given as
 // "" stays "", which the recipe refuses). Throws tlaloc::Error for a bad --lane or --precision,
 // and for a picture option given as "" (--plot, --confusion, --boundary).
 void resolve(const CommonTrainFlags& f, recipes::Common& c);

@@ -40,16 +40,18 @@ void register_train_fmnist(CLI::App& train) {
     c.warmup_given = warmup->count() > 0;
     set_exit_status(recipes::fmnist::run(c));
   });
-  add_export_recipe({"fmnist", "the fmnist job's train step (MLP 784-256-10, AdamW in the program)",
-                     [](int replicas) {
-                       return recipes::fmnist::train_step(60000, 128, {256}, replicas).fn;
-                     }});
-  add_export_recipe({"fmnist-cnn",
-                     "train fmnist --model cnn's train step (two conv blocks 32, 64, batch norm, "
-                     "AdamW in the program)",
-                     [](int replicas) {
-                       return recipes::fmnist::train_step_cnn(60000, 128, {32, 64}, replicas).fn;
-                     }});
+  add_export_recipe(
+      {"fmnist", "the fmnist job's train step (MLP 784-256-10, AdamW in the program)",
+       [](int replicas, DType precision) {
+         return recipes::fmnist::train_step(60000, 128, {256}, replicas, precision).fn;
+       }});
+  add_export_recipe(
+      {"fmnist-cnn",
+       "train fmnist --model cnn's train step (two conv blocks 32, 64, batch norm, "
+       "AdamW in the program)",
+       [](int replicas, DType precision) {
+         return recipes::fmnist::train_step_cnn(60000, 128, {32, 64}, replicas, precision).fn;
+       }});
 }
 
 }  // namespace tlaloc::app

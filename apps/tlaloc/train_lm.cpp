@@ -46,8 +46,8 @@ void register_train_lm(CLI::App& train) {
     set_exit_status(recipes::lm::run(c));
   });
   add_export_recipe({"lm", "the benchmark LM's train step (2x128, 4 heads, ctx 16, AdamW)",
-                     [](int replicas) {
-                       return recipes::lm::bench_train_step(4096, 20260921, replicas).fn;
+                     [](int replicas, DType precision) {
+                       return recipes::lm::bench_train_step(4096, 20260921, replicas, precision).fn;
                      }});
 }
 

@@ -202,9 +202,13 @@ Dims free_dims(int64_t rank, const Dims& batch, const Dims& contract) {
 // batch dims come first, then X's and Y's free dims; Y's sit at positions y_pos. Two dot_generals
 // give it: dot(ct, Y) -> [batch, X free, X contract*] or dot(Y, ct) -> [batch, X contract*, X free]
 // (* in Y's contracting-dim order, ascending); the one already in X's dim order is used,
-// otherwise the first is followed by a transpose.
+// otherwise the first is followed by a transpose. A dot of bf16 / f16 operands with an f32
+// result (preferred_element_type) takes its cotangent rounded to the operands' type, as
+// PyTorch's autocast backward does, and its gradients come out in that type.
 ValueId dot_operand_grad(const RuleCtx& c, ValueId y, const DotSide& xs, const DotSide& ys,
                          const Dims& y_pos) {
+  const DType od = c.type(y).dtype;
+  const ValueId ct = c.type(c.ct).dtype == od ? c.ct : c.b.convert(c.ct, od);
   Dims batch_ct(xs.batch.size());
   std::iota(batch_ct.begin(), batch_ct.end(), 0);
   Dims y_rest = ys.contract;  // Y dims left after contracting Y's free dims
@@ -220,8 +224,8 @@ ValueId dot_operand_grad(const RuleCtx& c, ValueId y, const DotSide& xs, const D
   second.insert(second.end(), mapped.begin(), mapped.end());
   second.insert(second.end(), xs.free.begin(), xs.free.end());
   if (!is_identity(to_operand_order(first)) && is_identity(to_operand_order(second)))
-    return c.b.dot_general(y, c.ct, {ys.batch, batch_ct, ys.free, y_pos});
-  ValueId g = c.b.dot_general(c.ct, y, {batch_ct, ys.batch, y_pos, ys.free});
+    return c.b.dot_general(y, ct, {ys.batch, batch_ct, ys.free, y_pos});
+  ValueId g = c.b.dot_general(ct, y, {batch_ct, ys.batch, y_pos, ys.free});
   Dims perm = to_operand_order(first);
   return is_identity(perm) ? g : c.b.transpose(g, perm);
 }

@@ -152,8 +152,9 @@ std::vector<ValueId> Builder::composite(Op op, std::vector<ValueId> operands,
   return out;
 }
 
-ValueId Builder::dot_general(ValueId lhs, ValueId rhs, DotDims d) {
+ValueId Builder::dot_general(ValueId lhs, ValueId rhs, DotDims d, std::optional<DType> preferred) {
   Node n{Op::dot_general, {}, {lhs, rhs}, {}};
+  n.attrs.preferred_element_type = preferred;
   n.attrs.lhs_batching_dimensions = std::move(d.lhs_batch);
   n.attrs.rhs_batching_dimensions = std::move(d.rhs_batch);
   n.attrs.lhs_contracting_dimensions = std::move(d.lhs_contract);

@@ -67,7 +67,9 @@ class Builder {
   std::vector<ValueId> composite(Op op, std::vector<ValueId> operands,
                                  std::vector<double> params = {});
   // Result dims: batch dims, lhs free dims, rhs free dims (StableHLO order). Float dtypes.
-  ValueId dot_general(ValueId lhs, ValueId rhs, DotDims dims);
+  // `preferred`: the result's element type (bf16 / f16 operands -> f32), else the operands'.
+  ValueId dot_general(ValueId lhs, ValueId rhs, DotDims dims,
+                      std::optional<DType> preferred = std::nullopt);
   // Removes `dimensions`; sum starts at 0, max at -inf, min at +inf (integer: type limits).
   ValueId reduce(ValueId x, ReduceKind kind, std::vector<int64_t> dimensions);
   // StableHLO convolution of lhs (input) with rhs (kernel), both of one float dtype (f32, f64,

@@ -137,12 +137,12 @@ bool Attrs::operator==(const Attrs& o) const {
          rhs_batching_dimensions == o.rhs_batching_dimensions &&
          lhs_contracting_dimensions == o.lhs_contracting_dimensions &&
          rhs_contracting_dimensions == o.rhs_contracting_dimensions &&
-         reduce_kind == o.reduce_kind && comparison_direction == o.comparison_direction &&
-         index == o.index && params == o.params && window_dimensions == o.window_dimensions &&
-         window_strides == o.window_strides && padding_low == o.padding_low &&
-         padding_high == o.padding_high && lhs_dilation == o.lhs_dilation &&
-         rhs_dilation == o.rhs_dilation && base_dilations == o.base_dilations &&
-         window_dilations == o.window_dilations &&
+         preferred_element_type == o.preferred_element_type && reduce_kind == o.reduce_kind &&
+         comparison_direction == o.comparison_direction && index == o.index && params == o.params &&
+         window_dimensions == o.window_dimensions && window_strides == o.window_strides &&
+         padding_low == o.padding_low && padding_high == o.padding_high &&
+         lhs_dilation == o.lhs_dilation && rhs_dilation == o.rhs_dilation &&
+         base_dilations == o.base_dilations && window_dilations == o.window_dilations &&
          conv_dimension_numbers == o.conv_dimension_numbers &&
          feature_group_count == o.feature_group_count && batch_group_count == o.batch_group_count &&
          replica_groups == o.replica_groups && channel_id == o.channel_id;
@@ -187,9 +187,11 @@ std::string attrs_text(const Node& n) {
     case Op::dynamic_slice:
       return fmt::format(" {{slice_sizes={}}}", a.slice_sizes);
     case Op::dot_general:
-      return fmt::format(" {{batch={}x{} contract={}x{}}}", a.lhs_batching_dimensions,
-                         a.rhs_batching_dimensions, a.lhs_contracting_dimensions,
-                         a.rhs_contracting_dimensions);
+      return fmt::format(
+          " {{batch={}x{} contract={}x{}{}}}", a.lhs_batching_dimensions, a.rhs_batching_dimensions,
+          a.lhs_contracting_dimensions, a.rhs_contracting_dimensions,
+          a.preferred_element_type ? fmt::format(" preferred={}", name(*a.preferred_element_type))
+                                   : "");
     case Op::reverse:
       return fmt::format(" {{dimensions={}}}", a.dimensions);
     case Op::convolution: {

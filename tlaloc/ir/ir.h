@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -112,6 +113,10 @@ struct Attrs {
   std::vector<int64_t> slice_sizes;                                            // dynamic_slice
   std::vector<int64_t> lhs_batching_dimensions, rhs_batching_dimensions;       // dot_general
   std::vector<int64_t> lhs_contracting_dimensions, rhs_contracting_dimensions;
+  // dot_general: the result's element type when it differs from the operands' (JAX's
+  // preferred_element_type; StableHLO spells it as the result type): bf16 / f16 operands
+  // accumulated and returned in f32.
+  std::optional<DType> preferred_element_type;
   ReduceKind reduce_kind = ReduceKind::sum;  // reduce, reduce_window, all_reduce
   // convolution, reduce_window, select_and_scatter: one entry per window dimension
   // (convolution: per spatial dimension; the others: per operand dimension). StableHLO's

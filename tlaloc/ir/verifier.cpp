@@ -215,6 +215,12 @@ TensorType infer_structural(const Ctx& c, const Attrs& a, const TensorType& decl
         if (std::find(la.begin(), la.end(), i) == la.end()) s.dims.push_back(l.shape[i]);
       for (int64_t i = 0; i < r.shape.rank(); ++i)
         if (std::find(ra.begin(), ra.end(), i) == ra.end()) s.dims.push_back(r.shape[i]);
+      if (auto p = a.preferred_element_type; p && *p != l.dtype) {
+        if (*p != DType::f32 || (l.dtype != DType::bf16 && l.dtype != DType::f16))
+          c.error("preferred_element_type {} of {} operands: only bf16 / f16 -> f32", name(*p),
+                  name(l.dtype));
+        return {*p, s};
+      }
       return {l.dtype, s};
     }
     case Op::reduce: {

@@ -6,6 +6,7 @@
 
 #include "tlaloc/composites/composites.h"
 #include "tlaloc/random/program.h"
+#include "tlaloc/trace/autocast.h"
 #include "tlaloc/trace/special.h"
 
 namespace tlaloc::nn {
@@ -23,8 +24,7 @@ trace::Tensor Linear::forward(const trace::Tensor& x) {
   if (x.rank() < 1 || x.dim(-1) != in_)
     fail("Linear(in_features={}): input {} does not end in {}", in_, ir::to_string(x.type()), in_);
   // Contract x's last dim with w's dim 1: [..., in] x [out, in] -> [..., out], no transpose.
-  ir::Builder& b = x.builder();
-  trace::Tensor y{&b, b.dot_general(x.id(), w.id(), {{}, {}, {x.rank() - 1}, {1}})};
+  trace::Tensor y = trace::dot_general(x, w, {{}, {}, {x.rank() - 1}, {1}});
   if (bias_) y = y + param("bias");
   if (lora_r_ > 0) {
     trace::Tensor h = lora_dropout_ ? child("lora_dropout")(x) : x;

@@ -7,6 +7,7 @@
 #include "tlaloc/composites/composites.h"
 #include "tlaloc/nn/norms.h"
 #include "tlaloc/random/random.h"
+#include "tlaloc/trace/autocast.h"
 
 namespace tlaloc::nn {
 
@@ -163,8 +164,7 @@ Tensor CausalLM::logits(const Tensor& x) {
   if (!c_.tied) return child("head")(x);
   // Tied head: logits = x · tok_emb.weightᵀ.
   const Tensor& w = child("tok_emb").named_parameters()[0].param->bound;
-  ir::Builder& b = x.builder();
-  return {&b, b.dot_general(x.id(), w.id(), {{}, {}, {2}, {1}})};
+  return trace::dot_general(x, w, {{}, {}, {2}, {1}});
 }
 
 }  // namespace tlaloc::nn

@@ -121,6 +121,10 @@ std::string_view name(StateKind k) {
       return "exp_avg_sq";
     case StateKind::max_exp_avg_sq:
       return "max_exp_avg_sq";
+    case StateKind::loss_scale:
+      return "scale";
+    case StateKind::growth_tracker:
+      return "growth_tracker";
     case StateKind::step:
       return "step";
   }
@@ -162,9 +166,33 @@ StateLayout state_layout(const Optimizer& opt, std::span<const ir::TensorType> p
   return l;
 }
 
+void add_loss_scaling(StateLayout& layout, const UpdateOptions::LossScaling& s) {
+  if (!(s.init_scale > 0) || !std::isfinite(s.init_scale))
+    fail("loss scaling: init_scale {} must be finite and > 0", s.init_scale);
+  if (!(s.growth_factor > 1) || !std::isfinite(s.growth_factor))
+    fail("loss scaling: growth_factor {} must be finite and > 1", s.growth_factor);
+  if (!(s.backoff_factor > 0 && s.backoff_factor < 1))
+    fail("loss scaling: backoff_factor {} must be in (0, 1)", s.backoff_factor);
+  if (s.growth_interval < 1)
+    fail("loss scaling: growth_interval {} must be >= 1", s.growth_interval);
+  if (layout.find(-1, StateKind::loss_scale) >= 0) fail("loss scaling: added twice");
+  auto at = layout.slots.begin() + layout.step_index();
+  at = layout.slots.insert(
+      at, {"scale", StateKind::loss_scale, -1, {DType::f32, Shape{}}, double(float(s.init_scale))});
+  layout.slots.insert(at + 1,
+                      {"growth_tracker", StateKind::growth_tracker, -1, {DType::s32, Shape{}}});
+}
+
 std::vector<Array> init_state(const StateLayout& layout) {
   std::vector<Array> out;
-  for (const StateSlot& s : layout.slots) out.emplace_back(s.type.dtype, s.type.shape);
+  for (const StateSlot& s : layout.slots) {
+    out.emplace_back(s.type.dtype, s.type.shape);
+    if (s.init != 0) {
+      if (s.type.shape.rank() != 0 || s.type.dtype != DType::f32)
+        fail("init_state: slot '{}' starts at {}: only f32 scalars can", s.name, s.init);
+      out.back().data<float>()[0] = float(s.init);
+    }
+  }
   return out;
 }
 

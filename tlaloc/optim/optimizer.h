@@ -115,16 +115,40 @@ struct UpdateOptions {
   // updates the optimizer state of its shard of the parameters only, then all-gathers them.
   int zero = 0;
   int rank = 0;
+  // Dynamic loss scaling inside the program (torch.cuda.amp.GradScaler's rule and defaults),
+  // for f16 compute: the loss is multiplied by `scale` (f32 state) before the gradient, the
+  // gradients divided by it; a step whose gradients hold an inf or NaN is skipped and
+  // scale *= backoff_factor; after growth_interval finite steps in a row scale *= growth_factor
+  // (kept only when finite). The gradient function then takes the scale as its last input
+  // before the parameters (see update.h).
+  struct LossScaling {
+    double init_scale = 65536.0;
+    double growth_factor = 2.0;
+    double backoff_factor = 0.5;
+    int64_t growth_interval = 2000;
+  };
+  std::optional<LossScaling> loss_scaling;
 };
 
-enum class StateKind { momentum_buffer, exp_avg, exp_avg_sq, max_exp_avg_sq, step };
+// loss_scale and growth_tracker are the loss scaler's (UpdateOptions::loss_scaling): f32 and
+// s32 scalars just before the step count.
+enum class StateKind {
+  momentum_buffer,
+  exp_avg,
+  exp_avg_sq,
+  max_exp_avg_sq,
+  loss_scale,
+  growth_tracker,
+  step
+};
 std::string_view name(StateKind k);
 
 struct StateSlot {
   std::string name;  // "0.weight.exp_avg", "step"
   StateKind kind;
-  int param;  // parameter index; -1 for the step count
+  int param;  // parameter index; -1 for the step count and the loss scaler's scalars
   ir::TensorType type;
+  double init = 0;  // the value init_state fills it with
 };
 
 struct StateLayout {
@@ -140,7 +164,11 @@ ir::TensorType master_type(const ir::TensorType& t);
 // State tensors for parameters of the given (master) types; names default to "0", "1", ...
 StateLayout state_layout(const Optimizer& opt, std::span<const ir::TensorType> params,
                          std::span<const std::string> names = {});
-// Zero moments and step 0, one Array per slot.
+// Inserts the loss scaler's slots (scale = s.init_scale, growth_tracker 0) before the step
+// count. Throws tlaloc::Error naming a hyper-parameter out of range (init_scale and
+// growth_factor finite and > 0 (growth > 1), backoff_factor in (0, 1), growth_interval >= 1).
+void add_loss_scaling(StateLayout& layout, const UpdateOptions::LossScaling& s);
+// Zero moments and step 0 (a slot's `init`), one Array per slot.
 std::vector<Array> init_state(const StateLayout& layout);
 
 // What one reference step saw.

@@ -125,8 +125,16 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   if (options.zero != 0 && options.zero != 1)
     fail("append_update: ZeRO stage {} is not built (0: off, 1: optimizer state sharded)",
          options.zero);
+  // With loss scaling, G's last input before the parameters is the scale (its loss seed).
+  const bool scaling = options.loss_scaling.has_value();
+  const int g_other = nin - num_params;
+  if (scaling && (g_other < 1 || G.input_type(g_other - 1) != ir::TensorType{DType::f32, {}}))
+    fail(
+        "append_update: with loss scaling, {}'s input before the parameters must be the f32 "
+        "scalar loss scale",
+        G.name);
   TrainStep ts;
-  ts.num_other_inputs = nin - num_params;
+  ts.num_other_inputs = g_other - int(scaling);
   ts.num_params = num_params;
   ts.num_aux = nout - 1 - num_params;
   ts.groups = resolve_groups(opt, options.groups, num_params);
@@ -140,7 +148,7 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   std::vector<std::string> pnames;
   std::vector<ir::TensorType> masters;
   for (int i = 0; i < num_params; ++i) {
-    const int k = ts.num_other_inputs + i;
+    const int k = g_other + i;
     const ir::TensorType& pt = G.input_type(k);
     const ir::TensorType& gt = G.output_type(1 + ts.num_aux + i);
     if (!is_floating(pt.dtype) || !is_floating(gt.dtype) || pt.shape != gt.shape)
@@ -152,9 +160,11 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   const bool zero = options.zero == 1 && options.replicas > 1;
   if (zero) {
     ts.zero = zero_shard(opt, masters, pnames, options.rank, options.replicas);
+    if (scaling) add_loss_scaling(ts.zero->full, *options.loss_scaling);
     ts.state = shard_layout(*ts.zero);
   } else {
     ts.state = state_layout(opt, masters, pnames);
+    if (scaling) add_loss_scaling(ts.state, *options.loss_scaling);
   }
 
   ir::Builder b("train_step");
@@ -165,10 +175,10 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   std::vector<Tensor> params, state;
   for (int i = 0; i < num_params; ++i) {
     params.emplace_back(&b, b.parameter(masters[size_t(i)], pnames[size_t(i)]));
-    const ir::TensorType& pt = G.input_type(ts.num_other_inputs + i);
-    map[size_t(G.inputs[size_t(ts.num_other_inputs + i)])] =
-        pt.dtype == masters[size_t(i)].dtype ? params.back().id()
-                                             : astype(params.back(), pt.dtype).id();
+    const ir::TensorType& pt = G.input_type(g_other + i);
+    map[size_t(G.inputs[size_t(g_other + i)])] = pt.dtype == masters[size_t(i)].dtype
+                                                     ? params.back().id()
+                                                     : astype(params.back(), pt.dtype).id();
   }
   for (const StateSlot& s : ts.state.slots) state.emplace_back(&b, b.parameter(s.type, s.name));
   std::vector<Group> groups;
@@ -177,6 +187,12 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
     groups.push_back({Tensor(&b, b.parameter({DType::f64, Shape{}}, n)), *g.weight_decay});
   }
   Tensor grad_scale(&b, b.parameter({DType::f64, Shape{}}, "grad_scale"));
+  Tensor loss_scale, tracker;  // the loss scaler's state
+  if (scaling) {
+    loss_scale = state[size_t(ts.state.find(-1, StateKind::loss_scale))];
+    tracker = state[size_t(ts.state.find(-1, StateKind::growth_tracker))];
+    map[size_t(G.inputs[size_t(g_other - 1)])] = loss_scale.id();
+  }
 
   // Inline G: its parameters are the values mapped above.
   for (size_t v = 0; v < G.nodes.size(); ++v) {
@@ -210,6 +226,7 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   // found-inf over every gradient; global norm of the unscaled gradients; the scale that
   // unscales and clips (applied inside update_param).
   Tensor scale = 1.0 / grad_scale;  // f64
+  if (scaling) scale = scale / astype(loss_scale, DType::f64);
   if (R > 1 && loss_mean) scale = scale * (1.0 / R);
   // The clipping norm is summed in f32 (as torch.nn.utils.clip_grad_norm_ sums f32 gradients),
   // in f64 when a parameter is f64, whose squares would overflow f32.
@@ -294,6 +311,21 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
     }
   }
   new_state[size_t(ts.state.step_index())] = select_scalar(found_inf, step, step + 1.0);
+  if (scaling) {
+    // GradScaler.update (torch._amp_update_scale_): back off on inf / NaN; grow after
+    // growth_interval finite steps in a row, only to a finite scale.
+    const UpdateOptions::LossScaling& ls = *options.loss_scaling;
+    Tensor zero = trace::scalar(0, DType::s32);
+    Tensor next = tracker + trace::scalar(1, DType::s32);
+    Tensor grow = equal(next, trace::scalar(double(ls.growth_interval), DType::s32));
+    Tensor grown = loss_scale * ls.growth_factor;
+    Tensor finite = equal(grown * 0.0, trace::scalar(0, DType::f32));  // inf * 0 is NaN
+    Tensor kept = select_scalar(grow & finite, grown, loss_scale);
+    new_state[size_t(ts.state.find(-1, StateKind::loss_scale))] =
+        select_scalar(found_inf, loss_scale * ls.backoff_factor, kept);
+    new_state[size_t(ts.state.find(-1, StateKind::growth_tracker))] =
+        select_scalar(found_inf | grow, zero, next);
+  }
 
   std::vector<ir::ValueId> results;
   std::vector<std::string> names;

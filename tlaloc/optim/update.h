@@ -24,6 +24,13 @@
 // element, and the update then clips to a zero gradient, as PyTorch's does), in f64 when any
 // parameter is f64.
 //
+// Loss scaling (UpdateOptions::loss_scaling, f16 compute): G takes one more input, the f32
+// scalar loss scale S, just before the parameters (the Trainer's capture multiplies the loss by
+// it before value_and_grad, so G's gradients are S times the loss's while its loss output is
+// the unscaled loss). The train step feeds it from the state slot `scale` (not an input of its
+// own), divides the gradients by S as well as grad_scale, and writes the scaler's next state
+// (StateKind::loss_scale, growth_tracker: GradScaler.update's rule) beside the step count.
+//
 // Per-step scalars (bias corrections 1 − β^t, the decoupled decay 1 − lr·wd, 1/grad_scale)
 // are computed inside the program in f64 from the step count and the lr input, then used as
 // f32; nothing per-step is recompiled or read back.

@@ -36,7 +36,8 @@ StateLayout shard_layout(const ZeroShard& z) {
     for (const StateSlot& s : z.full.slots)
       if (s.param == p.param)
         l.slots.push_back({s.name, s.kind, s.param, {s.type.dtype, Shape{p.hi - p.lo}}});
-  l.slots.push_back(z.full.slots.back());  // the step count
+  for (const StateSlot& s : z.full.slots)  // the loss scaler's, then the step count
+    if (s.param < 0) l.slots.push_back(s);
   return l;
 }
 
@@ -44,8 +45,8 @@ std::vector<Array> gather_state(const ZeroShard& z, const StateLayout& local,
                                 const std::function<Array(int)>& local_slot) {
   std::vector<Array> out;
   for (const StateSlot& s : z.full.slots) {
-    if (s.param < 0) {  // the step count: the same on every rank
-      out.push_back(local_slot(local.step_index()));
+    if (s.param < 0) {  // the step count, the loss scale: the same on every rank
+      out.push_back(local_slot(local.find(-1, s.kind)));
       continue;
     }
     const size_t i = size_t(s.param), es = size_of(s.type.dtype);
@@ -71,7 +72,7 @@ std::vector<Array> shard_state(const ZeroShard& z, const StateLayout& local,
                                const std::vector<Array>& full_state) {
   std::vector<Array> out;
   for (const StateSlot& s : local.slots) {
-    const int j = s.param < 0 ? z.full.step_index() : z.full.find(s.param, s.kind);
+    const int j = z.full.find(s.param, s.kind);
     const Array& whole = full_state[size_t(j)];
     if (s.param < 0) {
       out.push_back(whole);

@@ -32,6 +32,7 @@ train::TrainerOptions trainer_options(const Common& c) {
   if (c.deterministic) t.pjrt.compile.overrides.push_back({"xla_gpu_deterministic_ops", true});
   t.num_threads = c.threads;
   t.zero = c.zero;
+  t.precision = c.precision;
   return t;
 }
 
@@ -48,6 +49,7 @@ train::FitOptions fit_options(const Common& c, std::string name, int64_t steps,
   f.resume = c.resume;
   f.seed = c.seed;
   f.metadata = std::move(metadata);
+  f.metadata["precision"] = std::string(tlaloc::name(c.precision));  // resume keeps it
   f.metrics = c.metrics;
   f.plot = c.plot;
   f.out = c.out;

@@ -23,6 +23,7 @@ struct Common {
   std::string schedule = "constant";  // optim::parse_schedule's names
   int64_t warmup = 0;                 // linear warm-up steps
   train::Lane lane = train::Lane::host;
+  DType precision = DType::f32;    // compute type of dots (TrainerOptions::precision)
   bool precision_highest = false;  // pjrt lane: full-f32 dots (else XLA may use TF32)
   bool deterministic = false;      // pjrt lane: xla_gpu_deterministic_ops
   int zero = 0;  // under mpirun: ZeRO stage (1: optimizer state sharded over the processes)

@@ -37,7 +37,8 @@ std::vector<train::DataInput> data_inputs(int64_t n);
 train::LossFn predict_fn();
 
 // The demo's train step (512 points, Adam lr 0.02 inside the program), for export and tests.
-optim::TrainStep train_step(int64_t points = 512);
+// `precision`: the dots' compute type (train::TrainerOptions::precision).
+optim::TrainStep train_step(int64_t points = 512, DType precision = DType::f32);
 
 // Mean of (pred - y)² (the training loss, in f64), pred and y f32 [n,1].
 double mse(const Array& pred, const Array& y);

@@ -96,30 +96,31 @@ namespace {
 
 // The step of `model` for one of `replicas` processes (batch / replicas rows each).
 optim::TrainStep replica_step(nn::Module& model, int64_t rows, int64_t batch, int replicas,
-                              bool summed) {
+                              bool summed, DType precision) {
   if (replicas < 1 || batch % replicas)
     fail("fmnist: a batch of {} does not split over {} replicas", batch, replicas);
   optim::UpdateOptions u;
   u.replicas = replicas;
   if (summed) u.replica_loss = optim::UpdateOptions::ReplicaLoss::sum;
   return train::build_train_step(model, loss_fn(summed), data_inputs(rows, batch / replicas),
-                                 optim::AdamW{.lr = 1e-3, .weight_decay = 1e-2}, u);
+                                 optim::AdamW{.lr = 1e-3, .weight_decay = 1e-2}, u, nullptr,
+                                 nullptr, nullptr, precision);
 }
 
 }  // namespace
 
 optim::TrainStep train_step_cnn(int64_t rows, int64_t batch, const std::vector<int64_t>& channels,
-                                int replicas) {
+                                int replicas, DType precision) {
   auto model = make_cnn(channels);
   model->init(random::key(20260921));
-  return replica_step(*model, rows, batch, replicas, false);
+  return replica_step(*model, rows, batch, replicas, false, precision);
 }
 
 optim::TrainStep train_step(int64_t rows, int64_t batch, const std::vector<int64_t>& hidden,
-                            int replicas) {
+                            int replicas, DType precision) {
   auto model = make_model(hidden);
   model->init(random::key(20260921));
-  return replica_step(*model, rows, batch, replicas, replicas > 1);
+  return replica_step(*model, rows, batch, replicas, replicas > 1, precision);
 }
 
 std::vector<int32_t> epoch_order(random::Key key, int64_t epoch, int64_t n) {

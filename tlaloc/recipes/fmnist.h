@@ -48,14 +48,16 @@ train::LossFn logits_fn();
 // The default job's train step (60000 resident rows, batch 128, MLP 784-256-10, AdamW lr 1e-3
 // wd 1e-2 inside the program), for export and tests.
 // `replicas` > 1: one process's step of data parallelism over that many (batch / replicas rows
-// each, the loss summed over them as `train fmnist` does under mpirun).
+// each, the loss summed over them as `train fmnist` does under mpirun). `precision`: the dots'
+// compute type (train::TrainerOptions::precision).
 optim::TrainStep train_step(int64_t rows = 60000, int64_t batch = 128,
-                            const std::vector<int64_t>& hidden = {256}, int replicas = 1);
+                            const std::vector<int64_t>& hidden = {256}, int replicas = 1,
+                            DType precision = DType::f32);
 
 // The same for `--model cnn` (make_cnn(channels)).
 optim::TrainStep train_step_cnn(int64_t rows = 60000, int64_t batch = 128,
-                                const std::vector<int64_t>& channels = {32, 64},
-                                int replicas = 1);
+                                const std::vector<int64_t>& channels = {32, 64}, int replicas = 1,
+                                DType precision = DType::f32);
 
 // The order of the training rows in `epoch` (0-based): a permutation of [0, n) drawn from
 // fold_in(key, epoch), so any epoch's order is recomputed exactly on resume.

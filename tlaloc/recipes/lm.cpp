@@ -55,7 +55,7 @@ LossFn loss_fn(int64_t context) {
   };
 }
 
-optim::TrainStep bench_train_step(int64_t n_tokens, uint64_t seed, int replicas) {
+optim::TrainStep bench_train_step(int64_t n_tokens, uint64_t seed, int replicas, DType precision) {
   if (replicas < 1 || kBenchBatch % replicas)
     fail("lm: the benchmark batch of {} does not split over {} replicas", kBenchBatch, replicas);
   nn::CausalLM model(bench_config());
@@ -64,7 +64,7 @@ optim::TrainStep bench_train_step(int64_t n_tokens, uint64_t seed, int replicas)
   u.replicas = replicas;
   return train::build_train_step(model, loss_fn(model.config().context),
                                  data_inputs(n_tokens, kBenchBatch / replicas), bench_optimizer(),
-                                 u);
+                                 u, nullptr, nullptr, nullptr, precision);
 }
 
 Array read_corpus(const std::vector<std::string>& files) {

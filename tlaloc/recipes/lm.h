@@ -38,8 +38,9 @@ Array dropout_key(uint64_t seed, int64_t step);
 
 // The benchmark model's train step (init from `seed`), for export, tests and `bench step`.
 // `replicas` > 1: one process's step of data parallelism over that many (the batch split).
+// `precision`: the dots' compute type (train::TrainerOptions::precision).
 optim::TrainStep bench_train_step(int64_t n_tokens = 4096, uint64_t seed = 20260921,
-                                  int replicas = 1);
+                                  int replicas = 1, DType precision = DType::f32);
 
 // Parameters of nn::CausalLM(c), counted without building it (double: absurd sizes do not
 // overflow): tok_emb, pos_emb; per block two norms (weight, plus bias for layernorm), q/k/v/out

@@ -294,6 +294,9 @@ class Build {
           for (const Attr& p : o.attrs.at("precision_config").list)
             if (p.kind != Attr::Enum || p.enum_kind != "precision")
               error_at(p.loc, "dot_general: precision_config holds #stablehlo<precision X>");
+        // A result type other than the operands' is JAX's preferred_element_type.
+        if (o.result_types[0].dtype != in[0].dtype)
+          a.preferred_element_type = o.result_types[0].dtype;
         break;
       }
       case Op::reverse:

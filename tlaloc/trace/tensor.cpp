@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "tlaloc/trace/autocast.h"
+
 namespace tlaloc::trace {
 
 using ir::Op;
@@ -307,18 +309,17 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
   ab.dims.resize(ab.dims.size() - 2);
   bb.dims.resize(bb.dims.size() - 2);
   Shape batch = broadcast_shapes(ab, bb, "matmul");
-  ir::Builder& bl = a.builder();
   int64_t nb = batch.rank();
   Tensor r;
   if (nb == 0) {
-    r = {&bl, bl.dot_general(a.id(), b.id(), {{}, {}, {1}, {0}})};
+    r = dot_general(a, b, {{}, {}, {1}, {0}});
   } else if (b.rank() == 2) {
     // [..., n, k] @ [k, m]: contract directly, no broadcast of b.
     Shape as = batch;
     as.dims.push_back(a.dim(-2));
     as.dims.push_back(a.dim(-1));
     a = broadcast_to(a, as);
-    r = {&bl, bl.dot_general(a.id(), b.id(), {{}, {}, {nb + 1}, {0}})};
+    r = dot_general(a, b, {{}, {}, {nb + 1}, {0}});
   } else {
     Shape as = batch, bs = batch;
     as.dims.insert(as.dims.end(), {a.dim(-2), a.dim(-1)});
@@ -327,7 +328,7 @@ Tensor matmul(const Tensor& a0, const Tensor& b0) {
     b = broadcast_to(b, bs);
     std::vector<int64_t> bd;
     for (int64_t i = 0; i < nb; ++i) bd.push_back(i);
-    r = {&bl, bl.dot_general(a.id(), b.id(), {bd, bd, {nb + 1}, {nb}})};
+    r = dot_general(a, b, {bd, bd, {nb + 1}, {nb}});
   }
   if (a0.rank() == 1)
     r = reshape(r, [&] {

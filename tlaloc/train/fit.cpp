@@ -175,6 +175,8 @@ void resume(Trainer& t, const FitOptions& o) {
 void check(const FitOptions& o) {
   if (o.steps < 1) fail("{}: the run has {} steps; it needs at least 1", o.name, o.steps);
   if (o.log_every < 1) fail("{}: --log-every {} must be >= 1", o.name, o.log_every);
+  if (o.max_consecutive_skips < 1)
+    fail("{}: max_consecutive_skips {} must be >= 1", o.name, o.max_consecutive_skips);
   const std::pair<const char*, int64_t> counts[] = {{"--save-every", o.save_every},
                                                     {"--stop-after", o.stop_after},
                                                     {"--eval-every", o.eval_every},
@@ -239,7 +241,8 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
   const io::WriteLock lock = lock_outputs(o);  // shared with the caller's, when it took one
   if (o.resume) resume(t, o);
   const int64_t first = t.steps_taken();
-  bool warned_skip = false;  // a skipped update was reported
+  bool warned_skip = false;    // a skipped update was reported
+  int64_t skips_in_a_row = 0;  // with loss scaling
   const bool by_epoch = o.steps_per_epoch > 0;
   const int64_t spe = by_epoch ? o.steps_per_epoch : o.steps;
   const int64_t epoch_items = o.items_per_epoch > 0 ? o.items_per_epoch : spe * o.items_per_step;
@@ -399,11 +402,20 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
         return r;
       }
       t.step(batch(t.steps_taken()));
+      if (t.loss_scaling()) {  // the scaler skips steps by design; endlessly is an error
+        skips_in_a_row = t.last_skipped() ? skips_in_a_row + 1 : 0;
+        if (skips_in_a_row >= o.max_consecutive_skips)
+          fail(
+              "{}: the last {} steps all had inf or NaN gradients (the f16 loss scale is down to "
+              "{:.3g}), so no update was made since step {}: the gradients overflow f16 at any "
+              "scale; train with --precision bf16 or f32",
+              o.name, skips_in_a_row, t.loss_scale(), t.steps_taken() - skips_in_a_row);
+      }
       if ((b + 1) % o.log_every == 0 || b + 1 == end_b) {
         StepLog read{t.steps_taken(), epoch, b, t.read_last()};
         check_loss(read.report.loss);
-        if (read.report.found_inf && !warned_skip &&
-            root) {  // a finite loss, a non-finite gradient
+        if (read.report.found_inf && !warned_skip && root &&
+            !t.loss_scaling()) {  // a finite loss, a non-finite gradient
           fmt::print(stderr,
                      "{}: warning: step {} skipped its update (a gradient held inf or NaN); the "
                      "run goes on, later skips are not reported\n",

@@ -75,6 +75,9 @@ struct FitOptions {
   int64_t steps = 0;            // the run ends when the trainer has taken this many steps (>= 1)
   int64_t steps_per_epoch = 0;  // > 0: the run is epochs of this many steps; 0: one pass
   int64_t log_every = 50;       // read the loss every N batches of an epoch (>= 1)
+  // With loss scaling (f16): the run stops with an error when this many steps in a row skipped
+  // their update (inf / NaN gradients even after as many halvings of the scale).
+  int64_t max_consecutive_skips = 40;
 
   // Progress bar (progress.h). With epochs: one bar per epoch, "epoch E/N", counting
   // items_per_epoch items (a step trains items_per_step of them, the last batch what is left);

@@ -10,6 +10,7 @@
 #include "tlaloc/distributed/communicator.h"
 #include "tlaloc/passes/passes.h"
 #include "tlaloc/runtime/host/compile.h"
+#include "tlaloc/trace/autocast.h"
 
 namespace tlaloc::train {
 
@@ -37,11 +38,15 @@ std::string join_names(std::span<const std::string> names) {
 }
 
 // Captures (data..., buffers..., frozen params..., trainable params...) -> the outputs of `fn`
-// applied to `model` (parameter_order's order). With `updated`, the buffers a forward gave a new
-// value (Module::set_buffer) follow as extra outputs, their indices into named_buffers() going
-// to *updated; without it such updates are dropped (evaluation).
+// applied to `model` (parameter_order's order), dots under the autocast compute type
+// `compute`. With `updated`, the buffers a forward gave a new value (Module::set_buffer) follow
+// as extra outputs, their indices into named_buffers() going to *updated; without it such
+// updates are dropped (evaluation). With `seed`, an f32 scalar input "loss_scale" comes just
+// before the trainable parameters, and the first output is the loss times it, the unscaled loss
+// last (build_gradient moves it back).
 ir::Function capture_model(nn::Module& model, const LossFn& fn, const std::vector<DataInput>& data,
-                           const char* name, std::vector<size_t>* updated = nullptr) {
+                           const char* name, DType compute, std::vector<size_t>* updated = nullptr,
+                           bool seed = false) {
   auto named = model.named_parameters();
   auto buffers = model.named_buffers();
   const std::vector<size_t> order = parameter_order(model);
@@ -59,24 +64,36 @@ ir::Function capture_model(nn::Module& model, const LossFn& fn, const std::vecto
     types.push_back({b.buffer->value.dtype(), b.buffer->value.shape()});
     names.push_back(b.name);
   }
-  for (size_t i : order) {
-    types.push_back({named[i].param->value.dtype(), named[i].param->value.shape()});
-    names.push_back(named[i].name);
+  const size_t nfrozen = order.size() - size_t(num_trainable(model));
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (seed && k == nfrozen) {
+      types.push_back({DType::f32, Shape{}});
+      names.push_back("loss_scale");
+    }
+    types.push_back({named[order[k]].param->value.dtype(), named[order[k]].param->value.shape()});
+    names.push_back(named[order[k]].name);
   }
   if (updated) updated->clear();
+  trace::Autocast autocast(compute);
   ir::Function f = trace::capture(
       [&](std::span<const trace::Tensor> in) {
         std::vector<trace::Tensor> bound(named.size());
-        for (size_t k = 0; k < order.size(); ++k) bound[order[k]] = in[nd + nb + k];
+        for (size_t k = 0; k < order.size(); ++k)
+          bound[order[k]] = in[nd + nb + k + size_t(seed && k >= nfrozen)];
         model.bind(bound);
         model.bind_buffers(in.subspan(nd, nb));
         auto outs = fn(model, Inputs(in.subspan(0, nd), data_names));
         if (outs.empty()) fail("{}: the loss function returned no outputs", name);
+
         for (size_t i = 0; updated && i < nb; ++i)
           if (buffers[i].buffer->updated.valid()) {
             outs.push_back(buffers[i].buffer->updated);
             updated->push_back(i);
           }
+        if (seed) {
+          outs.push_back(outs[0]);
+          outs[0] = outs[0] * trace::astype(in[nd + nb + nfrozen], outs[0].dtype());
+        }
         return outs;
       },
       types, names, {}, name);
@@ -144,9 +161,9 @@ bool Inputs::contains(std::string_view name) const {
 
 ir::Function build_gradient(nn::Module& model, const LossFn& loss,
                             const std::vector<DataInput>& data, int64_t* forward_ops,
-                            std::vector<size_t>* buffer_updates) {
+                            std::vector<size_t>* buffer_updates, DType compute, bool loss_seed) {
   std::vector<size_t> updated;
-  ir::Function fwd = capture_model(model, loss, data, "forward", &updated);
+  ir::Function fwd = capture_model(model, loss, data, "forward", compute, &updated, loss_seed);
   if (buffer_updates) *buffer_updates = updated;
   const ir::TensorType& lt = fwd.output_type(0);
   if (lt.shape.rank() != 0 || !is_floating(lt.dtype))
@@ -160,18 +177,32 @@ ir::Function build_gradient(nn::Module& model, const LossFn& loss,
   const int first = fwd.num_inputs() - num_params;
   std::vector<int> wrt;
   for (int i = 0; i < num_params; ++i) wrt.push_back(first + i);
-  return passes::simplify(autodiff::value_and_grad(fwd, wrt));
+  ir::Function g = autodiff::value_and_grad(fwd, wrt);
+  if (loss_seed) {  // (S·loss, aux..., loss, grads...) -> (loss, aux..., grads...)
+    const size_t at = size_t(fwd.num_outputs()) - 1;
+    g.results[0] = g.results[at];
+    g.results.erase(g.results.begin() + std::ptrdiff_t(at));
+    if (g.output_names.size() > at) {
+      g.output_names[0] = fwd.output_names.empty() ? "loss" : fwd.output_names[0];
+      g.output_names.erase(g.output_names.begin() + std::ptrdiff_t(at));
+    }
+  }
+  return passes::simplify(g);
 }
 
 optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
                                   const std::vector<DataInput>& data, const optim::Optimizer& opt,
                                   const optim::UpdateOptions& update, int64_t* forward_ops,
-                                  int64_t* gradient_ops, std::vector<size_t>* buffer_updates) {
+                                  int64_t* gradient_ops, std::vector<size_t>* buffer_updates,
+                                  DType compute) {
   optim::validate(opt);
-  ir::Function grad = build_gradient(model, loss, data, forward_ops, buffer_updates);
+  optim::UpdateOptions u = update;
+  if (compute == DType::f16 && !u.loss_scaling) u.loss_scaling.emplace();  // GradScaler's
+  ir::Function grad = build_gradient(model, loss, data, forward_ops, buffer_updates, compute,
+                                     u.loss_scaling.has_value());
   if (gradient_ops) *gradient_ops = grad.num_ops();
   const int num_params = num_trainable(model);
-  optim::TrainStep step = optim::append_update(opt, grad, num_params, update);
+  optim::TrainStep step = optim::append_update(opt, grad, num_params, u);
   step.fn = passes::simplify(step.fn);
   return step;
 }
@@ -204,8 +235,10 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
     dims[0] /= replicas;
     d.type.shape = Shape(dims);
   }
+  if (options_.precision == DType::f16 && !options_.update.loss_scaling)
+    options_.update.loss_scaling.emplace();  // GradScaler's defaults
   step_ = build_train_step(model_, loss, local_data_, opt_, options_.update, &forward_ops_,
-                           &gradient_ops_, &buffer_updates_);
+                           &gradient_ops_, &buffer_updates_, options_.precision);
   auto buffers = model_.named_buffers();
   for (const auto& b : buffers) buffer_names_.push_back(b.name);
   auto named = model_.named_parameters();
@@ -328,6 +361,17 @@ StepReport Trainer::read_last() const {
   return r;
 }
 
+double Trainer::loss_scale() const {
+  const int j = step_.state.find(-1, optim::StateKind::loss_scale);
+  if (j < 0) fail("Trainer::loss_scale: this step has no loss scaling");
+  return exe_->download(inputs_[size_t(step_.state_input(j))]).at(0);
+}
+
+bool Trainer::last_skipped() const {
+  if (outputs_.empty()) fail("Trainer::last_skipped: no step has run yet");
+  return exe_->download(outputs_[size_t(step_.found_inf_output())]).at(0) != 0;
+}
+
 int64_t Trainer::optimizer_step() const {
   return int64_t(
       exe_->download(inputs_[size_t(step_.state_input(step_.state.step_index()))]).at(0));
@@ -397,7 +441,8 @@ const optim::StateLayout& Trainer::full_state_layout() const {
 
 std::string Trainer::state_name(int j) const {
   const auto& slot = full_state_layout().slots[size_t(j)];
-  if (slot.param < 0) return "optimizer.step";
+  if (slot.kind == optim::StateKind::step) return "optimizer.step";
+  if (slot.param < 0) return fmt::format("scaler.{}", optim::name(slot.kind));  // GradScaler's
   return fmt::format("optimizer.{}.{}", param_names_[size_t(slot.param)], optim::name(slot.kind));
 }
 
@@ -465,7 +510,7 @@ void Trainer::load_state(std::vector<Array> params, std::vector<Array> state, in
 }
 
 int Trainer::add_eval(LossFn fn, std::vector<DataInput> data) {
-  ir::Function f = capture_model(model_, fn, data, "eval");
+  ir::Function f = capture_model(model_, fn, data, "eval", options_.precision);
   evals_.push_back({compile(f), std::move(data)});
   return int(evals_.size()) - 1;
 }

@@ -91,6 +91,12 @@ struct TrainerOptions {
   // parameters are all-gathered (optim/zero.h); checkpoints hold the whole state as without
   // it. Host lane only.
   int zero = 0;
+  // Mixed precision (--precision): the compute type of the model's dots and attention
+  // (trace::Autocast): f32; bf16 (operands rounded to bf16, f32 accumulation and results;
+  // norms, softmax, losses and the update in f32; master parameters and state f32); f16 the
+  // same in f16, with dynamic loss scaling (update.loss_scaling, GradScaler's defaults when
+  // unset). Evaluation programs use it too.
+  DType precision = DType::f32;
 };
 
 // One step of the host lane and of the pjrt lane from the same state and inputs, compared
@@ -120,9 +126,12 @@ int num_trainable(nn::Module& model);
 // grads...), one gradient per trained parameter (requires_grad) in model order, none for the
 // frozen ones (no cotangent is formed for them), by capture, value_and_grad, simplify.
 // The size of the forward program goes to *forward_ops when given.
+// `compute`: the dots' operand type (trace::Autocast: f32, bf16 or f16). `loss_seed`: G takes
+// the loss scale as its last input before the parameters (optim/update.h, loss scaling).
 ir::Function build_gradient(nn::Module& model, const LossFn& loss,
                             const std::vector<DataInput>& data, int64_t* forward_ops = nullptr,
-                            std::vector<size_t>* buffer_updates = nullptr);
+                            std::vector<size_t>* buffer_updates = nullptr,
+                            DType compute = DType::f32, bool loss_seed = false);
 
 // The whole train-step program of `loss` on `model` (capture, value_and_grad, append_update,
 // simplify), without compiling it: what the Trainer runs and what `tlaloc export` prints.
@@ -132,7 +141,8 @@ optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
                                   const std::vector<DataInput>& data, const optim::Optimizer& opt,
                                   const optim::UpdateOptions& update = {},
                                   int64_t* forward_ops = nullptr, int64_t* gradient_ops = nullptr,
-                                  std::vector<size_t>* buffer_updates = nullptr);
+                                  std::vector<size_t>* buffer_updates = nullptr,
+                                  DType compute = DType::f32);  // f16: loss scaling on (defaults)
 
 class Trainer {
  public:
@@ -166,6 +176,11 @@ class Trainer {
   // schedule. The optimizer's own count (applied updates) is optimizer_step().
   int64_t steps_taken() const { return steps_taken_; }
   int64_t optimizer_step() const;
+  // Dynamic loss scaling (f16): whether the step has it; the scale now (reads it).
+  bool loss_scaling() const { return options_.update.loss_scaling.has_value(); }
+  double loss_scale() const;
+  // Whether the last step skipped its update (reads one flag). Throws before the first step.
+  bool last_skipped() const;
   double current_lr() const;         // the lr factor x base lr of group 0 for the next step
   double lr_at(int64_t step) const;  // the same for the 0-based step `step` (>= 0)
 

@@ -8,6 +8,7 @@
 #include "tlaloc/nn/norms.h"
 #include "tlaloc/nn/transformer.h"
 #include "tlaloc/random/random.h"
+#include "tlaloc/trace/autocast.h"
 
 namespace tlaloc::nn::models {
 
@@ -260,8 +261,7 @@ LlamaForCausalLM::LlamaForCausalLM(LlamaConfig c) : c_(std::move(c)) {
 Tensor LlamaForCausalLM::logits(const Tensor& hidden) {
   if (!c_.tie_word_embeddings) return child("lm_head")(hidden);
   const Tensor& w = model_->embedding();  // logits = hidden · embed_tokens.weightᵀ
-  ir::Builder& b = hidden.builder();
-  return {&b, b.dot_general(hidden.id(), w.id(), {{}, {}, {2}, {1}})};
+  return trace::dot_general(hidden, w, {{}, {}, {2}, {1}});
 }
 
 Tensor LlamaForCausalLM::forward(const Tensor& tokens,

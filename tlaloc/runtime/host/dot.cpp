@@ -85,7 +85,8 @@ struct DotKernel : Kernel {
       go(static_cast<float*>(O) + c_off);
   }
 
-  DType dtype;
+  DType dtype;     // the result's
+  DType in_dtype;  // the operands' (bf16 / f16 with an f32 result: preferred_element_type)
   // Small f32 GEMMs (K <= 512, M * N <= 2^16): tlaloc's sgemm_rows instead of OpenBLAS (no
   // beta pass, less call overhead; packing per call sized to the problem). Larger ones stay
   // with OpenBLAS, faster there.
@@ -101,10 +102,10 @@ struct DotKernel : Kernel {
   // Returns the pointer to the operand matrices as f32/f64, converting / permuting.
   const void* prepare(const Operand& o, int64_t numel, const Frame& f) const {
     const void* p = f.ptr[o.value];
-    if (dtype == DType::bf16 || dtype == DType::f16) {
+    if (in_dtype == DType::bf16 || in_dtype == DType::f16) {
       auto* d = reinterpret_cast<float*>(f.scratch + o.half_off);
       const auto* s = static_cast<const uint16_t*>(p);
-      if (dtype == DType::bf16)
+      if (in_dtype == DType::bf16)
         for (int64_t i = 0; i < numel; ++i) d[i] = from_bf16(s[i]);
       else
         for (int64_t i = 0; i < numel; ++i) d[i] = from_f16(s[i]);
@@ -220,6 +221,7 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_thre
   const Shape& rs = f.type(n.operands[1]).shape;
   auto k = std::make_unique<DotKernel>();
   k->dtype = n.type.dtype;
+  k->in_dtype = f.type(n.operands[0]).dtype;
   k->out = id;
   k->l.value = n.operands[0];
   k->r.value = n.operands[1];
@@ -235,7 +237,7 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_thre
     for (int64_t i = 0; i < nlf; ++i) k->M *= n.type.shape[nb + i];
     for (int64_t i = nb + nlf; i < n.type.shape.rank(); ++i) k->N *= n.type.shape[i];
   }
-  bool half = k->dtype == DType::bf16 || k->dtype == DType::f16;
+  bool half = k->in_dtype == DType::bf16 || k->in_dtype == DType::f16;
   size_t elem = half ? 4 : size_of(k->dtype);
   plan_operand(k->l, ls, a.lhs_batching_dimensions, a.lhs_contracting_dimensions, true, elem);
   plan_operand(k->r, rs, a.rhs_batching_dimensions, a.rhs_contracting_dimensions, false, elem);
@@ -248,7 +250,7 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_thre
   if (half) {
     k->l.half_off = take(ls.numel());
     k->r.half_off = take(rs.numel());
-    k->out_off = take(n.type.shape.numel());
+    if (k->dtype != DType::f32) k->out_off = take(n.type.shape.numel());
   }
   if (k->l.permute) k->l.perm_off = take(ls.numel());
   if (k->r.permute) k->r.perm_off = take(rs.numel());
