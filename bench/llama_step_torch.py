@@ -155,6 +155,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch default)")
     ap.add_argument("--foreach", type=int, default=1, help="AdamW(foreach=...)")
+    ap.add_argument("--autocast", default="", choices=["", "bf16"],
+                    help="torch.autocast(dtype=bfloat16) around the forward")
     ap.add_argument("--lora", action="store_true",
                     help="LoRA r 8, alpha 16 on q_proj, v_proj; the base frozen")
     a = ap.parse_args()
@@ -175,9 +177,11 @@ def main():
     data = torch.randint(0, VOCAB, (batch, ctx + 1), generator=g).to(dev)
     x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    times, loss = time_steps(lm_step(model, opt, x, y, VOCAB), a.warmup, a.steps, sync)
+    cast = torch.bfloat16 if a.autocast == "bf16" else None
+    times, loss = time_steps(lm_step(model, opt, x, y, VOCAB, cast), a.warmup, a.steps, sync)
     print(f"last loss {loss.item():.6f}")
-    print(result_line(f"{dev.type} preset={a.preset} params={nparams} trained={ntrained}", times))
+    print(result_line(f"{dev.type} preset={a.preset} params={nparams} trained={ntrained}"
+                      f"{' autocast=bf16' if cast else ''}", times))
 
 
 if __name__ == "__main__":

@@ -65,6 +65,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch default)")
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--autocast", default="", choices=["", "bf16"],
+                    help="torch.autocast(dtype=bfloat16) around the forward")
     a = ap.parse_args()
     if a.threads:
         torch.set_num_threads(a.threads)
@@ -83,9 +85,12 @@ def main():
     data = torch.randint(0, VOCAB, (BATCH, CONTEXT + 1), generator=g).to(dev)
     x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    times, loss = time_steps(lm_step(model, opt, x, y, VOCAB), a.warmup, a.steps, sync, a.verbose)
+    cast = torch.bfloat16 if a.autocast == "bf16" else None
+    times, loss = time_steps(lm_step(model, opt, x, y, VOCAB, cast), a.warmup, a.steps, sync,
+                             a.verbose)
     print(f"last loss {loss.item():.6f}")
-    print(result_line(f"{dev.type} params={nparams}", times, f"optimizer={kind}"))
+    print(result_line(f"{dev.type} params={nparams}{' autocast=bf16' if cast else ''}", times,
+                      f"optimizer={kind}"))
 
 
 if __name__ == "__main__":

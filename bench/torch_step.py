@@ -1,19 +1,25 @@
 """The timing loop the PyTorch step baselines share (lm_step_torch.py, llama_step_torch.py): a
 next-token train step, warm-up, timed steps each waited for, and the RESULT line the bench/
 runners read."""
+import contextlib
 import resource
 import statistics
 import time
 
+import torch
 import torch.nn.functional as F
 
 
-def lm_step(model, opt, x, y, vocab):
+def lm_step(model, opt, x, y, vocab, autocast=None):
     """One train step: mean next-token cross-entropy of model(x) against y, backward, opt.step();
-    returns the loss."""
+    returns the loss. autocast: a dtype (torch.bfloat16) to run the forward under torch.autocast
+    (mixed precision: matmuls in it, f32 master weights), or None."""
     def step():
-        logits = model(x)
-        loss = F.cross_entropy(logits.view(-1, vocab), y.view(-1))
+        ctx = (torch.autocast(device_type=x.device.type, dtype=autocast) if autocast
+               else contextlib.nullcontext())
+        with ctx:
+            logits = model(x)
+            loss = F.cross_entropy(logits.view(-1, vocab).float(), y.view(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()

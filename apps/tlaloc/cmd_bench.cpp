@@ -24,6 +24,7 @@ struct BenchOptions {
   std::string preset = "small";  // --model llama
   std::string lane = "auto";
   bool lora = false;  // --model llama: LoRA r 8, alpha 16 on q_proj, v_proj (PEFT's defaults)
+  std::string precision = "f32";
 };
 
 void run_bench_step(const BenchOptions& o) {
@@ -38,6 +39,10 @@ void run_bench_step(const BenchOptions& o) {
                 recipes::llama::preset(o.preset), o.threads,
                 o.lora ? std::optional(nn::LoraConfig{.lora_alpha = 16}) : std::nullopt)
           : recipes::disc::bench_case(o.threads);
+  if (o.precision != "f32" && o.precision != "bf16" && o.precision != "f16")
+    fail("bench step: --precision must be f32, bf16 or f16, got '{}'", o.precision);
+  c.precision = dtype_from_name(o.precision);
+  if (c.precision != DType::f32) c.title += fmt::format(", --precision {}", o.precision);
   Lane requested = parse_lane(o.lane);
   std::string reason;
   if (requested != Lane::host) {
@@ -60,7 +65,9 @@ void run_bench_step(const BenchOptions& o) {
     auto& client = runtime::pjrt::default_client();
     // Lane (b) applies AdamW on the host to every parameter; with frozen ones it has no meaning.
     lanes.push_back(o.lora ? skipped_lane('b', "--lora (frozen base weights)")
-                           : bench_pjrt_host_optimizer(c, client, o.steps, o.warmup));
+                    : c.precision == DType::f16
+                        ? skipped_lane('b', "--precision f16 (loss scaling is in the program)")
+                        : bench_pjrt_host_optimizer(c, client, o.steps, o.warmup));
     lanes.push_back(bench_pjrt_in_program(c, client, o.steps, o.warmup));
   }
   fmt::print("{}", lane_table(lanes));
@@ -91,6 +98,8 @@ void register_bench(CLI::App& app) {
   step->add_option("--warmup", o.warmup, "untimed steps first (at least 10: losses compared)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+  step->add_option("--precision", o.precision, "compute type of matmuls: f32|bf16|f16")
+      ->capture_default_str();
   step->add_option("--threads", o.threads, "host threads (0: OpenMP default)")
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxThreads));

@@ -45,6 +45,7 @@ std::unique_ptr<Trainer> make_trainer(const StepBenchCase& c, nn::Module& m, Lan
                                       runtime::pjrt::Client* client) {
   TrainerOptions o;
   o.num_threads = c.num_threads;
+  o.precision = c.precision;
   o.lane = lane;
   o.client = client;
   auto t = std::make_unique<Trainer>(m, c.loss, c.data, c.opt, o);
@@ -101,7 +102,8 @@ LaneTiming bench_pjrt_in_program(const StepBenchCase& c, runtime::pjrt::Client& 
 LaneTiming bench_pjrt_host_optimizer(const StepBenchCase& c, runtime::pjrt::Client& client,
                                      int64_t steps, int64_t warmup) {
   auto m = c.make_model();
-  ir::Function grad = build_gradient(*m, c.loss, c.data);
+  if (c.precision == DType::f16) fail("bench step: lane (b) has no loss scaling for f16");
+  ir::Function grad = build_gradient(*m, c.loss, c.data, nullptr, nullptr, c.precision);
   auto exe = runtime::pjrt::compile(grad, client);
   std::vector<Array> params;
   std::vector<ir::TensorType> types;

@@ -28,7 +28,8 @@ struct StepBenchCase {
   Batch resident;                          // the resident inputs' values, by name
   std::function<Batch(int64_t)> per_step;  // the per-step inputs of step s (null: none)
   optim::Optimizer opt;
-  int num_threads = 0;  // host lane threads
+  int num_threads = 0;           // host lane threads
+  DType precision = DType::f32;  // TrainerOptions::precision (lane (b): f32 or bf16)
 };
 
 struct LaneTiming {
