@@ -1,7 +1,8 @@
 // tlaloc's bf16 GEMM (gemm_bf16.h: bf16_gemm_rows) on every path this CPU has (native
 // vdpbf16ps, AVX2 fallback, scalar): against an f64 oracle written here on exact bf16 operands
-// (every transpose combination, odd K, K = 1, sizes around the 12 x 32 tile and the 256-deep K
-// blocks, the bias / add epilogue, nothing written outside C[m0:m1, 0:N]); every element bit
+// (every transpose combination, odd K, K = 1, sizes around the 12 x 32 tile and past the 96-row,
+// 1024-column and 2048-deep blocks, the bias / add epilogue, nothing written outside C[m0:m1,
+// 0:N]); every element bit
 // for bit the chain of bf16_gemm_step (the rule the instruction was found to follow) on inputs
 // with denormals, infinities, NaNs, over- and underflow and cancellation; the paths equal bit
 // for bit, under any MXCSR; row and column splits giving the bits of one call; f32 operands
@@ -217,6 +218,50 @@ TEST(HostBf16Gemm, EveryPathIsTheStepChain) {
               ASSERT_EQ(bits(C[size_t(i * N + j)]), bits(want)) << "at " << i << "," << j;
             }
         }
+}
+
+// Past every block edge (M > 96 rows, N > 1024 columns, an odd K > 2048: C reloaded for the
+// second K block), with the epilogue: the paths agree bit for bit, sampled elements are the step
+// chain on edgy inputs and within the f64 oracle's bound on moderate ones.
+TEST(HostBf16Gemm, BlockEdgesKeepTheChain) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (bool moderate_values : {false, true}) {
+        const int64_t M = 100, N = 1060, K = 2101, lda = ta ? M : K, ldb = tb ? K : N;
+        SCOPED_TRACE(testing::Message()
+                     << "ta=" << ta << " tb=" << tb << " moderate=" << moderate_values);
+        const auto A = moderate_values ? moderate(M, K, ta, lda, 17)
+                                       : edgy(M, K, ta, lda, true, 17, 8 * uint32_t(K));
+        const auto B = moderate_values ? moderate(N, K, !tb, ldb, 18)
+                                       : edgy(N, K, !tb, ldb, false, 18, 8 * uint32_t(K));
+        const auto bias = addends(N, 19), add = addends(M * N, 20);
+        std::vector<float> want;
+        for (Bf16GemmPath path : paths()) {
+          if (path == Bf16GemmPath::scalar) continue;  // too slow here; the same driver
+          std::vector<float> C(size_t(M * N));
+          gemm(path, ta, tb, 0, M, N, K, A.data(), lda, B.data(), ldb, C.data(), N, bias.data(),
+               add.data());
+          if (want.empty())
+            want = C;
+          else
+            EXPECT_EQ(first_difference(C, want), -1) << name(path);
+        }
+        for (int64_t e = 0; e < M * N; e += 97) {
+          const int64_t i = e / N, j = e % N;
+          if (!moderate_values) {
+            const float c = chain(A, ta, lda, B, tb, ldb, i, j, K, bias.data(), &add[size_t(e)]);
+            ASSERT_EQ(bits(want[size_t(e)]), bits(c)) << "at " << i << "," << j;
+            continue;
+          }
+          double exact = double(bias[size_t(j)]) + add[size_t(e)];
+          double mag = std::fabs(exact);
+          for (int64_t k = 0; k < K; ++k) {
+            const double p = double(at(A, ta, lda, i, k)) * at(B, !tb, ldb, j, k);
+            exact += p, mag += std::fabs(p);
+          }
+          ASSERT_NEAR(want[size_t(e)], exact, double(K + 3) * 0x1p-24 * mag) << i << "," << j;
+        }
+      }
 }
 
 // The fallbacks give the native path's bits on the same inputs, under the default MXCSR and

@@ -29,9 +29,11 @@ namespace {
 #define TLALOC_AVX2_FMA __attribute__((target("avx2,fma")))
 
 constexpr int64_t kMr = 12, kNr = 32;  // register tile
-constexpr int64_t kKc = 256;           // K block (even): a B panel (16 KiB) stays in L1
-constexpr int64_t kMc = 192;           // A block rows (96 KiB packed): stays in L2
-constexpr int64_t kNc = 4096;          // N block: the packed B block (up to 2 MiB) in L3
+// K block (even): deep, so C is loaded and stored few times; the A block (kMc x kKc, 384 KiB)
+// and the B panel in use (kKc x 32, 128 KiB) stream from L2, which keeps up.
+constexpr int64_t kKc = 2048;
+constexpr int64_t kMc = 96;    // A block rows
+constexpr int64_t kNc = 1024;  // N block: the packed B block (up to 4 MiB) in L3
 
 // Element (x, k) of an operand seen as [X, K]: src[x * ld + k], or src[k * ld + x] when kmajor
 // (A [K, M] when ta, B [K, N] unless tb).
@@ -45,7 +47,7 @@ struct View {
 inline uint16_t bf16_bits(uint16_t v) { return v; }
 inline uint16_t bf16_bits(float v) { return to_bf16(v); }
 
-// ---- Packing ------------------------------------------------------------------------------------
+// ---- Packing -----------------------------------------------------------------------------------
 
 // dst[panel][p][W] = the pair word of element (x0 + panel * W + x, k0 + 2p (+1)), zero past
 // column x0 + xn and past k0 + kc; ceil(xn / W) panels of kp = ceil(kc / 2) pairs. Portable.
@@ -124,15 +126,18 @@ template <class T>
 TLALOC_AVX512_BF16 void pack_avx512(uint32_t* dst, int64_t W, const View<T>& v, int64_t k0,
                                     int64_t kc, int64_t x0, int64_t xn) {
   const int64_t kp = (kc + 1) / 2, panels = (xn + W - 1) / W;
-  if (v.kmajor) {  // interleave rows k and k + 1: 16 columns of a panel per permute
+  if (v.kmajor) {  // rows k and k + 1 interleaved, 16 columns per permute; rows read in order,
+                   // a panel's columns of the rows 4 pairs ahead prefetched (short strided reads)
     const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40,
                                         8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
     const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
-    for (int64_t panel = 0; panel < panels; ++panel) {
-      const __mmask32 m = first_n32(std::min(W, xn - panel * W));
-      uint32_t* d = dst + panel * kp * W;
-      for (int64_t p = 0; p < kp; ++p, d += W) {
+    for (int64_t p = 0; p < kp; ++p)
+      for (int64_t panel = 0; panel < panels; ++panel) {
+        const __mmask32 m = first_n32(std::min(W, xn - panel * W));
         const T* s = v.src + (k0 + 2 * p) * v.ld + x0 + panel * W;
+        for (const T* f : {s + 8 * v.ld, s + 9 * v.ld, s + 8 * v.ld + W - 1, s + 9 * v.ld + W - 1})
+          _mm_prefetch(reinterpret_cast<const char*>(f), _MM_HINT_T0);  // 4 pairs ahead
+        uint32_t* d = dst + panel * kp * W + p * W;
         const __m512i r0 = load32(s, m),
                       r1 = 2 * p + 1 < kc ? load32(s + v.ld, m) : _mm512_setzero_si512();
         _mm512_mask_storeu_epi32(d, first_n16(W), _mm512_permutex2var_epi16(r0, lo, r1));
@@ -140,30 +145,42 @@ TLALOC_AVX512_BF16 void pack_avx512(uint32_t* dst, int64_t W, const View<T>& v, 
           _mm512_mask_storeu_epi32(d + 16, first_n16(W - 16),
                                    _mm512_permutex2var_epi16(r0, hi, r1));
       }
-    }
     return;
   }
-  // Pairs adjacent in a row: 16 x 16 word transposes of 16 rows by 16 pairs.
-  for (int64_t panel = 0; panel < panels; ++panel)
-    for (int64_t g = 0; g < W; g += 16) {
-      const int64_t rows = std::min<int64_t>(16, std::min(W - g, xn - panel * W - g));
-      const __mmask16 store = first_n16(W - g);
-      for (int64_t p = 0; p < kp; p += 16) {
-        __m512i r[16];
-        const __mmask32 m = first_n32(kc - 2 * p);
-        for (int64_t i = 0; i < 16; ++i)
-          r[i] = i < rows ? load32(v.src + (x0 + panel * W + g + i) * v.ld + k0 + 2 * p, m)
-                          : _mm512_setzero_si512();
-        transpose16(r);
-        uint32_t* d = dst + panel * kp * W + p * W + g;
-        for (int64_t q = 0; q < std::min<int64_t>(16, kp - p); ++q)
-          _mm512_mask_storeu_epi32(d + q * W, store, r[q]);
+  // Pairs adjacent in a row: 16 x 16 word transposes of 16 rows by 16 pairs, in blocks t =
+  // (panel, row group, pair chunk). Many short row streams, which the hardware prefetcher
+  // misses: each block prefetches the rows of the block four ahead.
+  const int64_t groups = (W + 15) / 16, chunks = (kp + 15) / 16, blocks = panels * groups * chunks;
+  auto rows_of = [&](int64_t t, int64_t& row0, int64_t& p) {
+    const int64_t panel = t / (groups * chunks), g = t / chunks % groups * 16;
+    row0 = panel * W + g, p = t % chunks * 16;
+    return std::min<int64_t>(16, std::min(W - g, xn - row0));
+  };
+  for (int64_t t = 0; t < blocks; ++t) {
+    int64_t row0, p;
+    if (t + 4 < blocks) {
+      const int64_t n = rows_of(t + 4, row0, p);
+      for (int64_t i = 0; i < n; ++i) {
+        const char* a = reinterpret_cast<const char*>(v.src + (x0 + row0 + i) * v.ld + k0 + 2 * p);
+        _mm_prefetch(a, _MM_HINT_T0);
+        if (sizeof(T) == 4) _mm_prefetch(a + 64, _MM_HINT_T0);
       }
     }
+    const int64_t rows = rows_of(t, row0, p);
+    __m512i r[16];
+    const __mmask32 m = first_n32(kc - 2 * p);
+    for (int64_t i = 0; i < 16; ++i)
+      r[i] = i < rows ? load32(v.src + (x0 + row0 + i) * v.ld + k0 + 2 * p, m)
+                      : _mm512_setzero_si512();
+    transpose16(r);
+    uint32_t* d = dst + row0 / W * kp * W + p * W + row0 % W;
+    const __mmask16 store = first_n16(W - row0 % W);
+    for (int64_t q = 0; q < std::min<int64_t>(16, kp - p); ++q)
+      _mm512_mask_storeu_epi32(d + q * W, store, r[q]);
+  }
 }
 
-// ---- Native: vdpbf16ps
-// ----------------------------------------------------------------------------
+// ---- Native: vdpbf16ps -------------------------------------------------------------------------
 
 // C[R rows, 32 columns] = the chain over kp pairs from zero, or (acc) from C, of the A panel
 // (Ap[p * 12 + r]) by the B panel (Bp[p * 32 + j]), then + bias[0:32] when bias is not null,
@@ -172,7 +189,11 @@ TLALOC_AVX512_BF16 void pack_avx512(uint32_t* dst, int64_t W, const View<T>& v, 
 template <int R>
 TLALOC_AVX512_BF16 void micro_native(int64_t kp, const uint32_t* Ap, const uint32_t* Bp, float* C,
                                      int64_t ldc, __mmask16 m0, __mmask16 m1, bool acc,
-                                     const float* bias, const float* add) {
+                                     const float* bias, const float* add, const float* next) {
+  for (int r = 0; r < kMr; ++r) {  // the next tile's C, while this one computes
+    _mm_prefetch(reinterpret_cast<const char*>(next + r * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(next + r * ldc + 16), _MM_HINT_T0);
+  }
   __m512 c0[R], c1[R];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
@@ -208,8 +229,7 @@ TLALOC_AVX512_BF16 void micro_native(int64_t kp, const uint32_t* Ap, const uint3
   }
 }
 
-// ---- Fallback: AVX2 + FMA, scalar
-// ------------------------------------------------------------------
+// ---- Fallback: AVX2 + FMA, scalar --------------------------------------------------------------
 
 // c = a * b + c as vfmadd231ps: a's NaN wins over b's, as vdpbf16ps' first operand's.
 TLALOC_AVX2_FMA inline void fma231(__m256& c, __m256 a, __m256 b) {
@@ -311,7 +331,7 @@ __attribute__((noinline)) void tile_scalar(int R, int64_t w, int64_t kp, const u
 // ---- Driver ------------------------------------------------------------------------------------
 
 using NativeTile = void (*)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t, __mmask16,
-                            __mmask16, bool, const float*, const float*);
+                            __mmask16, bool, const float*, const float*, const float*);
 constexpr NativeTile kNativeTiles[kMr] = {micro_native<1>,  micro_native<2>,  micro_native<3>,
                                           micro_native<4>,  micro_native<5>,  micro_native<6>,
                                           micro_native<7>,  micro_native<8>,  micro_native<9>,
@@ -349,7 +369,9 @@ void gemm(Bf16GemmPath path, const View<AT>& a, const View<BT>& b, int64_t m0, i
             float* c = C + (ic + ir) * ldc + jc + jr;
             const float* aj = add && last ? add + (ic + ir) * ldc + jc + jr : nullptr;
             if (native) {
-              kNativeTiles[R - 1](kp, ap, bp, c, ldc, first_n16(w), first_n16(w - 16), acc, bj, aj);
+              const float* next = ir + kMr < mc ? c + kMr * ldc : C + ic * ldc + jc + jr + kNr;
+              kNativeTiles[R - 1](kp, ap, bp, c, ldc, first_n16(w), first_n16(w - 16), acc, bj, aj,
+                                  next);
               continue;
             }
             if (path == Bf16GemmPath::avx2)
