@@ -7,8 +7,9 @@
 // last element) and rounds f32 operands to bf16. A 12 x 32 register tile accumulates in k order
 // from zero (a later K block reloads it from C, exactly), so every element is the same chain
 // whatever the blocking. Native: one vdpbf16ps per row and 16 columns per k pair, the A pair
-// broadcast. Fallback: the same panels, each pair split into its two f32 halves and two fused
-// multiply-adds (AVX2 under MXCSR DAZ + FTZ), or scalar code spelling out the rule.
+// broadcast. AVX2 fallback: panels of f32, each k pair as two rows (the odd k first), and a
+// 6 x 16 tile of fused multiply-adds under MXCSR DAZ + FTZ: an f32 GEMM over the chain's steps.
+// Scalar: the native panels, the rule spelled out per element.
 #include "tlaloc/runtime/host/gemm_bf16.h"
 
 #include <immintrin.h>
@@ -28,12 +29,15 @@ namespace {
 #define TLALOC_AVX512_BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 #define TLALOC_AVX2_FMA __attribute__((target("avx2,fma")))
 
-constexpr int64_t kMr = 12, kNr = 32;  // register tile
+constexpr int64_t kMr = 12, kNr = 32;  // register tile (native, scalar)
 // K block (even): deep, so C is loaded and stored few times; the A block (kMc x kKc, 384 KiB)
 // and the B panel in use (kKc x 32, 128 KiB) stream from L2, which keeps up.
 constexpr int64_t kKc = 2048;
 constexpr int64_t kMc = 96;    // A block rows
 constexpr int64_t kNc = 1024;  // N block: the packed B block (up to 4 MiB) in L3
+// The AVX2 fallback: 6 x 16 register tile, K blocks of 512 (its panels hold f32, each k pair as
+// two rows: the A block 384 KiB).
+constexpr int64_t kMrF = 6, kNrF = 16, kKcF = 512;
 
 // Element (x, k) of an operand seen as [X, K]: src[x * ld + k], or src[k * ld + x] when kmajor
 // (A [K, M] when ta, B [K, N] unless tb).
@@ -70,6 +74,31 @@ void pack_scalar(uint32_t* dst, int64_t W, const View<T>& v, int64_t k0, int64_t
   }
 }
 
+// The AVX2 fallback's panels: dst[panel][2p + h][W] f32 = element (x0 + panel * W + x, k0 + 2p
+// + 1 - h) as bf16 (the odd k first, as the chain takes them), zero past column x0 + xn and past
+// k0 + kc. Portable.
+template <class T>
+void pack_expand(float* dst, int64_t W, const View<T>& v, int64_t k0, int64_t kc, int64_t x0,
+                 int64_t xn) {
+  const int64_t kp = (kc + 1) / 2, xw = (xn + W - 1) / W * W;
+  auto at = [&](int64_t x, int64_t k) {
+    return x < xn && k < kc ? from_bf16(bf16_bits(v.kmajor ? v.src[(k0 + k) * v.ld + x0 + x]
+                                                           : v.src[(x0 + x) * v.ld + k0 + k]))
+                            : 0.0f;
+  };
+  auto put = [&](int64_t x, int64_t p) {
+    float* d = dst + x / W * 2 * kp * W + 2 * p * W + x % W;
+    d[0] = at(x, 2 * p + 1);
+    d[W] = at(x, 2 * p);
+  };
+  if (v.kmajor)  // rows of the source in order
+    for (int64_t p = 0; p < kp; ++p)
+      for (int64_t x = 0; x < xw; ++x) put(x, p);
+  else
+    for (int64_t x = 0; x < xw; ++x)
+      for (int64_t p = 0; p < kp; ++p) put(x, p);
+}
+
 // AVX-512 packing (native path): 32 elements of a row as bf16 in the 16-bit lanes, zero where
 // m is clear (those are not read).
 TLALOC_AVX512_BF16 inline __m512i load32(const uint16_t* p, __mmask32 m) {
@@ -101,17 +130,29 @@ inline __mmask16 first_n16(int64_t n) {
   return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
 }
 
+// vpermt2d indices of transpose16's step b = 8 >> s: row i's and row i + b's new words.
+constexpr auto kTransposeIdx = [] {
+  struct {
+    alignas(64) int32_t lo[4][16], hi[4][16];
+  } t{};
+  for (int s = 0, b = 8; s < 4; ++s, b /= 2)
+    for (int l = 0; l < 16; ++l) {
+      t.lo[s][l] = l & b ? l - b + 16 : l;
+      t.hi[s][l] = l & b ? l + 16 : l + b;
+    }
+  return t;
+}();
+
 // In place: r[c] = column c of the 16 x 16 matrix of 32-bit words whose rows are r[0..15]: for
 // b = 8, 4, 2, 1, rows i and i + b swap their off-diagonal b x b blocks. (vpermt2d rather than
 // unpack / shuffle: GCC 12 warns about the undefined vectors those intrinsics use.)
 TLALOC_AVX512_BF16 inline void transpose16(__m512i r[16]) {
-  for (int b = 8; b >= 1; b /= 2) {
-    alignas(64) int32_t lo[16], hi[16];
-    for (int l = 0; l < 16; ++l) {
-      lo[l] = l & b ? l - b + 16 : l;
-      hi[l] = l & b ? l + 16 : l + b;
-    }
-    const __m512i il = _mm512_load_si512(lo), ih = _mm512_load_si512(hi);
+#pragma GCC unroll 4
+  for (int s = 0; s < 4; ++s) {
+    const int b = 8 >> s;
+    const __m512i il = _mm512_load_si512(kTransposeIdx.lo[s]),
+                  ih = _mm512_load_si512(kTransposeIdx.hi[s]);
+#pragma GCC unroll 16
     for (int i = 0; i < 16; ++i)
       if (!(i & b)) {
         const __m512i x = r[i];
@@ -147,37 +188,32 @@ TLALOC_AVX512_BF16 void pack_avx512(uint32_t* dst, int64_t W, const View<T>& v, 
       }
     return;
   }
-  // Pairs adjacent in a row: 16 x 16 word transposes of 16 rows by 16 pairs, in blocks t =
-  // (panel, row group, pair chunk). Many short row streams, which the hardware prefetcher
-  // misses: each block prefetches the rows of the block four ahead.
-  const int64_t groups = (W + 15) / 16, chunks = (kp + 15) / 16, blocks = panels * groups * chunks;
-  auto rows_of = [&](int64_t t, int64_t& row0, int64_t& p) {
-    const int64_t panel = t / (groups * chunks), g = t / chunks % groups * 16;
-    row0 = panel * W + g, p = t % chunks * 16;
-    return std::min<int64_t>(16, std::min(W - g, xn - row0));
-  };
-  for (int64_t t = 0; t < blocks; ++t) {
-    int64_t row0, p;
-    if (t + 4 < blocks) {
-      const int64_t n = rows_of(t + 4, row0, p);
-      for (int64_t i = 0; i < n; ++i) {
-        const char* a = reinterpret_cast<const char*>(v.src + (x0 + row0 + i) * v.ld + k0 + 2 * p);
-        _mm_prefetch(a, _MM_HINT_T0);
-        if (sizeof(T) == 4) _mm_prefetch(a + 64, _MM_HINT_T0);
+  // Pairs adjacent in a row: 16 x 16 word transposes of 16 rows by 16 pairs. Many short row
+  // streams, which the hardware prefetcher misses: each prefetches its rows 4 blocks ahead.
+  for (int64_t panel = 0; panel < panels; ++panel)
+    for (int64_t g = 0; g < W; g += 16) {
+      const int64_t row0 = panel * W + g, rows = std::min<int64_t>(16, std::min(W - g, xn - row0));
+      const T* src = v.src + (x0 + row0) * v.ld + k0;
+      const __mmask16 store = first_n16(W - g);
+      for (int64_t p = 0; p < kp; p += 16) {
+        __m512i r[16];
+        const __mmask32 m = first_n32(kc - 2 * p);
+        for (int64_t i = 0; i < 16; ++i) {
+          if (i >= rows) {
+            r[i] = _mm512_setzero_si512();
+            continue;
+          }
+          const T* s = src + i * v.ld + 2 * p;
+          _mm_prefetch(reinterpret_cast<const char*>(s + 128), _MM_HINT_T0);
+          if (sizeof(T) == 4) _mm_prefetch(reinterpret_cast<const char*>(s + 144), _MM_HINT_T0);
+          r[i] = load32(s, m);
+        }
+        transpose16(r);
+        uint32_t* d = dst + panel * kp * W + p * W + g;
+        for (int64_t q = 0; q < std::min<int64_t>(16, kp - p); ++q)
+          _mm512_mask_storeu_epi32(d + q * W, store, r[q]);
       }
     }
-    const int64_t rows = rows_of(t, row0, p);
-    __m512i r[16];
-    const __mmask32 m = first_n32(kc - 2 * p);
-    for (int64_t i = 0; i < 16; ++i)
-      r[i] = i < rows ? load32(v.src + (x0 + row0 + i) * v.ld + k0 + 2 * p, m)
-                      : _mm512_setzero_si512();
-    transpose16(r);
-    uint32_t* d = dst + row0 / W * kp * W + p * W + row0 % W;
-    const __mmask16 store = first_n16(W - row0 % W);
-    for (int64_t q = 0; q < std::min<int64_t>(16, kp - p); ++q)
-      _mm512_mask_storeu_epi32(d + q * W, store, r[q]);
-  }
 }
 
 // ---- Native: vdpbf16ps -------------------------------------------------------------------------
@@ -236,70 +272,64 @@ TLALOC_AVX2_FMA inline void fma231(__m256& c, __m256 a, __m256 b) {
   asm("vfmadd231ps %[b], %[a], %[c]" : [c] "+x"(c) : [a] "x"(a), [b] "x"(b));
 }
 
-// The chain of C[R rows, 16 columns] (no epilogue), R <= 4: A panel rows Ap[p * 12 + r], B
-// columns Bp[p * 32 + j]. Runs under MXCSR DAZ + FTZ, which makes each FMA a step of the rule.
+// The chain of C[R rows, 16 columns] (no epilogue), R <= 6, over kk = 2 * pairs f32 rows of
+// the fallback's panels: A Ap[k * 6 + r], B Bp[k * 16 + j]. Runs under MXCSR DAZ + FTZ, which
+// makes each FMA a step of the rule.
 template <int R>
-TLALOC_AVX2_FMA void micro_avx2(int64_t kp, const uint32_t* Ap, const uint32_t* Bp, float* C,
-                                int64_t ldc, __m256i m0, __m256i m1, bool acc) {
+TLALOC_AVX2_FMA void micro_avx2(int64_t kk, const float* Ap, const float* Bp, float* C, int64_t ldc,
+                                __m256i m0, __m256i m1, bool acc) {
   __m256 c0[R], c1[R];
+#pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
     c0[r] = acc ? _mm256_maskload_ps(C + r * ldc, m0) : _mm256_setzero_ps();
     c1[r] = acc ? _mm256_maskload_ps(C + r * ldc + 8, m1) : _mm256_setzero_ps();
   }
-  const __m256i high = _mm256_set1_epi32(int(0xffff0000u));
-  for (int64_t p = 0; p < kp; ++p) {
-    const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(Bp + p * kNr)),
-                  w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(Bp + p * kNr + 8));
-    const __m256 bo0 = _mm256_castsi256_ps(_mm256_and_si256(w0, high)),
-                 bo1 = _mm256_castsi256_ps(_mm256_and_si256(w1, high)),
-                 be0 = _mm256_castsi256_ps(_mm256_slli_epi32(w0, 16)),
-                 be1 = _mm256_castsi256_ps(_mm256_slli_epi32(w1, 16));
+  for (int64_t k = 0; k < kk; ++k) {
+    const __m256 b0 = _mm256_load_ps(Bp + k * kNrF), b1 = _mm256_load_ps(Bp + k * kNrF + 8);
+#pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
-      const uint32_t w = Ap[p * kMr + r];
-      const __m256 ao = _mm256_castsi256_ps(_mm256_set1_epi32(int(w & 0xffff0000u))),
-                   ae = _mm256_castsi256_ps(_mm256_set1_epi32(int(w << 16)));
-      fma231(c0[r], ao, bo0);  // the odd k, then the even k
-      fma231(c1[r], ao, bo1);
-      fma231(c0[r], ae, be0);
-      fma231(c1[r], ae, be1);
+      const __m256 a = _mm256_broadcast_ss(Ap + k * kMrF + r);
+      fma231(c0[r], a, b0);
+      fma231(c1[r], a, b1);
     }
   }
+#pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
     _mm256_maskstore_ps(C + r * ldc, m0, c0[r]);
     _mm256_maskstore_ps(C + r * ldc + 8, m1, c1[r]);
   }
 }
 
-// The chain of C[R rows, w columns] (R <= 12, w <= 32) with AVX2: MXCSR DAZ + FTZ, round to
+// The chain of C[R rows, w columns] (R <= 6, w <= 16) with AVX2: MXCSR DAZ + FTZ, round to
 // nearest, exceptions masked while it runs, the caller's restored after. noinline: the calls
 // around it order it against the MXCSR writes.
-__attribute__((noinline)) TLALOC_AVX2_FMA void tile_avx2(int R, int64_t w, int64_t kp,
-                                                         const uint32_t* Ap, const uint32_t* Bp,
-                                                         float* C, int64_t ldc, bool acc) {
+__attribute__((noinline)) TLALOC_AVX2_FMA void tile_avx2(int R, int64_t w, int64_t kk,
+                                                         const float* Ap, const float* Bp, float* C,
+                                                         int64_t ldc, bool acc) {
+  alignas(32) int32_t mask[16];
+  for (int i = 0; i < 16; ++i) mask[i] = i < w ? -1 : 0;
+  const __m256i m0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(mask)),
+                m1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(mask + 8));
   const unsigned saved = _mm_getcsr();
   _mm_setcsr(0x8040u | 0x1f80u);
-  for (int64_t h = 0; h < w; h += 16) {
-    alignas(32) int32_t mask[16];
-    for (int i = 0; i < 16; ++i) mask[i] = h + i < w ? -1 : 0;
-    const __m256i m0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(mask)),
-                  m1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(mask + 8));
-    for (int r = 0; r < R; r += 4) {
-      const uint32_t* a = Ap + r;
-      float* c = C + r * ldc + h;
-      switch (std::min(4, R - r)) {
-        case 4:
-          micro_avx2<4>(kp, a, Bp + h, c, ldc, m0, m1, acc);
-          break;
-        case 3:
-          micro_avx2<3>(kp, a, Bp + h, c, ldc, m0, m1, acc);
-          break;
-        case 2:
-          micro_avx2<2>(kp, a, Bp + h, c, ldc, m0, m1, acc);
-          break;
-        default:
-          micro_avx2<1>(kp, a, Bp + h, c, ldc, m0, m1, acc);
-      }
-    }
+  switch (R) {
+    case 6:
+      micro_avx2<6>(kk, Ap, Bp, C, ldc, m0, m1, acc);
+      break;
+    case 5:
+      micro_avx2<5>(kk, Ap, Bp, C, ldc, m0, m1, acc);
+      break;
+    case 4:
+      micro_avx2<4>(kk, Ap, Bp, C, ldc, m0, m1, acc);
+      break;
+    case 3:
+      micro_avx2<3>(kk, Ap, Bp, C, ldc, m0, m1, acc);
+      break;
+    case 2:
+      micro_avx2<2>(kk, Ap, Bp, C, ldc, m0, m1, acc);
+      break;
+    default:
+      micro_avx2<1>(kk, Ap, Bp, C, ldc, m0, m1, acc);
   }
   _mm_setcsr(saved);
 }
@@ -337,47 +367,65 @@ constexpr NativeTile kNativeTiles[kMr] = {micro_native<1>,  micro_native<2>,  mi
                                           micro_native<7>,  micro_native<8>,  micro_native<9>,
                                           micro_native<10>, micro_native<11>, micro_native<12>};
 
-template <class AT, class BT>
-void gemm(Bf16GemmPath path, const View<AT>& a, const View<BT>& b, int64_t m0, int64_t m1,
-          int64_t N, int64_t K, float* C, int64_t ldc, uint32_t* pack, const float* bias,
-          const float* add) {
-  const bool native = path == Bf16GemmPath::native;
+// A path's blocking: register tile MR x NR, K block KC, packed rows per k pair (one of words,
+// or the fallback's two f32 halves).
+template <Bf16GemmPath P>
+struct Blocking {
+  static constexpr bool fallback = P == Bf16GemmPath::avx2;
+  static constexpr int64_t MR = fallback ? kMrF : kMr, NR = fallback ? kNrF : kNr,
+                           KC = fallback ? kKcF : kKc, rows = fallback ? 2 : 1;
+  // 32-bit words of pack this path uses for N, K.
+  static int64_t words(int64_t N, int64_t K) {
+    const int64_t kp = (std::min(KC, K) + 1) / 2;
+    return rows * kp * ((std::min(kNc, N) + NR - 1) / NR * NR + kMc);
+  }
+};
+
+template <Bf16GemmPath P, class AT, class BT>
+void gemm(const View<AT>& a, const View<BT>& b, int64_t m0, int64_t m1, int64_t N, int64_t K,
+          float* C, int64_t ldc, uint32_t* pack, const float* bias, const float* add) {
+  using L = Blocking<P>;
   uint32_t* Bp = pack;
-  uint32_t* Ap = pack + (std::min(kKc, K) + 1) / 2 * ((std::min(kNc, N) + kNr - 1) / kNr * kNr);
+  uint32_t* Ap = pack + L::rows * ((std::min(L::KC, K) + 1) / 2) *
+                            ((std::min(kNc, N) + L::NR - 1) / L::NR * L::NR);
+  auto pack_panels = [](uint32_t* dst, int64_t W, const auto& v, int64_t k0, int64_t kc, int64_t x0,
+                        int64_t xn) {
+    if constexpr (P == Bf16GemmPath::native)
+      pack_avx512(dst, W, v, k0, kc, x0, xn);
+    else if constexpr (P == Bf16GemmPath::avx2)
+      pack_expand(reinterpret_cast<float*>(dst), W, v, k0, kc, x0, xn);
+    else
+      pack_scalar(dst, W, v, k0, kc, x0, xn);
+  };
   for (int64_t jc = 0; jc < N; jc += kNc) {
     const int64_t nc = std::min(kNc, N - jc);
-    for (int64_t pc = 0; pc < K; pc += kKc) {
-      const int64_t kc = std::min(kKc, K - pc), kp = (kc + 1) / 2;
+    for (int64_t pc = 0; pc < K; pc += L::KC) {
+      const int64_t kc = std::min(L::KC, K - pc), kp = (kc + 1) / 2;
       const bool acc = pc > 0, last = pc + kc == K;  // the epilogue once every k is in
-      if (native)
-        pack_avx512(Bp, kNr, b, pc, kc, jc, nc);
-      else
-        pack_scalar(Bp, kNr, b, pc, kc, jc, nc);
+      pack_panels(Bp, L::NR, b, pc, kc, jc, nc);
       for (int64_t ic = m0; ic < m1; ic += kMc) {
         const int64_t mc = std::min(kMc, m1 - ic);
-        if (native)
-          pack_avx512(Ap, kMr, a, pc, kc, ic, mc);
-        else
-          pack_scalar(Ap, kMr, a, pc, kc, ic, mc);
-        for (int64_t jr = 0; jr < nc; jr += kNr) {
-          const int64_t w = std::min(kNr, nc - jr);
-          const uint32_t* bp = Bp + jr * kp;
+        pack_panels(Ap, L::MR, a, pc, kc, ic, mc);
+        for (int64_t jr = 0; jr < nc; jr += L::NR) {
+          const int64_t w = std::min(L::NR, nc - jr);
+          const uint32_t* bp = Bp + jr * kp * L::rows;
           const float* bj = bias && last ? bias + jc + jr : nullptr;
-          for (int64_t ir = 0; ir < mc; ir += kMr) {
-            const int R = int(std::min(kMr, mc - ir));
-            const uint32_t* ap = Ap + ir * kp;
+          for (int64_t ir = 0; ir < mc; ir += L::MR) {
+            const int R = int(std::min(L::MR, mc - ir));
+            const uint32_t* ap = Ap + ir * kp * L::rows;
             float* c = C + (ic + ir) * ldc + jc + jr;
             const float* aj = add && last ? add + (ic + ir) * ldc + jc + jr : nullptr;
-            if (native) {
+            if constexpr (P == Bf16GemmPath::native) {
               const float* next = ir + kMr < mc ? c + kMr * ldc : C + ic * ldc + jc + jr + kNr;
               kNativeTiles[R - 1](kp, ap, bp, c, ldc, first_n16(w), first_n16(w - 16), acc, bj, aj,
                                   next);
               continue;
-            }
-            if (path == Bf16GemmPath::avx2)
-              tile_avx2(R, w, kp, ap, bp, c, ldc, acc);
-            else
+            } else if constexpr (P == Bf16GemmPath::avx2) {
+              tile_avx2(R, w, 2 * kp, reinterpret_cast<const float*>(ap),
+                        reinterpret_cast<const float*>(bp), c, ldc, acc);
+            } else {
               tile_scalar(R, w, kp, ap, bp, c, ldc, acc);
+            }
             for (int r = 0; r < R && (bj || aj); ++r)  // the epilogue, under the caller's MXCSR
               for (int64_t j = 0; j < w; ++j) {
                 if (bj) c[r * ldc + j] = c[r * ldc + j] + bj[j];
@@ -438,9 +486,10 @@ float bf16_gemm_step(float a, float b, float c) {
 }
 
 int64_t bf16_gemm_pack_bytes(bool, int64_t N, int64_t K) {
-  const int64_t kp = (std::min(kKc, std::max<int64_t>(K, 1)) + 1) / 2;
-  const int64_t nc = (std::min(kNc, std::max<int64_t>(N, 1)) + kNr - 1) / kNr * kNr;
-  return 4 * kp * (nc + kMc) + 64;  // + 64: room to align to 64 bytes
+  N = std::max<int64_t>(N, 1), K = std::max<int64_t>(K, 1);
+  return 4 * std::max(Blocking<Bf16GemmPath::native>::words(N, K),
+                      Blocking<Bf16GemmPath::avx2>::words(N, K)) +
+         64;  // + 64: room to align to 64 bytes
 }
 
 template <class AT, class BT>
@@ -460,7 +509,14 @@ void bf16_gemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t
     return;
   }
   auto* p = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(pack) + 63) & ~uintptr_t(63));
-  gemm(path, View<AT>{A, lda, ta}, View<BT>{B, ldb, !tb}, m0, m1, N, K, C, ldc, p, bias, add);
+  const View<AT> a{A, lda, ta};
+  const View<BT> b{B, ldb, !tb};
+  if (path == Bf16GemmPath::native)
+    gemm<Bf16GemmPath::native>(a, b, m0, m1, N, K, C, ldc, p, bias, add);
+  else if (path == Bf16GemmPath::avx2)
+    gemm<Bf16GemmPath::avx2>(a, b, m0, m1, N, K, C, ldc, p, bias, add);
+  else
+    gemm<Bf16GemmPath::scalar>(a, b, m0, m1, N, K, C, ldc, p, bias, add);
 }
 
 template TLALOC_BF16_GEMM_ROWS(uint16_t, uint16_t);
