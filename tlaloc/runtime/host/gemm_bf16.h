@@ -14,17 +14,15 @@
 // add under the caller's MXCSR, as sgemm_rows' epilogue. So the bits depend neither on the
 // blocking nor on how rows / columns are split over calls or threads, nor on the path.
 //
-// How the rule was found: vdpbf16ps on an AMD Zen 5 (EPYC, family 0x1a) against scalar
-// candidates on 33.5 million random lanes (bf16 bit patterns of every exponent, denormals, zeros
-// of both signs, infinities, quiet and signalling NaNs with payloads; accumulators near minus
-// the products for cancellation, denormal, tiny, huge, NaN), under four MXCSR settings (round
-// toward zero / up, DAZ + FTZ on or off: no change). The rule above (as scalar code, and as two
-// FMA instructions under MXCSR DAZ + FTZ) matched every lane bit for bit; the even element first
-// (1.5 M lanes differ), no DAZ on the accumulator (149 K), the two products summed then added
-// (1.4 M) and one rounding of c + both products (0.8 M) did not. Intel's SDM gives the same
-// order, DAZ / FTZ and rounding. Which factor's NaN wins in an FMA depends on the instruction's
-// form (the first factor of its formula), so the AVX2 fallback pins the form in asm. The test
-// HostBf16Gemm.InstructionFollowsTheRule checks the rule on every CPU that has the instruction.
+// How the rule was found: vdpbf16ps on an AMD Zen 5 against scalar candidates on tens of millions
+// of random lanes (bf16 bit patterns of every exponent, denormals, zeros of both signs,
+// infinities, NaNs with payloads; accumulators that cancel the products, denormal, tiny, huge,
+// NaN), under several MXCSR settings; this rule, as scalar code and as two FMA instructions
+// under MXCSR DAZ + FTZ, matched every lane; other orders and roundings did not
+// (docs/benchmarks.md has the counts). Intel's SDM states the same order, DAZ / FTZ and rounding.
+// Which factor's NaN wins in an x86 FMA depends on the instruction's form (the first factor of
+// its formula), so the AVX2 fallback pins the form in asm. HostBf16Gemm.EveryPathIsTheStepChain
+// checks the rule on every CPU the tests run on.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +38,8 @@ enum class Bf16GemmPath { best, native, avx2, scalar };
 bool bf16_gemm_native();                      // the CPU has AVX512_BF16 (checked once)
 Bf16GemmPath bf16_gemm_path(Bf16GemmPath p);  // what p resolves to on this CPU and environment
 
-// One step of the chain (see above), as plain scalar code: the tests' statement of the rule.
+// One step of the chain (see above), as plain scalar code under the default MXCSR: the tests'
+// statement of the rule.
 float bf16_gemm_step(float a, float b, float c);
 
 // Bytes of scratch bf16_gemm_rows needs in `pack` for these N, K (any alignment). ta is kept
@@ -52,7 +51,8 @@ int64_t bf16_gemm_pack_bytes(bool ta, int64_t N, int64_t K);
 // [K, N] (ldb), or [N, K] when tb. AT and BT are each uint16_t (bf16 bit patterns) or float (an
 // f32 operand rounded to bf16 as to_bf16 in kernel.h, to nearest even, while it is packed: the
 // bits of converting it first). Single-threaded: callers split rows / columns over threads, each
-// with its own `pack` of bf16_gemm_pack_bytes(ta, N, K) bytes.
+// with its own `pack` of bf16_gemm_pack_bytes(ta, N, K) bytes (up to about 4.4 MiB: the packed
+// B block of up to 2048 k by 1024 columns, and an A block).
 template <class AT, class BT>
 void bf16_gemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, const AT* A,
                     int64_t lda, const BT* B, int64_t ldb, float* C, int64_t ldc, void* pack,
