@@ -1,0 +1,71 @@
+// bf16 GEMM with f32 accumulation for the host lane: AVX-512 BF16 (vdpbf16ps) where the CPU has
+// it, else a fallback that gives the same bits (gemm_bf16.cpp).
+//
+// The bits. Every element C[i, j] is one chain of f32 steps, the one vdpbf16ps computes for an
+// output lane: from c = +0.0f, for each k pair p = 0, 1, ... (k = 2p and 2p + 1; an odd K's last
+// pair padded with a +0 in both operands),
+//   c = bf16_gemm_step(a[2p + 1], b[2p + 1], c);  then  c = bf16_gemm_step(a[2p], b[2p], c);
+// with a[k] = op(A)[i, k], b[k] = op(B)[k, j] as f32. A step is x86's fused multiply-add a * b + c
+// (one rounding, to nearest even) with DAZ on all three inputs (a denormal reads as a zero of its
+// sign; the accumulator too) and FTZ on its result (a denormal result becomes a zero of its
+// sign); a NaN result is a quiet copy of the first NaN among a, b, c, else (inf * 0, inf - inf)
+// the default NaN 0xffc00000. The control register (MXCSR: rounding, DAZ / FTZ) plays no part.
+// Then + bias[j] when bias is not null, then + add[i * ldc + j] when add is not null, each one f32
+// add under the caller's MXCSR, as sgemm_rows' epilogue. So the bits depend neither on the
+// blocking nor on how rows / columns are split over calls or threads, nor on the path.
+//
+// How the rule was found: vdpbf16ps on an AMD Zen 5 against scalar candidates on tens of millions
+// of random lanes (bf16 bit patterns of every exponent, denormals, zeros of both signs,
+// infinities, NaNs with payloads; accumulators that cancel the products, denormal, tiny, huge,
+// NaN), under several MXCSR settings; this rule, as scalar code and as two FMA instructions
+// under MXCSR DAZ + FTZ, matched every lane; other orders and roundings did not
+// (docs/benchmarks.md has the counts). Intel's SDM states the same order, DAZ / FTZ and rounding.
+// Which factor's NaN wins in an x86 FMA depends on the instruction's form (the first factor of
+// its formula), so the AVX2 fallback pins the form in asm. HostBf16Gemm.EveryPathIsTheStepChain
+// checks the rule on every CPU the tests run on.
+#pragma once
+
+#include <cstdint>
+
+namespace tlaloc::runtime::host {
+
+// Which code computes the chain. best: the environment's TLALOC_BF16_GEMM (native, fallback,
+// avx2 or scalar; fallback: avx2 where the CPU has AVX2 + FMA, else scalar) when set, else
+// native where the CPU has AVX512_BF16, else avx2, else scalar. Asking for a path the CPU lacks
+// throws tlaloc::Error.
+enum class Bf16GemmPath { best, native, avx2, scalar };
+
+bool bf16_gemm_native();                      // the CPU has AVX512_BF16 (checked once)
+Bf16GemmPath bf16_gemm_path(Bf16GemmPath p);  // what p resolves to on this CPU and environment
+
+// One step of the chain (see above), as plain scalar code under the default MXCSR: the tests'
+// statement of the rule.
+float bf16_gemm_step(float a, float b, float c);
+
+// Bytes of scratch bf16_gemm_rows needs in `pack` for these N, K (any alignment). ta is kept
+// for sgemm_rows' shape: A is packed either way.
+int64_t bf16_gemm_pack_bytes(bool ta, int64_t N, int64_t K);
+
+// f32 C[m0:m1, 0:N] (row-major, ldc) = op(A) op(B), then + bias[0:N] on every row when bias is
+// not null, then + add[i * ldc + j] when add is not null: A [M, K] (lda), or [K, M] when ta; B
+// [K, N] (ldb), or [N, K] when tb. AT and BT are each uint16_t (bf16 bit patterns) or float (an
+// f32 operand rounded to bf16 as to_bf16 in kernel.h, to nearest even, while it is packed: the
+// bits of converting it first). Single-threaded: callers split rows / columns over threads, each
+// with its own `pack` of bf16_gemm_pack_bytes(ta, N, K) bytes (up to about 4.4 MiB: the packed
+// B block of up to 2048 k by 1024 columns, and an A block).
+template <class AT, class BT>
+void bf16_gemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, const AT* A,
+                    int64_t lda, const BT* B, int64_t ldb, float* C, int64_t ldc, void* pack,
+                    const float* bias = nullptr, const float* add = nullptr,
+                    Bf16GemmPath path = Bf16GemmPath::best);
+
+#define TLALOC_BF16_GEMM_ROWS(AT, BT)                                                             \
+  void bf16_gemm_rows<AT, BT>(bool, bool, int64_t, int64_t, int64_t, int64_t, const AT*, int64_t, \
+                              const BT*, int64_t, float*, int64_t, void*, const float*,           \
+                              const float*, Bf16GemmPath)
+extern template TLALOC_BF16_GEMM_ROWS(uint16_t, uint16_t);
+extern template TLALOC_BF16_GEMM_ROWS(float, uint16_t);
+extern template TLALOC_BF16_GEMM_ROWS(uint16_t, float);
+extern template TLALOC_BF16_GEMM_ROWS(float, float);
+
+}  // namespace tlaloc::runtime::host
