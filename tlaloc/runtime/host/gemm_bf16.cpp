@@ -17,7 +17,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <string_view>
 
 #include "tlaloc/core/error.h"
@@ -47,6 +46,15 @@ struct View {
   int64_t ld;
   bool kmajor;
 };
+
+// Prefetches the line of element n of p: a hint, so p + n may lie past the array (the address is
+// computed as an integer).
+template <class T>
+inline void prefetch(const T* p, int64_t n) {
+  _mm_prefetch(
+      reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(p) + uintptr_t(n) * sizeof(T)),
+      _MM_HINT_T0);
+}
 
 inline uint16_t bf16_bits(uint16_t v) { return v; }
 inline uint16_t bf16_bits(float v) { return to_bf16(v); }
@@ -176,8 +184,8 @@ TLALOC_AVX512_BF16 void pack_avx512(uint32_t* dst, int64_t W, const View<T>& v, 
       for (int64_t panel = 0; panel < panels; ++panel) {
         const __mmask32 m = first_n32(std::min(W, xn - panel * W));
         const T* s = v.src + (k0 + 2 * p) * v.ld + x0 + panel * W;
-        for (const T* f : {s + 8 * v.ld, s + 9 * v.ld, s + 8 * v.ld + W - 1, s + 9 * v.ld + W - 1})
-          _mm_prefetch(reinterpret_cast<const char*>(f), _MM_HINT_T0);  // 4 pairs ahead
+        for (int64_t f : {8 * v.ld, 9 * v.ld, 8 * v.ld + W - 1, 9 * v.ld + W - 1})
+          prefetch(s, f);  // 4 pairs ahead
         uint32_t* d = dst + panel * kp * W + p * W;
         const __m512i r0 = load32(s, m),
                       r1 = 2 * p + 1 < kc ? load32(s + v.ld, m) : _mm512_setzero_si512();
@@ -204,8 +212,8 @@ TLALOC_AVX512_BF16 void pack_avx512(uint32_t* dst, int64_t W, const View<T>& v, 
             continue;
           }
           const T* s = src + i * v.ld + 2 * p;
-          _mm_prefetch(reinterpret_cast<const char*>(s + 128), _MM_HINT_T0);
-          if (sizeof(T) == 4) _mm_prefetch(reinterpret_cast<const char*>(s + 144), _MM_HINT_T0);
+          prefetch(s, 128);
+          if (sizeof(T) == 4) prefetch(s, 144);
           r[i] = load32(s, m);
         }
         transpose16(r);
@@ -225,10 +233,10 @@ TLALOC_AVX512_BF16 void pack_avx512(uint32_t* dst, int64_t W, const View<T>& v, 
 template <int R>
 TLALOC_AVX512_BF16 void micro_native(int64_t kp, const uint32_t* Ap, const uint32_t* Bp, float* C,
                                      int64_t ldc, __mmask16 m0, __mmask16 m1, bool acc,
-                                     const float* bias, const float* add, const float* next) {
-  for (int r = 0; r < kMr; ++r) {  // the next tile's C, while this one computes
-    _mm_prefetch(reinterpret_cast<const char*>(next + r * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(next + r * ldc + 16), _MM_HINT_T0);
+                                     const float* bias, const float* add, int64_t next) {
+  for (int r = 0; r < kMr; ++r) {  // the next tile's C (at element next of C), while this one runs
+    prefetch(C, next + r * ldc);
+    prefetch(C, next + r * ldc + 16);
   }
   __m512 c0[R], c1[R];
 #pragma GCC unroll 12
@@ -361,7 +369,7 @@ __attribute__((noinline)) void tile_scalar(int R, int64_t w, int64_t kp, const u
 // ---- Driver ------------------------------------------------------------------------------------
 
 using NativeTile = void (*)(int64_t, const uint32_t*, const uint32_t*, float*, int64_t, __mmask16,
-                            __mmask16, bool, const float*, const float*, const float*);
+                            __mmask16, bool, const float*, const float*, int64_t);
 constexpr NativeTile kNativeTiles[kMr] = {micro_native<1>,  micro_native<2>,  micro_native<3>,
                                           micro_native<4>,  micro_native<5>,  micro_native<6>,
                                           micro_native<7>,  micro_native<8>,  micro_native<9>,
@@ -416,7 +424,7 @@ void gemm(const View<AT>& a, const View<BT>& b, int64_t m0, int64_t m1, int64_t 
             float* c = C + (ic + ir) * ldc + jc + jr;
             const float* aj = add && last ? add + (ic + ir) * ldc + jc + jr : nullptr;
             if constexpr (P == Bf16GemmPath::native) {
-              const float* next = ir + kMr < mc ? c + kMr * ldc : C + ic * ldc + jc + jr + kNr;
+              const int64_t next = ir + kMr < mc ? kMr * ldc : kNr - ir * ldc;  // or the next jr
               kNativeTiles[R - 1](kp, ap, bp, c, ldc, first_n16(w), first_n16(w - 16), acc, bj, aj,
                                   next);
               continue;

@@ -29,8 +29,8 @@
 
 namespace tlaloc::runtime::host {
 
-// Which code computes the chain. best: the environment's TLALOC_BF16_GEMM (native, fallback,
-// avx2 or scalar; fallback: avx2 where the CPU has AVX2 + FMA, else scalar) when set, else
+// Which code computes the chain. best: the environment's TLALOC_BF16_GEMM (read once: native,
+// fallback, avx2 or scalar; fallback: avx2 where the CPU has AVX2 + FMA, else scalar) if set, else
 // native where the CPU has AVX512_BF16, else avx2, else scalar. Asking for a path the CPU lacks
 // throws tlaloc::Error.
 enum class Bf16GemmPath { best, native, avx2, scalar };
