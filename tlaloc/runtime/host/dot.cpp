@@ -2,8 +2,9 @@
 // [B, K, M] (transposed) and rhs [B, K, N] or [B, N, K], chosen from its dimension order so
 // that common layouts pass transpose flags instead of being copied; any other layout is
 // permuted into [batch, free, contracting] in scratch first. Per batch element (and tile) one
-// GEMM: tlaloc's packed AVX2 kernel for small f32 ones, else cblas_?gemm. bf16 / f16: operands
-// converted to f32, an f32 GEMM, result rounded to nearest even.
+// GEMM: tlaloc's packed AVX2 kernel for small f32 ones, else cblas_?gemm. bf16 operands: the bf16
+// GEMM (gemm_bf16.h: vdpbf16ps, or a fallback with its bits), f32 accumulation. f16: operands
+// converted to f32, an f32 GEMM. A bf16 / f16 result is the f32 one rounded to nearest even.
 #include <cblas.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <type_traits>
 
 #include "tlaloc/runtime/host/copy.h"
+#include "tlaloc/runtime/host/gemm_bf16.h"
 #include "tlaloc/runtime/host/kernels.h"
 #include "tlaloc/runtime/host/team.h"
 
@@ -19,6 +21,7 @@ namespace {
 
 struct Operand {
   int32_t value = -1;
+  bool f32 = false;      // a bf16 dot's operand read as f32 and rounded while packed
   bool trans = false;    // matrix stored transposed relative to [M,K] (lhs) / [K,N] (rhs)
   bool permute = false;  // copy through `plan` into scratch first
   CopyPlan plan;
@@ -46,6 +49,22 @@ struct DotKernel : Kernel {
     int64_t b_off = t.b * K * N + (r.trans ? t.n0 * K : t.n0);
     int64_t c_off = t.b * M * N + t.m0 * N + t.n0;
     int m = int(t.m1 - t.m0), n = int(t.n1 - t.n0);
+    if (in_dtype == DType::bf16) {
+      auto go = [&](const auto* A, const auto* Bm) {
+        bf16_gemm_rows(l.trans, r.trans, 0, m, n, K, A + a_off, lda, Bm + b_off, ldb,
+                       static_cast<float*>(O) + c_off, N,
+                       f.scratch + pack_off + thread * pack_bytes,
+                       bias < 0 ? nullptr : static_cast<const float*>(f.ptr[bias]) + t.n0,
+                       addend < 0 ? nullptr : static_cast<const float*>(f.ptr[addend]) + c_off);
+      };
+      const auto *Lh = static_cast<const uint16_t*>(L), *Rh = static_cast<const uint16_t*>(R);
+      const auto *Lf = static_cast<const float*>(L), *Rf = static_cast<const float*>(R);
+      if (l.f32)
+        r.f32 ? go(Lf, Rf) : go(Lf, Rh);
+      else
+        r.f32 ? go(Lh, Rf) : go(Lh, Rh);
+      return;
+    }
     if (own) {
       auto* pack = reinterpret_cast<float*>(f.scratch + pack_off + thread * pack_bytes);
       sgemm_rows(l.trans, r.trans, 0, m, n, K, static_cast<const float*>(L) + a_off, lda,
@@ -102,13 +121,10 @@ struct DotKernel : Kernel {
   // Returns the pointer to the operand matrices as f32/f64, converting / permuting.
   const void* prepare(const Operand& o, int64_t numel, const Frame& f) const {
     const void* p = f.ptr[o.value];
-    if (in_dtype == DType::bf16 || in_dtype == DType::f16) {
+    if (in_dtype == DType::f16) {  // (bf16 operands go to the bf16 GEMM as they are)
       auto* d = reinterpret_cast<float*>(f.scratch + o.half_off);
       const auto* s = static_cast<const uint16_t*>(p);
-      if (in_dtype == DType::bf16)
-        for (int64_t i = 0; i < numel; ++i) d[i] = from_bf16(s[i]);
-      else
-        for (int64_t i = 0; i < numel; ++i) d[i] = from_f16(s[i]);
+      for (int64_t i = 0; i < numel; ++i) d[i] = from_f16(s[i]);
       p = d;
     }
     if (o.permute) {
@@ -214,8 +230,20 @@ bool dot_add_epilogue(Kernel& k, int32_t v, bool row) {
   return true;
 }
 
+std::vector<ir::ValueId> kernel_operands(const ir::Function& f, int32_t id) {
+  const ir::Node& n = f.nodes[size_t(id)];
+  std::vector<ir::ValueId> ops = n.operands;
+  if (n.op != ir::Op::dot_general || f.type(ops[0]).dtype != DType::bf16) return ops;
+  for (ir::ValueId& o : ops) {
+    const ir::Node& c = f.nodes[size_t(o)];
+    if (c.op == ir::Op::convert && f.type(c.operands[0]).dtype == DType::f32) o = c.operands[0];
+  }
+  return ops;
+}
+
 std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_threads) {
   const ir::Node& n = f.nodes[size_t(id)];
+  const std::vector<ir::ValueId> reads = kernel_operands(f, id);
   const auto& a = n.attrs;
   const Shape& ls = f.type(n.operands[0]).shape;
   const Shape& rs = f.type(n.operands[1]).shape;
@@ -223,8 +251,10 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_thre
   k->dtype = n.type.dtype;
   k->in_dtype = f.type(n.operands[0]).dtype;
   k->out = id;
-  k->l.value = n.operands[0];
-  k->r.value = n.operands[1];
+  k->l.value = reads[0];
+  k->r.value = reads[1];
+  k->l.f32 = f.type(reads[0]).dtype == DType::f32 && k->in_dtype == DType::bf16;
+  k->r.f32 = f.type(reads[1]).dtype == DType::f32 && k->in_dtype == DType::bf16;
   k->B = prod(ls, a.lhs_batching_dimensions);
   k->K = prod(ls, a.lhs_contracting_dimensions);
   k->M = ls.numel() / std::max<int64_t>(k->B * k->K, 1);
@@ -237,28 +267,35 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_thre
     for (int64_t i = 0; i < nlf; ++i) k->M *= n.type.shape[nb + i];
     for (int64_t i = nb + nlf; i < n.type.shape.rank(); ++i) k->N *= n.type.shape[i];
   }
-  bool half = k->in_dtype == DType::bf16 || k->in_dtype == DType::f16;
-  size_t elem = half ? 4 : size_of(k->dtype);
-  plan_operand(k->l, ls, a.lhs_batching_dimensions, a.lhs_contracting_dimensions, true, elem);
-  plan_operand(k->r, rs, a.rhs_batching_dimensions, a.rhs_contracting_dimensions, false, elem);
+  const bool bf16 = k->in_dtype == DType::bf16, half = bf16 || k->in_dtype == DType::f16;
+  size_t elem = bf16 ? 2 : half ? 4 : size_of(k->dtype);
+  const size_t lelem = k->l.f32 ? 4 : elem, relem = k->r.f32 ? 4 : elem;
+  plan_operand(k->l, ls, a.lhs_batching_dimensions, a.lhs_contracting_dimensions, true, lelem);
+  plan_operand(k->r, rs, a.rhs_batching_dimensions, a.rhs_contracting_dimensions, false, relem);
   int64_t off = 0;
-  auto take = [&](int64_t elems) {
+  auto take = [&](int64_t elems, size_t size) {  // scratch for elems of `size` bytes
     int64_t at = off;
-    off += (elems * int64_t(elem) + 63) / 64 * 64;
+    off += (elems * int64_t(size) + 63) / 64 * 64;
     return at;
   };
   if (half) {
-    k->l.half_off = take(ls.numel());
-    k->r.half_off = take(rs.numel());
-    if (k->dtype != DType::f32) k->out_off = take(n.type.shape.numel());
+    if (!bf16) {
+      k->l.half_off = take(ls.numel(), 4);
+      k->r.half_off = take(rs.numel(), 4);
+    }
+    if (k->dtype != DType::f32) k->out_off = take(n.type.shape.numel(), 4);  // the f32 result
   }
-  if (k->l.permute) k->l.perm_off = take(ls.numel());
-  if (k->r.permute) k->r.perm_off = take(rs.numel());
-  k->own =
-      k->dtype != DType::f64 && k->K <= 512 && k->M * k->N <= (1 << 16) && sgemm_rows_available();
-  if (k->own) {
+  if (k->l.permute) k->l.perm_off = take(ls.numel(), lelem);
+  if (k->r.permute) k->r.perm_off = take(rs.numel(), relem);
+  k->own = !bf16 && k->dtype != DType::f64 && k->K <= 512 && k->M * k->N <= (1 << 16) &&
+           sgemm_rows_available();
+  if (bf16) {
+    k->pack_bytes = (bf16_gemm_pack_bytes(k->l.trans, k->N, k->K) + 63) / 64 * 64;
+    k->pack_off = take(0, 1);
+    off += k->pack_bytes * std::max(num_threads, 1);
+  } else if (k->own) {
     k->pack_bytes = (sgemm_rows_pack_floats(k->l.trans, k->N, k->K) * 4 + 63) / 64 * 64;
-    k->pack_off = take(0);
+    k->pack_off = take(0, 1);
     off += k->pack_bytes * std::max(num_threads, 1);
   }
   k->scratch_bytes = off;
@@ -284,7 +321,7 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_thre
     }
   }
   k->run = &DotKernel::exec;
-  k->reads = n.operands;
+  k->reads = reads;
   k->writes = {id};
   return k;
 }

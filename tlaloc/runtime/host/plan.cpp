@@ -66,10 +66,11 @@ class Planner {
       donors_[size_t(f.results[size_t(a.output)])].push_back(f.inputs[size_t(a.input)]);
     for (size_t i = nv; i-- > 0;)
       if (live_[i])
-        for (ir::ValueId o : f.nodes[i].operands) live_[size_t(o)] = true;
+        for (ir::ValueId o : kernel_operands(f, int32_t(i))) live_[size_t(o)] = true;
     for (size_t i = 0; i < nv; ++i)
       if (live_[i])
-        for (ir::ValueId o : f.nodes[i].operands) users_[size_t(o)].push_back(int32_t(i));
+        for (ir::ValueId o : kernel_operands(f, int32_t(i)))
+          users_[size_t(o)].push_back(int32_t(i));
   }
 
   void run() {
@@ -173,7 +174,7 @@ class Planner {
         return;
       }
     }
-    for (ir::ValueId o : n.operands) need(o);
+    for (ir::ValueId o : kernel_operands(f_, id)) need(o);
     if (n.op == Op::reduce)
       emit(make_reduce(f_, id), id);
     else if (n.op == Op::reduce_window || n.op == Op::select_and_scatter)
