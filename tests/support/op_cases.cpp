@@ -170,6 +170,12 @@ std::map<Op, std::vector<Function>> op_cases() {
     return std::vector<ValueId>{b.dot_general(x, y, {{0}, {0}, {2}, {1}}),
                                 b.dot_general(m, m, {{}, {}, {1}, {1}})};
   }));
+  // bf16 operands, f32 result (preferred_element_type: --precision bf16's dots).
+  c[Op::dot_general].push_back(fn("dot_bf16_f32", [](Builder& b) {
+    auto x = b.parameter({DType::bf16, {3, 4}});
+    auto y = b.parameter({DType::bf16, {4, 5}});
+    return std::vector<ValueId>{b.dot_general(x, y, {{}, {}, {1}, {0}}, DType::f32)};
+  }));
   for (DType t : kFloats)
     c[Op::convolution].push_back(fn("conv", [&](Builder& b) {
       auto x = b.parameter({t, {2, 4, 6, 5}});
