@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --precision: train lm in bf16 and f16 (f16's loss scaler is in the checkpoint); a resume with
 # another precision is refused in one line; the bf16 step exports as StableHLO dots of bf16
-# operands with f32 results (attention stays f32); a bad value is refused.
+# operands with f32 results (attention stays f32); the fallback GEMM gives the same run and
+# says so once; a bad value is refused.
 set -euo pipefail
 : "${TLALOC:?set TLALOC to the tlaloc binary}"
 tmp=$(mktemp -d)
@@ -32,6 +33,23 @@ grep -q 'stablehlo.dot_general.*xbf16>, tensor<.*xbf16>) -> tensor<.*xf32>' lm.m
 if grep 'stablehlo.dot_general.*xf32>, tensor<.*xf32>)' lm.mlir | grep -vq 'lhs_batching_dimensions = \[0, 1\]'; then
   echo "FAIL: an f32 matmul left in the bf16 export"; exit 1
 fi
+
+# Without AVX-512 BF16 (forced here) the fallback runs, says so once, and gives the same run.
+TLALOC_BF16_GEMM=fallback "$TLALOC" "${run[@]}" --steps 20 --precision bf16 --save fb.safetensors \
+  >fb.out 2>fb.err
+[ "$(grep -c 'bf16 matmuls run on the .* fallback' fb.err)" -eq 1 ] ||
+  { echo "FAIL: the fallback was not reported once:"; cat fb.err; exit 1; }
+"$TLALOC" "${run[@]}" --steps 20 --precision bf16 --save nat.safetensors >nat.out 2>nat.err
+if grep -q "^flags" /proc/cpuinfo && grep -qw avx512_bf16 /proc/cpuinfo; then
+  [ ! -s nat.err ] || { echo "FAIL: the native run printed:"; cat nat.err; exit 1; }
+fi
+[ "$(grep '^validation' fb.out)" = "$(grep '^validation' nat.out)" ] ||
+  { echo "FAIL: fallback and native runs differ"; grep '^validation' fb.out nat.out; exit 1; }
+cmp -s fb.safetensors nat.safetensors || { echo "FAIL: the checkpoints differ"; exit 1; }
+if TLALOC_BF16_GEMM=amx "$TLALOC" "${run[@]}" --steps 2 --precision bf16 >out 2>err; then
+  echo "FAIL: a bad TLALOC_BF16_GEMM was accepted"; exit 1
+fi
+grep -q "TLALOC_BF16_GEMM=amx" err || { echo "FAIL: bad TLALOC_BF16_GEMM message:"; cat err; exit 1; }
 
 for bad in "--precision fp8" "--precision default"; do
   # shellcheck disable=SC2086

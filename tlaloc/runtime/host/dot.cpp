@@ -8,7 +8,9 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <type_traits>
 
 #include "tlaloc/runtime/host/copy.h"
@@ -211,6 +213,22 @@ void plan_operand(Operand& o, const Shape& shape, const std::vector<int64_t>& ba
   o.plan.collapse();
 }
 
+// Says once per process, on stderr, when bf16 GEMMs run on a fallback (no AVX-512 BF16, or
+// TLALOC_BF16_GEMM asks for it). Throws tlaloc::Error for a bad TLALOC_BF16_GEMM.
+void note_bf16_path() {
+  const Bf16GemmPath p = bf16_gemm_path(Bf16GemmPath::best);
+  if (p == Bf16GemmPath::native) return;
+  static std::once_flag once;
+  std::call_once(once, [p] {
+    std::fprintf(
+        stderr,
+        "tlaloc: note: bf16 matmuls run on the %s fallback (%s): the bits of AVX-512 "
+        "BF16, at a fraction of its speed\n",
+        p == Bf16GemmPath::avx2 ? "AVX2" : "scalar",
+        bf16_gemm_native() ? "TLALOC_BF16_GEMM asks for it" : "this CPU has no AVX-512 BF16");
+  });
+}
+
 int64_t prod(const Shape& s, const std::vector<int64_t>& dims) {
   int64_t p = 1;
   for (int64_t d : dims) p *= s[d];
@@ -290,6 +308,7 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_thre
   k->own = !bf16 && k->dtype != DType::f64 && k->K <= 512 && k->M * k->N <= (1 << 16) &&
            sgemm_rows_available();
   if (bf16) {
+    note_bf16_path();
     k->pack_bytes = (bf16_gemm_pack_bytes(k->l.trans, k->N, k->K) + 63) / 64 * 64;
     k->pack_off = take(0, 1);
     off += k->pack_bytes * std::max(num_threads, 1);
