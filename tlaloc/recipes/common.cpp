@@ -33,6 +33,10 @@ train::TrainerOptions trainer_options(const Common& c) {
   t.num_threads = c.threads;
   t.zero = c.zero;
   t.precision = c.precision;
+  if (c.precision != DType::f32)
+    fmt::print(c.out, "precision: {} matmuls (f32 accumulation, f32 master weights{})\n",
+               tlaloc::name(c.precision),
+               c.precision == DType::f16 ? ", dynamic loss scaling" : "");
   return t;
 }
 

@@ -239,18 +239,23 @@ int64_t sgemm_rows_pack_floats(bool ta, int64_t N, int64_t K) {
   return kc * nc + (ta ? kc * kMc : 0) + 8;  // + 8: room to align to 32 bytes
 }
 
+void empty_gemm_rows(int64_t m0, int64_t m1, int64_t N, float* C, int64_t ldc, const float* bias,
+                     const float* add) {
+  for (int64_t i = m0; i < m1; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float c = 0.0f;
+      if (bias) c = c + bias[j];
+      if (add) c = c + add[i * ldc + j];
+      C[i * ldc + j] = c;
+    }
+}
+
 void sgemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, const float* A,
                 int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, float* pack,
                 const float* bias, const float* add) {
   if (m1 <= m0 || N <= 0) return;
   if (K <= 0) {  // the empty sum 0, then the epilogue's adds
-    for (int64_t i = m0; i < m1; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        float c = 0.0f;
-        if (bias) c = c + bias[j];
-        if (add) c = c + add[i * ldc + j];
-        C[i * ldc + j] = c;
-      }
+    empty_gemm_rows(m0, m1, N, C, ldc, bias, add);
     return;
   }
   auto* p = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(pack) + 31) & ~uintptr_t(31));

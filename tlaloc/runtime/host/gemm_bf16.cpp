@@ -21,6 +21,7 @@
 
 #include "tlaloc/core/error.h"
 #include "tlaloc/runtime/host/kernel.h"
+#include "tlaloc/runtime/host/kernels.h"
 
 namespace tlaloc::runtime::host {
 namespace {
@@ -320,25 +321,10 @@ __attribute__((noinline)) TLALOC_AVX2_FMA void tile_avx2(int R, int64_t w, int64
                 m1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(mask + 8));
   const unsigned saved = _mm_getcsr();
   _mm_setcsr(0x8040u | 0x1f80u);
-  switch (R) {
-    case 6:
-      micro_avx2<6>(kk, Ap, Bp, C, ldc, m0, m1, acc);
-      break;
-    case 5:
-      micro_avx2<5>(kk, Ap, Bp, C, ldc, m0, m1, acc);
-      break;
-    case 4:
-      micro_avx2<4>(kk, Ap, Bp, C, ldc, m0, m1, acc);
-      break;
-    case 3:
-      micro_avx2<3>(kk, Ap, Bp, C, ldc, m0, m1, acc);
-      break;
-    case 2:
-      micro_avx2<2>(kk, Ap, Bp, C, ldc, m0, m1, acc);
-      break;
-    default:
-      micro_avx2<1>(kk, Ap, Bp, C, ldc, m0, m1, acc);
-  }
+  using Micro = decltype(&micro_avx2<1>);
+  static constexpr Micro kMicro[] = {micro_avx2<1>, micro_avx2<2>, micro_avx2<3>,
+                                     micro_avx2<4>, micro_avx2<5>, micro_avx2<6>};
+  kMicro[std::clamp(R, 1, 6) - 1](kk, Ap, Bp, C, ldc, m0, m1, acc);
   _mm_setcsr(saved);
 }
 
@@ -507,13 +493,7 @@ void bf16_gemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t
   path = bf16_gemm_path(path);
   if (m1 <= m0 || N <= 0) return;
   if (K <= 0) {  // the empty sum +0, then the epilogue's adds
-    for (int64_t i = m0; i < m1; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        float c = 0.0f;
-        if (bias) c = c + bias[j];
-        if (add) c = c + add[i * ldc + j];
-        C[i * ldc + j] = c;
-      }
+    empty_gemm_rows(m0, m1, N, C, ldc, bias, add);
     return;
   }
   auto* p = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(pack) + 63) & ~uintptr_t(63));

@@ -54,6 +54,9 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_thre
 // sgemm_rows_pack_floats(ta, N, K) floats (any alignment). AVX2 + FMA only: callers check
 // sgemm_rows_available().
 bool sgemm_rows_available();
+// A GEMM with K = 0: C[m0:m1, 0:N] = +0, + bias[j], + add[i * ldc + j] (each when not null).
+void empty_gemm_rows(int64_t m0, int64_t m1, int64_t N, float* C, int64_t ldc, const float* bias,
+                     const float* add);
 int64_t sgemm_rows_pack_floats(bool ta, int64_t N, int64_t K);
 void sgemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, const float* A,
                 int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, float* pack,
