@@ -61,8 +61,27 @@ inline uint16_t to_bf16(float f) {
   return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 inline float from_bf16(uint16_t h) { return bits_f32(uint32_t(h) << 16); }
-inline uint16_t to_f16(float f) { return f32_to_f16(f); }
-inline float from_f16(uint16_t h) { return f16_to_f32(h); }
+// f16 without branches, so loops over them vectorize: each case computed, one selected.
+// Subnormal results round through the f32 add x + 0.5 (its ulp, 2^-24, is f16's subnormal step;
+// round to nearest even as the default MXCSR does), normal ones by adding the rounding bias.
+inline uint16_t to_f16(float f) {
+  const uint32_t u = f32_bits(f), a = u & 0x7fffffffu, sign = (u >> 16) & 0x8000u;
+  const uint32_t normal = ((a + 0xfffu + ((a >> 13) & 1u)) >> 13) - (112u << 10);
+  const uint32_t sub = f32_bits(bits_f32(a) + 0.5f) - 0x3f000000u;
+  const uint32_t h = a > 0x7f800000u    ? 0x7e00u
+                     : a >= 0x477ff000u ? 0x7c00u
+                     : a < 0x38800000u  ? sub
+                                        : normal;
+  return uint16_t(sign | h);
+}
+inline float from_f16(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  const float sub = float(m) * 5.9604644775390625e-08f;  // m · 2^-24
+  const uint32_t bits = e == 0x1f ? 0x7f800000u | (m << 13)
+                        : e == 0  ? f32_bits(sub)
+                                  : ((e + 112) << 23) | (m << 13);
+  return bits_f32(sign | bits);
+}
 
 // Storage <-> compute conversions for one element of dtype T.
 template <DType T>
