@@ -53,9 +53,13 @@ void run_export(const ExportArgs& a) {
   else if (a.matmul_precision == "highest")
     o.precision = stablehlo::Precision::HIGHEST;
   else
-    fail("tlaloc export: --matmul-precision {} (use default, high or highest)", a.matmul_precision);
+    fail("tlaloc export: --matmul-precision '{}': use default, high or highest",
+         a.matmul_precision);
   if (a.precision != "f32" && a.precision != "bf16" && a.precision != "f16")
-    fail("tlaloc export: --precision {} (use f32, bf16 or f16)", a.precision);
+    fail(
+        "tlaloc export: --precision '{}': use f32, bf16 or f16 (the dots' precision_config is "
+        "--matmul-precision default|high|highest)",
+        a.precision);
   o.names = !a.no_names;
   const bool to_stdout = !a.output_given || a.output == "-";
   if (!to_stdout) io::check_output_file(a.output, "export: --output");  // before the work

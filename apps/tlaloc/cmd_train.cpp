@@ -33,7 +33,7 @@ void add_common_options(CLI::App* cmd, CommonTrainFlags& f, recipes::Common& c) 
       ->envname("TLALOC_LANE")
       ->capture_default_str();
   cmd->add_option("--precision", f.precision,
-                  "compute type of matmuls and attention: f32 | bf16 (f32 accumulation, f32 "
+                  "compute type of matmuls: f32 | bf16 (f32 accumulation, f32 "
                   "master weights) | f16 (the same, with dynamic loss scaling)")
       ->capture_default_str();
   cmd->add_option("--matmul-precision", f.matmul_precision,

@@ -9,6 +9,7 @@
 #include "support/error_of.h"
 #include "tlaloc/nn/layers.h"
 #include "tlaloc/runtime/host/compile.h"
+#include "tlaloc/train/checkpointing.h"
 #include "tlaloc/train/fit.h"
 #include "tlaloc/train/trainer.h"
 
@@ -219,5 +220,21 @@ TEST(MixedPrecision, BadPolicyIsRefused) {
   EXPECT_NE(error_of([&] {
               Trainer(lin, weighted_sum(), data, optim::SGD{.lr = 0.1}, o);
             }).find("backoff_factor 1.5 must be in (0, 1)"),
+            std::string::npos);
+}
+
+// A checkpoint records its precision; one from before the option (no field) counts as f32.
+TEST(MixedPrecision, ResumeNeedsTheSamePrecision) {
+  io::Checkpoint c;
+  c.user = {{"recipe", "lm"}, {"precision", "bf16"}};
+  EXPECT_NE(error_of([&] {
+              check_resume_fields(c, "k.st", {{"recipe", "lm"}, {"precision", "f32"}}, 0);
+            }).find("it was trained with precision=bf16, this run has f32"),
+            std::string::npos);
+  c.user.erase("precision");
+  EXPECT_NO_THROW(check_resume_fields(c, "k.st", {{"recipe", "lm"}, {"precision", "f32"}}, 0));
+  EXPECT_NE(error_of([&] {
+              check_resume_fields(c, "k.st", {{"recipe", "lm"}, {"precision", "f16"}}, 0);
+            }).find("precision=f32 (it records none), this run has f16"),
             std::string::npos);
 }

@@ -120,6 +120,11 @@ void check_resume_fields(const io::Checkpoint& c, const std::string& path,
   for (const auto& [k, v] : user)
     if (c.user.count(k) && c.user.at(k) != v)
       fail("--resume {}: it was trained with {}={}, this run has {}", path, k, c.user.at(k), v);
+  // Checkpoints from before mixed precision have no precision field: they were f32.
+  if (auto p = user.find("precision");
+      p != user.end() && !c.user.count("precision") && p->second != "f32")
+    fail("--resume {}: it was trained with precision=f32 (it records none), this run has {}", path,
+         p->second);
   if (c.seed && *c.seed != seed)
     fail("--resume {}: it was trained with --seed {}, this run has {}", path, *c.seed, seed);
 }

@@ -407,8 +407,9 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
         if (skips_in_a_row >= o.max_consecutive_skips)
           fail(
               "{}: the last {} steps all had inf or NaN gradients (the f16 loss scale is down to "
-              "{:.3g}), so no update was made since step {}: the gradients overflow f16 at any "
-              "scale; train with --precision bf16 or f32",
+              "{:.3g}), so no update was made since step {}: the gradients overflow at any scale "
+              "(a diverging run: try a lower --lr; or a model f16 cannot hold: --precision bf16 "
+              "or f32); nothing was saved past the last checkpoint",
               o.name, skips_in_a_row, t.loss_scale(), t.steps_taken() - skips_in_a_row);
       }
       if ((b + 1) % o.log_every == 0 || b + 1 == end_b) {
