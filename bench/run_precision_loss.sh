@@ -40,7 +40,7 @@ done
 for k in lm small medium; do
   unit="nats/token"
   [ "$k" = lm ] && unit="bits/byte"
-  /usr/bin/python3 -c "
-f, b = float('${got[${k}_f32]}'), float('${got[${k}_bf16]}')
-print(f'$k: held-out loss f32 {f:.4f}, bf16 {b:.4f} $unit: bf16 / f32 - 1 = {100 * (b / f - 1):+.2f} % (target within 2 %)')"
+  awk -v k="$k" -v f="${got[${k}_f32]}" -v b="${got[${k}_bf16]}" -v u="$unit" 'BEGIN {
+    printf "%s: held-out loss f32 %.4f, bf16 %.4f %s: bf16 / f32 - 1 = %+.2f %% (target within 2 %%)\n",
+      k, f, b, u, 100 * (b / f - 1) }'
 done

@@ -235,8 +235,6 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
     dims[0] /= replicas;
     d.type.shape = Shape(dims);
   }
-  if (options_.precision == DType::f16 && !options_.update.loss_scaling)
-    options_.update.loss_scaling.emplace();  // GradScaler's defaults
   step_ = build_train_step(model_, loss, local_data_, opt_, options_.update, &forward_ops_,
                            &gradient_ops_, &buffer_updates_, options_.precision);
   auto buffers = model_.named_buffers();

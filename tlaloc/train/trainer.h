@@ -177,7 +177,7 @@ class Trainer {
   int64_t steps_taken() const { return steps_taken_; }
   int64_t optimizer_step() const;
   // Dynamic loss scaling (f16): whether the step has it; the scale now (reads it).
-  bool loss_scaling() const { return options_.update.loss_scaling.has_value(); }
+  bool loss_scaling() const { return step_.state.find(-1, optim::StateKind::loss_scale) >= 0; }
   double loss_scale() const;
   // Whether the last step skipped its update (reads one flag). Throws before the first step.
   bool last_skipped() const;
