@@ -1,6 +1,7 @@
 #include "tlaloc/optim/optimizer.h"
 
 #include <cmath>
+#include <cstdint>
 
 namespace tlaloc::optim {
 
@@ -173,8 +174,8 @@ void add_loss_scaling(StateLayout& layout, const UpdateOptions::LossScaling& s) 
     fail("loss scaling: growth_factor {} must be finite and > 1", s.growth_factor);
   if (!(s.backoff_factor > 0 && s.backoff_factor < 1))
     fail("loss scaling: backoff_factor {} must be in (0, 1)", s.backoff_factor);
-  if (s.growth_interval < 1)
-    fail("loss scaling: growth_interval {} must be >= 1", s.growth_interval);
+  if (s.growth_interval < 1 || s.growth_interval > INT32_MAX)  // counted in an s32
+    fail("loss scaling: growth_interval {} must be in [1, 2^31 - 1]", s.growth_interval);
   if (layout.find(-1, StateKind::loss_scale) >= 0) fail("loss scaling: added twice");
   auto at = layout.slots.begin() + layout.step_index();
   at = layout.slots.insert(

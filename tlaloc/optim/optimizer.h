@@ -165,8 +165,8 @@ ir::TensorType master_type(const ir::TensorType& t);
 StateLayout state_layout(const Optimizer& opt, std::span<const ir::TensorType> params,
                          std::span<const std::string> names = {});
 // Inserts the loss scaler's slots (scale = s.init_scale, growth_tracker 0) before the step
-// count. Throws tlaloc::Error naming a hyper-parameter out of range (init_scale and
-// growth_factor finite and > 0 (growth > 1), backoff_factor in (0, 1), growth_interval >= 1).
+// count. Throws tlaloc::Error naming a hyper-parameter out of range (init_scale finite and > 0,
+// growth_factor finite and > 1, backoff_factor in (0, 1), growth_interval in [1, 2^31 - 1]).
 void add_loss_scaling(StateLayout& layout, const UpdateOptions::LossScaling& s);
 // Zero moments and step 0 (a slot's `init`), one Array per slot.
 std::vector<Array> init_state(const StateLayout& layout);
