@@ -85,6 +85,17 @@ struct DotKernel : Kernel {
                   static_cast<float*>(O) + c_off, int(N));
     epilogue(t, O, f);
   }
+  // Tile t of the f32 result in scratch O rounded into the bf16 / f16 output.
+  void round_tile(const Tile& t, const void* O, const Frame& f) const {
+    const int64_t c_off = t.b * M * N + t.m0 * N + t.n0, n = t.n1 - t.n0;
+    const auto* s = static_cast<const float*>(O) + c_off;
+    auto* o = static_cast<uint16_t*>(f.ptr[out]) + c_off;
+    for (int64_t i = 0; i < t.m1 - t.m0; ++i)
+      if (dtype == DType::bf16)
+        for (int64_t j = 0; j < n; ++j) o[i * N + j] = to_bf16(s[i * N + j]);
+      else
+        for (int64_t j = 0; j < n; ++j) o[i * N + j] = to_f16(s[i * N + j]);
+  }
   // The epilogue (dot_add_epilogue) on tile t of result O after an OpenBLAS GEMM or none (K 0;
   // tlaloc's GEMM adds it as it stores each tile): the bias, then the matrix addend.
   void epilogue(const Tile& t, void* O, const Frame& f) const {
@@ -144,9 +155,18 @@ struct DotKernel : Kernel {
     void* O = half ? f.scratch + d.out_off : f.ptr[d.out];
     int64_t on = d.B * d.M * d.N;
     if (on == 0) return;
+    // A bf16 / f16 result: each tile rounded from the f32 scratch as soon as it is computed, on
+    // the thread that computed it.
+    auto run = [&](const Tile& t, int thread) {
+      d.gemm(t, L, R, O, f, thread);
+      if (half) d.round_tile(t, O, f);
+    };
     if (d.K == 0) {
       std::memset(O, 0, size_t(on) * (d.dtype == DType::f64 ? 8 : 4));
-      for (const Tile& t : d.tiles) d.epilogue(t, O, f);
+      for (const Tile& t : d.tiles) {
+        d.epilogue(t, O, f);
+        if (half) d.round_tile(t, O, f);
+      }
     } else if (d.tiles.size() > 1 && f.num_threads > 1 && d.B * d.M * d.N * d.K >= kParallelMacs) {
       // A part per tile. Team threads are OpenMP threads: the OpenMP build of OpenBLAS keeps
       // per-thread buffers by omp_get_thread_num() and is unsafe from several non-OpenMP
@@ -154,18 +174,10 @@ struct DotKernel : Kernel {
       const size_t nt = d.tiles.size();
       parallel(int(nt), [&](int t, int T) {
         for (size_t i = nt * size_t(t) / size_t(T); i < nt * size_t(t + 1) / size_t(T); ++i)
-          d.gemm(d.tiles[i], L, R, O, f, team_thread());
+          run(d.tiles[i], team_thread());
       });
     } else {
-      for (const Tile& t : d.tiles) d.gemm(t, L, R, O, f, 0);
-    }
-    if (half) {
-      const auto* s = static_cast<const float*>(O);
-      auto* o = static_cast<uint16_t*>(f.ptr[d.out]);
-      if (d.dtype == DType::bf16)
-        for (int64_t i = 0; i < on; ++i) o[i] = to_bf16(s[i]);
-      else
-        for (int64_t i = 0; i < on; ++i) o[i] = to_f16(s[i]);
+      for (const Tile& t : d.tiles) run(t, 0);
     }
   }
 };
