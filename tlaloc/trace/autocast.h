@@ -1,9 +1,10 @@
 // Mixed precision during a capture, as torch.autocast / JAX's jmp policies: while an Autocast
-// of bf16 or f16 is alive on this thread, every dot_general traced through dot_general() below
-// (Linear, matmul, the tied LM heads) and attention of f32 operands rounds its operands to that
-// type (nearest even) and accumulates and returns f32 (preferred_element_type); everything else
-// (norms, softmax, cross-entropy, RoPE, reductions) stays f32. The autodiff rule of such a dot
-// rounds the cotangent to the operands' type, so backward GEMMs run in it too.
+// of bf16 or f16 is alive on this thread, every dot_general of f32 operands traced through
+// dot_general() below (Linear, matmul, the tied LM heads) rounds its operands to that type
+// (nearest even) and accumulates and returns f32 (preferred_element_type); everything else
+// (attention, convolutions, norms, softmax, cross-entropy, RoPE, reductions) stays f32. The
+// autodiff rule of such a dot rounds the cotangent to the operands' type, so backward GEMMs run in
+// it too.
 #pragma once
 
 #include <optional>
@@ -26,14 +27,8 @@ class Autocast {
   std::optional<DType> previous_;
 };
 
-// The current compute type of dots (bf16 or f16), or nullopt.
-std::optional<DType> autocast_dtype();
-
 // dot_general of a and b (ir::Builder::dot_general's dims) under the autocast policy: f32
-// operands go in as autocast_dtype() with an f32 result; other dtypes, or no autocast, as given.
+// operands go in as the Autocast's type with an f32 result; other dtypes, or no autocast, as given.
 Tensor dot_general(const Tensor& a, const Tensor& b, ir::DotDims dims);
-
-// x rounded to autocast_dtype() when x is f32 and autocast is on, else x.
-Tensor autocast(const Tensor& x);
 
 }  // namespace tlaloc::trace
