@@ -117,7 +117,7 @@ __attribute__((always_inline)) inline F max_nan(F a, F b) {
 }
 
 // A row's shift (its max, 0 when that is -inf); e[i] = exp(x[i] - shift); returns Σ e (sum8):
-// the max in one loop, e and its sum in a second.
+// the max, e and its sum each in a loop of their own (e alone vectorizes at full width).
 template <class F>
 __attribute__((always_inline)) inline F row_exp(const F* x, int64_t C, F& shift, F* e) {
   F m[8];
@@ -129,7 +129,8 @@ __attribute__((always_inline)) inline F row_exp(const F* x, int64_t C, F& shift,
   F mx = m[0];
   for (int k = 1; k < 8; ++k) mx = max_nan(mx, m[k]);
   shift = mx == -std::numeric_limits<F>::infinity() ? F(0) : mx;
-  return sum8<F>(C, [&](int64_t j) { return e[j] = ir::scalar::fexp(x[j] - shift); });
+  for (int64_t j = 0; j < C; ++j) e[j] = ir::scalar::fexp(x[j] - shift);
+  return sum8<F>(C, [&](int64_t j) { return e[j]; });
 }
 
 // Rows [r0, r1). The loss needs e only for its sum (written to `buf`, C values); the gradient

@@ -1,7 +1,7 @@
 // Elementwise instruction kernels: one template per op, instantiated per compute type, for the
-// baseline instruction set and (instr_avx2.cpp) for AVX2, chosen once per process by the CPU
-// (TLALOC_HOST_ISA=baseline forces the baseline loops). The two compile the same IEEE
-// operations (no FMA contraction), so results are bitwise equal.
+// baseline instruction set, for AVX2 (instr_avx2.cpp) and for AVX-512 (instr_avx512.cpp), the
+// widest the CPU has chosen once per process (TLALOC_HOST_ISA=baseline or avx2 caps it). All
+// compile the same IEEE operations (no FMA contraction), so results are bitwise equal.
 // Semantics follow StableHLO (https://openxla.org/stablehlo/spec). Where StableHLO leaves a
 // result implementation-defined we follow XLA's CPU backend:
 //   integer x / 0 = -1 (s32) or all ones (u32); INT_MIN / -1 = INT_MIN;
@@ -31,35 +31,51 @@
 namespace tlaloc::runtime::host {
 
 #if TLALOC_HOST_AVX2
+#define TLALOC_ISA_DECLS                                                                       \
+  InstrFn load_fn(DType storage, int kind);                                                    \
+  InstrFn store_fn(DType storage);                                                             \
+  InstrFn round_fn(DType storage);                                                             \
+  InstrFn op_fn(ir::Op op, DType dtype, ir::Comparison cmp, int scalar);                       \
+  InstrFn select_scalar_fn(DType dtype);                                                       \
+  InstrFn convert_fn(DType from, DType to);                                                    \
+  InstrFn chain_fn(ir::Op inner, ir::Op outer, DType t, bool right, bool sa, bool sb, bool sc, \
+                   bool scaled_c);
 namespace isa_avx2 {
-InstrFn load_fn(DType storage, int kind);
-InstrFn store_fn(DType storage);
-InstrFn round_fn(DType storage);
-InstrFn op_fn(ir::Op op, DType dtype, ir::Comparison cmp, int scalar);
-InstrFn select_scalar_fn(DType dtype);
-InstrFn convert_fn(DType from, DType to);
-InstrFn chain_fn(ir::Op inner, ir::Op outer, DType t, bool right, bool sa, bool sb, bool sc,
-                 bool scaled_c);
+TLALOC_ISA_DECLS
 }  // namespace isa_avx2
+namespace isa_avx512 {
+TLALOC_ISA_DECLS
+}  // namespace isa_avx512
+#undef TLALOC_ISA_DECLS
 #endif
-namespace isa_baseline {
-}  // namespace isa_baseline
+namespace isa_baseline {}  // namespace isa_baseline
 
 namespace {
-bool avx2() {
+// The widest instruction set of the CPU's, capped by TLALOC_HOST_ISA (baseline, avx2).
+enum class Isa { baseline, avx2, avx512 };
+Isa isa() {
 #if TLALOC_HOST_AVX2
+  static const Isa cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                                 __builtin_cpu_supports("avx512bw") &&
+                                 __builtin_cpu_supports("avx512dq")
+                             ? Isa::avx512
+                         : __builtin_cpu_supports("avx2") ? Isa::avx2
+                                                          : Isa::baseline;
   const char* e = std::getenv("TLALOC_HOST_ISA");
-  if (e && std::string_view(e) == "baseline") return false;
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
+  if (e && std::string_view(e) == "baseline") return Isa::baseline;
+  if (e && std::string_view(e) == "avx2" && cpu == Isa::avx512) return Isa::avx2;
+  return cpu;
 #else
-  return false;
+  return Isa::baseline;
 #endif
 }
 }  // namespace
 
 #if TLALOC_HOST_AVX2
-#define TLALOC_DISPATCH(call) (avx2() ? isa_avx2::call : isa_baseline::call)
+#define TLALOC_DISPATCH(call)              \
+  (isa() == Isa::avx512 ? isa_avx512::call \
+   : isa() == Isa::avx2 ? isa_avx2::call   \
+                        : isa_baseline::call)
 #else
 #define TLALOC_DISPATCH(call) isa_baseline::call
 #endif
@@ -79,6 +95,5 @@ InstrFn chain_fn(ir::Op inner, ir::Op outer, DType t, bool right, bool sa, bool 
                  bool scaled_c) {
   return TLALOC_DISPATCH(chain_fn(inner, outer, t, right, sa, sb, sc, scaled_c));
 }
-
 
 }  // namespace tlaloc::runtime::host

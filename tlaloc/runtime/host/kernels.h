@@ -4,11 +4,11 @@
 #include "tlaloc/ir/ir.h"
 #include "tlaloc/runtime/host/kernel.h"
 
-// Composite kernels' row / task loops compiled for the baseline ISA and for AVX2, picked when
-// the process starts (GCC target_clones). Neither uses FMA and their sums' order is written
-// out, so both clones give the same bits.
+// Composite kernels' row / task loops compiled for the baseline ISA, AVX2 and AVX-512, picked
+// when the process starts (GCC target_clones). None uses FMA (avx512f does not imply it) and
+// their sums' order is written out, so every clone gives the same bits.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TLALOC_CLONES __attribute__((target_clones("avx2", "default")))
+#define TLALOC_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define TLALOC_CLONES
 #endif
