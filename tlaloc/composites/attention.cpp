@@ -3,20 +3,26 @@
 //
 // attention (q [B,Hq,S,D], k [B,Hkv,T,D], v [B,Hkv,T,Dv], key_mask i1 [B,T]?)
 //     {scale, causal} -> (out [B,Hq,S,Dv], lse [B,Hq,S])
-//   f32 or f64; Hq a multiple of Hkv: query head h reads kv head h / (Hq / Hkv). Visible: key j
-//   for query i when key_mask[b, j] and, with causal, j <= i + T - S. Its decomposition is the
-//   textbook masked softmax: s = scale·q·kᵀ, hidden entries -inf; m = max s (0 for an empty row);
-//   e = exp(s - m); l = Σe; out = e·v / l (0 when l = 0); lse = m + log l (-inf when l = 0).
+//   f32, f64 or bf16; Hq a multiple of Hkv: query head h reads kv head h / (Hq / Hkv). Visible:
+//   key j for query i when key_mask[b, j] and, with causal, j <= i + T - S. Its decomposition is
+//   the textbook masked softmax: s = scale·q·kᵀ, hidden entries -inf; m = max s (0 for an empty
+//   row); e = exp(s - m); l = Σe; out = e·v / l (0 when l = 0); lse = m + log l (-inf when l = 0).
+//   bf16 q, k, v (mixed precision, as torch.autocast's bf16 attention): out and lse are f32, the
+//   dots accumulate in f32 (preferred_element_type), softmax is f32, and the probabilities
+//   e / l are rounded to bf16 before the dot with v.
 // attention_grad (q, k, v, out, lse, d_out, key_mask?) {scale, causal} -> (dq, dk, dv)
 //   recomputes p = exp(s - lse) and dv = pᵀ·do, dp = do·vᵀ, ds = p ∘ (dp - rowsum(do ∘ out)),
-//   dq = scale·ds·k, dk = scale·dsᵀ·q, summed over the query heads that share a kv head. Its own
-//   VJP (second derivatives) is its decomposition's.
+//   dq = scale·ds·k, dk = scale·dsᵀ·q, summed over the query heads that share a kv head. bf16
+//   q, k, v (out, lse, d_out f32): p, d_out and scale·ds rounded to bf16 for the dots, f32
+//   accumulation, dq, dk, dv rounded to bf16 at the end. Its own VJP (second derivatives) is its
+//   decomposition's.
 // Host kernels: per (batch, query head, query row) an online softmax over tiles of kTile keys (a
 // running max m, sum l and output accumulator, rescaled by exp(m_old - m_new) when the max
 // grows), so no [S, T] score matrix exists; the backward per (batch, kv head) recomputes a query
 // row's scores and p = exp(s - lse) from the saved log-sum-exp and accumulates dq, dk, dv. A task
 // owns its kv head's dk / dv rows, so work splits over threads without races and the sums run in
-// a fixed order (bitwise reproducible for any thread count).
+// a fixed order (bitwise reproducible for any thread count). bf16 without a key mask: the GEMM
+// path (attention_gemm.h) on the bf16 GEMM; bf16 with a key mask runs as its decomposition.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -30,6 +36,7 @@
 #include "tlaloc/ir/scalar.h"
 #include "tlaloc/runtime/host/kernels.h"
 #include "tlaloc/runtime/host/team.h"
+#include "tlaloc/trace/autocast.h"
 
 namespace tlaloc::composites {
 namespace {
@@ -51,9 +58,13 @@ Dims check(std::span<const TensorType> in, const ir::Attrs& a, bool grad) {
   for (size_t i = 0; i < 3; ++i)
     if (in[i].shape.rank() != 4) fail("operand {} must have rank 4", i);
   const DType t = in[0].dtype;
-  if (t != DType::f32 && t != DType::f64) fail("needs f32 or f64, got {}", name(t));
-  for (size_t i = 1; i < base; ++i)
+  if (t != DType::f32 && t != DType::f64 && t != DType::bf16)
+    fail("needs f32, f64 or bf16, got {}", name(t));
+  for (size_t i = 1; i < 3; ++i)
     if (in[i].dtype != t) fail("operand {} dtype differs from q's", i);
+  const DType rt = t == DType::bf16 ? DType::f32 : t;  // out, lse, d_out
+  for (size_t i = 3; i < base; ++i)
+    if (in[i].dtype != rt) fail("operand {} must be {} for {} q, k, v", i, name(rt), name(t));
   const Shape &q = in[0].shape, &k = in[1].shape, &v = in[2].shape;
   Dims d{q[0], q[1], q[2], q[3], k[1], k[2], v[3], 0};
   if (k[0] != d.B || v[0] != d.B) fail("batch sizes of q, k, v differ");
@@ -65,7 +76,7 @@ Dims check(std::span<const TensorType> in, const ir::Attrs& a, bool grad) {
   if (a.params[kCausal] != 0 && a.params[kCausal] != 1)
     fail("causal {} must be 0 or 1", a.params[kCausal]);
   if (grad) {
-    const TensorType ot{t, Shape{d.B, d.Hq, d.S, d.Dv}}, lt{t, Shape{d.B, d.Hq, d.S}};
+    const TensorType ot{rt, Shape{d.B, d.Hq, d.S, d.Dv}}, lt{rt, Shape{d.B, d.Hq, d.S}};
     if (in[3] != ot || in[5] != ot) fail("out and d_out must be {}", to_string(ot));
     if (in[4] != lt) fail("lse must be {}", to_string(lt));
   }
@@ -76,7 +87,7 @@ Dims check(std::span<const TensorType> in, const ir::Attrs& a, bool grad) {
 
 std::vector<TensorType> infer(std::span<const TensorType> in, const ir::Attrs& a) {
   const Dims d = check(in, a, false);
-  const DType t = in[0].dtype;
+  const DType t = in[0].dtype == DType::bf16 ? DType::f32 : in[0].dtype;
   return {{t, Shape{d.B, d.Hq, d.S, d.Dv}}, {t, Shape{d.B, d.Hq, d.S}}};
 }
 
@@ -87,9 +98,17 @@ std::vector<TensorType> infer_grad(std::span<const TensorType> in, const ir::Att
 
 // ---- decomposition ------------------------------------------------------------------------
 
+// bf16 operands accumulate and return f32 (preferred_element_type).
 Tensor dot(const Tensor& a, const Tensor& b, ir::DotDims dims) {
   ir::Builder& bl = a.builder();
-  return {&bl, bl.dot_general(a.id(), b.id(), std::move(dims))};
+  std::optional<DType> pref;
+  if (a.dtype() == DType::bf16) pref = DType::f32;
+  return {&bl, bl.dot_general(a.id(), b.id(), std::move(dims), pref)};
+}
+
+// x rounded to bf16 when the attention runs in bf16 (v's dtype), else x.
+Tensor like_v(const Tensor& x, const Tensor& v) {
+  return v.dtype() == DType::bf16 ? astype(x, DType::bf16) : x;
 }
 
 Dims dims_of(const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -135,7 +154,7 @@ std::vector<ValueId> decompose(ir::Builder& b, const ir::Node& n, std::span<cons
   Tensor l = sum(e, {-1}, true);
   Tensor nonempty = l > 0.0;
   Tensor l1 = where(nonempty, l, ones_like(l));
-  Tensor o = dot(e / l1, v, {{0, 1}, {0, 1}, {4}, {2}});  // [B,Hkv,G,S,Dv]
+  Tensor o = dot(like_v(e / l1, v), v, {{0, 1}, {0, 1}, {4}, {2}});  // [B,Hkv,G,S,Dv]
   Tensor lse = where(nonempty, m0 + log(l1), full_like(l, -INFINITY));
   return {reshape(o, {d.B, d.Hq, d.S, d.Dv}).id(), reshape(lse, {d.B, d.Hq, d.S}).id()};
 }
@@ -154,15 +173,24 @@ std::vector<ValueId> decompose_grad(ir::Builder& b, const ir::Node& n,
   Tensor s = masked_scores(d, q, k, visible(d, mask, n.attrs.params[kCausal] != 0),
                            n.attrs.params[kScale]);
   Tensor lse0 = where(lse > -INFINITY, lse, zeros_like(lse));
-  Tensor p = exp(s - lse0);                                    // hidden entries: exp(-inf) = 0
-  Tensor dv = dot(p, dout, {{0, 1}, {0, 1}, {2, 3}, {2, 3}});  // [B,Hkv,T,Dv]
-  Tensor dp = dot(dout, v, {{0, 1}, {0, 1}, {4}, {3}});        // [B,Hkv,G,S,T]
+  Tensor p = exp(s - lse0);  // hidden entries: exp(-inf) = 0
+  const Tensor dout_v = like_v(dout, v);
+  Tensor dv = dot(like_v(p, v), dout_v, {{0, 1}, {0, 1}, {2, 3}, {2, 3}});  // [B,Hkv,T,Dv]
+  Tensor dp = dot(dout_v, v, {{0, 1}, {0, 1}, {4}, {3}});                   // [B,Hkv,G,S,T]
   Tensor delta = sum(dout * o, {-1}, true);
-  Tensor ds = p * (dp - delta);
   const double scale = n.attrs.params[kScale];
-  Tensor dq = dot(ds, k, {{0, 1}, {0, 1}, {4}, {2}}) * scale;  // [B,Hkv,G,S,D]
   Tensor q5 = reshape(q, {d.B, d.Hkv, d.G, d.S, d.D});
-  Tensor dk = dot(ds, q5, {{0, 1}, {0, 1}, {2, 3}, {2, 3}}) * scale;  // [B,Hkv,T,D]
+  Tensor dq, dk;
+  if (v.dtype() == DType::bf16) {  // scale·ds rounded once for both dots
+    Tensor ds = astype(p * (dp - delta) * scale, DType::bf16);
+    dq = astype(dot(ds, k, {{0, 1}, {0, 1}, {4}, {2}}), DType::bf16);
+    dk = astype(dot(ds, q5, {{0, 1}, {0, 1}, {2, 3}, {2, 3}}), DType::bf16);
+    dv = astype(dv, DType::bf16);
+  } else {
+    Tensor ds = p * (dp - delta);
+    dq = dot(ds, k, {{0, 1}, {0, 1}, {4}, {2}}) * scale;         // [B,Hkv,G,S,D]
+    dk = dot(ds, q5, {{0, 1}, {0, 1}, {2, 3}, {2, 3}}) * scale;  // [B,Hkv,T,D]
+  }
   return {reshape(dq, {d.B, d.Hq, d.S, d.D}).id(), dk.id(), dv.id()};
 }
 
@@ -431,8 +459,54 @@ void run(const Kernel& kk, const Frame& fr) {
   });
 }
 
+// bf16 q, k, v (no key mask): per task the GEMM path on the bf16 GEMM; the backward adds each
+// query head's dk, dv into f32 accumulators and rounds them once at the end.
+void run_bf16(const Kernel& kk, const Frame& fr) {
+  const auto& a = runtime::host::as<AttentionKernel>(kk);
+  const int64_t n = a.grad ? a.B * a.Hkv : a.B * a.Hq;
+  const int nt =
+      a.parallel ? int(std::min<int64_t>(fr.num_threads * runtime::host::kPartsPerThread, n)) : 1;
+  const attention_gemm::Dims d = gemm_dims(a);
+  runtime::host::parallel(nt, [&](int part, int parts) {
+    const int64_t acc = a.grad ? a.T * (a.D + a.Dv) : 0;
+    std::vector<float> buf(size_t(acc + (a.grad ? attention_gemm::backward_bf16_scratch(d)
+                                                : attention_gemm::forward_bf16_scratch(d))));
+    std::vector<uint64_t> pack(size_t(attention_gemm::bf16_pack_bytes(d) + 7) / 8);
+    auto at = [&](int32_t v, int64_t off) { return static_cast<uint16_t*>(fr.ptr[v]) + off; };
+    for (int64_t t = n * part / parts; t < n * (part + 1) / parts; ++t) {
+      if (!a.grad) {
+        const int64_t b = t / a.Hq, h = t % a.Hq, kvh = h / a.G;
+        attention_gemm::forward_bf16(
+            d, at(a.q, (b * a.Hq + h) * a.S * a.D), at(a.k, (b * a.Hkv + kvh) * a.T * a.D),
+            at(a.v, (b * a.Hkv + kvh) * a.T * a.Dv),
+            static_cast<float*>(fr.ptr[a.r0]) + (b * a.Hq + h) * a.S * a.Dv,
+            static_cast<float*>(fr.ptr[a.r1]) + (b * a.Hq + h) * a.S, buf.data(), pack.data());
+        continue;
+      }
+      const int64_t b = t / a.Hkv, kvh = t % a.Hkv;
+      float *dK = buf.data(), *dV = dK + a.T * a.D;
+      std::fill(dK, dK + acc, 0.0f);
+      for (int64_t g = 0; g < a.G; ++g) {
+        const int64_t h = (b * a.Hq + kvh * a.G + g);
+        attention_gemm::backward_bf16(
+            d, at(a.q, h * a.S * a.D), at(a.k, (b * a.Hkv + kvh) * a.T * a.D),
+            at(a.v, (b * a.Hkv + kvh) * a.T * a.Dv), in<float>(fr, a.out) + h * a.S * a.Dv,
+            in<float>(fr, a.lse) + h * a.S, in<float>(fr, a.dout) + h * a.S * a.Dv,
+            at(a.r0, h * a.S * a.D), dK, dV, dK + acc, pack.data());
+      }
+      uint16_t* oK = at(a.r1, (b * a.Hkv + kvh) * a.T * a.D);
+      uint16_t* oV = at(a.r2, (b * a.Hkv + kvh) * a.T * a.Dv);
+      for (int64_t j = 0; j < a.T * a.D; ++j) oK[j] = runtime::host::to_bf16(dK[j]);
+      for (int64_t j = 0; j < a.T * a.Dv; ++j) oV[j] = runtime::host::to_bf16(dV[j]);
+    }
+  });
+}
+
 std::unique_ptr<Kernel> make_kernel(const ir::Function& f, ValueId id, int num_threads) {
   const ir::Node& n = f.nodes[size_t(id)];
+  const bool bf16 = f.type(n.operands[0]).dtype == DType::bf16;
+  if (bf16 && n.operands.size() == (n.op == Op::attention_grad ? 7u : 4u))
+    return nullptr;  // bf16 with a key mask: the decomposition
   auto k = std::make_unique<AttentionKernel>();
   k->grad = n.op == Op::attention_grad;
   k->q = n.operands[0];
@@ -457,7 +531,7 @@ std::unique_ptr<Kernel> make_kernel(const ir::Function& f, ValueId id, int num_t
                 k->B * k->Hq * k->S * k->T * (k->D + k->Dv) >= runtime::host::kParallelElements;
   k->reads.assign(n.operands.begin(), n.operands.end());
   k->writes = ir::results_of(f, id);
-  k->run = n.type.dtype == DType::f64 ? run<double> : run<float>;
+  k->run = bf16 ? run_bf16 : n.type.dtype == DType::f64 ? run<double> : run<float>;
   return k;
 }
 
@@ -470,7 +544,9 @@ std::vector<ir::CompositeExample> examples() {
   causal.params = {0.7, 1};
   plain.params = {0.5, 0};
   const TensorType qs{DType::f64, Shape{1, 2, 4, 3}}, ks{DType::f64, Shape{1, 2, 4, 3}};
-  return {{{q, k, v, m}, causal}, {{qs, ks, ks}, plain}};
+  const TensorType qb{DType::bf16, Shape{2, 4, 5, 3}}, kb{DType::bf16, Shape{2, 2, 6, 3}},
+      vb{DType::bf16, Shape{2, 2, 6, 4}};
+  return {{{q, k, v, m}, causal}, {{qs, ks, ks}, plain}, {{qb, kb, vb}, causal}};
 }
 
 std::vector<ir::CompositeExample> examples_grad() {
@@ -491,6 +567,10 @@ AttentionResult attention_with_lse(const Tensor& q, const Tensor& k, const Tenso
                                    const std::optional<Tensor>& key_mask, double scale,
                                    bool causal) {
   std::vector<Tensor> ops{q, k, v};
+  // Under a bf16 autocast (trace/autocast.h) f32 q, k, v go in as bf16; the results stay f32.
+  if (trace::autocast_dtype() == DType::bf16 && q.dtype() == DType::f32 &&
+      k.dtype() == DType::f32 && v.dtype() == DType::f32)
+    for (Tensor& x : ops) x = astype(x, DType::bf16);
   if (key_mask) ops.push_back(*key_mask);
   std::vector<Tensor> r = call(Op::attention, ops, {scale, causal ? 1.0 : 0.0});
   return {r[0], r[1]};

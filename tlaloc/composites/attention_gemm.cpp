@@ -9,6 +9,8 @@
 
 #include "tlaloc/composites/sum8.h"
 #include "tlaloc/ir/scalar.h"
+#include "tlaloc/runtime/host/gemm_bf16.h"
+#include "tlaloc/runtime/host/kernel.h"
 #include "tlaloc/runtime/host/kernels.h"
 
 namespace tlaloc::composites::attention_gemm {
@@ -126,6 +128,91 @@ void backward(const Dims& d, const float* Q, const float* K, const float* V, con
                 int(n), Q + i0 * d.D, int(d.D), 1.0f, dK, int(d.D));
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, int(n), int(d.Dv), int(rows), 1.0f, P,
                 int(n), dO + i0 * d.Dv, int(d.Dv), 1.0f, dV, int(d.Dv));
+  }
+}
+
+namespace {
+
+using runtime::host::bf16_gemm_rows;
+
+// C [rows, N] (ldc) = op(A) op(B) on the bf16 kernel; with accumulate, C += it (add = C: each
+// element reads its old value once, before its store, as K <= kKc keeps the chain in registers).
+template <class AT, class BT>
+void gemm16(bool ta, bool tb, int64_t rows, int64_t N, int64_t K, const AT* A, int64_t lda,
+            const BT* B, int64_t ldb, float* C, int64_t ldc, void* pack, bool accumulate = false) {
+  bf16_gemm_rows(ta, tb, 0, rows, N, K, A, lda, B, ldb, C, ldc, pack, nullptr,
+                 accumulate ? C : nullptr);
+}
+
+}  // namespace
+
+int64_t bf16_pack_bytes(const Dims& d) {
+  using runtime::host::bf16_gemm_pack_bytes;
+  const int64_t w = std::max({d.T, d.D, d.Dv});
+  return std::max({bf16_gemm_pack_bytes(false, w, w), bf16_gemm_pack_bytes(true, w, kQueryBlock)});
+}
+int64_t forward_bf16_scratch(const Dims& d) { return kQueryBlock * d.T; }
+int64_t backward_bf16_scratch(const Dims& d) { return 2 * kQueryBlock * d.T + kQueryBlock * d.D; }
+
+void forward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const uint16_t* V, float* O,
+                  float* L, float* P, void* pack) {
+  for (int64_t i0 = 0; i0 < d.S; i0 += kQueryBlock) {
+    const int64_t rows = std::min(kQueryBlock, d.S - i0), n = d.end(i0 + rows - 1);
+    if (n == 0) {
+      std::fill(O + i0 * d.Dv, O + (i0 + rows) * d.Dv, 0.0f);
+      std::fill(L + i0, L + i0 + rows, kNegInf);
+      continue;
+    }
+    gemm16(false, true, rows, n, d.D, Q + i0 * d.D, d.D, K, d.D, P, n, pack);
+    for (int64_t r = 0; r < rows; ++r) {
+      float* p = P + r * n;
+      const int64_t e = d.end(i0 + r);
+      std::fill(p + e, p + n, 0.0f);
+      if (e == 0) {
+        L[i0 + r] = kNegInf;
+        continue;
+      }
+      scale_row(p, e, d.scale);
+      const float m = row_max(p, e);
+      exp_shifted(p, e, m > kNegInf ? m : 0.0f);  // the decomposition's shift: 0 for max -inf
+      const float l = row_sum(p, e);
+      L[i0 + r] = l > 0 ? (m > kNegInf ? m : 0.0f) + std::log(l) : kNegInf;
+      scale_row(p, e, l > 0 ? 1.0f / l : 1.0f);  // l NaN: the row stays NaN
+    }
+    gemm16(false, false, rows, d.Dv, n, P, n, V, d.Dv, O + i0 * d.Dv, d.Dv, pack);
+  }
+}
+
+void backward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const uint16_t* V,
+                   const float* O, const float* L, const float* dO, uint16_t* dQ, float* dK,
+                   float* dV, float* scratch, void* pack) {
+  float* P = scratch;
+  float* dS = P + kQueryBlock * d.T;
+  float* dq = dS + kQueryBlock * d.T;
+  for (int64_t i0 = 0; i0 < d.S; i0 += kQueryBlock) {
+    const int64_t rows = std::min(kQueryBlock, d.S - i0), n = d.end(i0 + rows - 1);
+    if (n == 0) {
+      std::fill(dQ + i0 * d.D, dQ + (i0 + rows) * d.D, uint16_t(0));
+      continue;
+    }
+    gemm16(false, true, rows, n, d.D, Q + i0 * d.D, d.D, K, d.D, P, n, pack);
+    gemm16(false, true, rows, n, d.Dv, dO + i0 * d.Dv, d.Dv, V, d.Dv, dS, n, pack);  // dP
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t i = i0 + r, e = d.end(i);
+      float* p = P + r * n;
+      float* ds = dS + r * n;
+      std::fill(p + e, p + n, 0.0f);
+      std::fill(ds + e, ds + n, 0.0f);
+      if (e == 0) continue;
+      scale_row(p, e, d.scale);
+      exp_shifted(p, e, L[i] > kNegInf ? L[i] : 0.0f);  // p = exp(s - lse)
+      softmax_grad_row(p, ds, e, dot(dO + i * d.Dv, O + i * d.Dv, d.Dv), d.scale);
+    }
+    // dQ = dS K (rounded to bf16); dK += dSᵀ Q; dV += Pᵀ dO
+    gemm16(false, false, rows, d.D, n, dS, n, K, d.D, dq, d.D, pack);
+    for (int64_t j = 0; j < rows * d.D; ++j) dQ[i0 * d.D + j] = runtime::host::to_bf16(dq[j]);
+    gemm16(true, false, n, d.D, rows, dS, n, Q + i0 * d.D, d.D, dK, d.D, pack, true);
+    gemm16(true, false, n, d.Dv, rows, P, n, dO + i0 * d.Dv, d.Dv, dV, d.Dv, pack, true);
   }
 }
 

@@ -36,4 +36,18 @@ void forward(const Dims& d, const float* Q, const float* K, const float* V, floa
 void backward(const Dims& d, const float* Q, const float* K, const float* V, const float* O,
               const float* L, const float* dO, float* dQ, float* dK, float* dV, float* scratch);
 
+// bf16 q, k, v (bit patterns) with f32 results, each GEMM on the bf16 kernel (runtime/host/
+// gemm_bf16.h: f32 accumulation), scores and softmax in f32; the GEMMs' f32 operands (p, ds,
+// d_out) are rounded to bf16 as they are packed. Any mask and inf / NaN inputs take part as in
+// the bf16 decomposition (attention.cpp); no key mask here. `pack`: bf16_pack_bytes(d).
+int64_t bf16_pack_bytes(const Dims& d);
+int64_t forward_bf16_scratch(const Dims& d);   // floats
+int64_t backward_bf16_scratch(const Dims& d);  // floats
+void forward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const uint16_t* V, float* O,
+                  float* L, float* scratch, void* pack);
+// Writes dQ [S, D] (bf16) and adds into the f32 accumulators dK [T, D], dV [T, Dv].
+void backward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const uint16_t* V,
+                   const float* O, const float* L, const float* dO, uint16_t* dQ, float* dK,
+                   float* dV, float* scratch, void* pack);
+
 }  // namespace tlaloc::composites::attention_gemm

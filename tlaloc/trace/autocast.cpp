@@ -15,6 +15,8 @@ Autocast::Autocast(std::optional<DType> compute) : previous_(g_compute) {
 
 Autocast::~Autocast() { g_compute = previous_; }
 
+std::optional<DType> autocast_dtype() { return g_compute; }
+
 Tensor dot_general(const Tensor& a, const Tensor& b, ir::DotDims dims) {
   ir::Builder& bl = a.builder();
   if (g_compute && a.dtype() == DType::f32 && b.dtype() == DType::f32)

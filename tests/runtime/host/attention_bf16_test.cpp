@@ -1,0 +1,177 @@
+// bf16 attention (mixed precision): the host kernels (the GEMM path on the bf16 GEMM) against an
+// f64 computation written here from the composite's bf16 rule (attention.cpp): scores
+// scale·q·kᵀ of the bf16 values, softmax in full precision, the probabilities rounded to bf16
+// before the dot with v; the backward's p, d_out and scale·ds rounded to bf16 before their dots,
+// dq, dk, dv rounded to bf16. The only differences left are f32 accumulation and a rounding
+// boundary crossed by an f32 value the oracle holds in f64, so the bounds are a few bf16 ulps of
+// p (2^-8) times the sums' magnitudes. run_all also checks 1 = 2 threads, bitwise. MHA and GQA,
+// causal with S < T and S > T, several query blocks; the decomposition (the pjrt lane's program)
+// agrees too; and a key mask runs as the decomposition.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "kernel_test_util.h"
+#include "tests/support/composite_ops.h"
+#include "tlaloc/passes/evaluate.h"
+#include "tlaloc/passes/expand.h"
+
+namespace tlaloc::host_test {
+namespace {
+
+double bf(double v) { return round_to(DType::bf16, v); }
+
+struct Cfg {
+  int64_t B, Hq, S, D, Hkv, T, Dv;
+  bool causal;
+};
+
+// The f64 oracle: out [B,Hq,S,Dv], lse [B,Hq,S] and, from d_out, dq, dk, dv (f64, unrounded
+// dq / dk / dv; the caller compares with the kernel's bf16).
+struct Oracle {
+  std::vector<double> out, lse, dq, dk, dv;
+};
+
+Oracle oracle(const Cfg& c, const std::vector<double>& q, const std::vector<double>& k,
+              const std::vector<double>& v, const std::vector<double>& dout, double scale) {
+  Oracle o;
+  o.out.assign(size_t(c.B * c.Hq * c.S * c.Dv), 0);
+  o.lse.assign(size_t(c.B * c.Hq * c.S), -INFINITY);
+  o.dq.assign(q.size(), 0);
+  o.dk.assign(k.size(), 0);
+  o.dv.assign(v.size(), 0);
+  const int64_t G = c.Hq / c.Hkv;
+  std::vector<double> p(size_t(c.T)), pb(size_t(c.T));
+  for (int64_t b = 0; b < c.B; ++b)
+    for (int64_t h = 0; h < c.Hq; ++h) {
+      const int64_t kv = b * c.Hkv + h / G, bh = b * c.Hq + h;
+      for (int64_t i = 0; i < c.S; ++i) {
+        const int64_t end = c.causal ? std::clamp<int64_t>(i + c.T - c.S + 1, 0, c.T) : c.T;
+        if (end == 0) continue;
+        double m = -INFINITY;
+        for (int64_t j = 0; j < end; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < c.D; ++d)
+            s += q[size_t((bh * c.S + i) * c.D + d)] * k[size_t((kv * c.T + j) * c.D + d)];
+          p[size_t(j)] = s * scale;
+          m = std::max(m, p[size_t(j)]);
+        }
+        double l = 0;
+        for (int64_t j = 0; j < end; ++j) l += p[size_t(j)] = std::exp(p[size_t(j)] - m);
+        const double lse = m + std::log(l);
+        o.lse[size_t(bh * c.S + i)] = lse;
+        for (int64_t j = 0; j < end; ++j) pb[size_t(j)] = bf(p[size_t(j)] / l);
+        const double* dO = dout.data() + (bh * c.S + i) * c.Dv;
+        double delta = 0;
+        for (int64_t d = 0; d < c.Dv; ++d) {
+          double acc = 0;
+          for (int64_t j = 0; j < end; ++j)
+            acc += pb[size_t(j)] * v[size_t((kv * c.T + j) * c.Dv + d)];
+          o.out[size_t((bh * c.S + i) * c.Dv + d)] = acc;
+        }
+        // The backward reads the forward's (f32) out; here the oracle's own.
+        for (int64_t d = 0; d < c.Dv; ++d)
+          delta += dO[d] * o.out[size_t((bh * c.S + i) * c.Dv + d)];
+        for (int64_t j = 0; j < end; ++j) {
+          const double pj = p[size_t(j)] / l;  // exp(s - lse)
+          double dp = 0;
+          for (int64_t d = 0; d < c.Dv; ++d) {
+            dp += bf(dO[d]) * v[size_t((kv * c.T + j) * c.Dv + d)];
+            o.dv[size_t((kv * c.T + j) * c.Dv + d)] += bf(pj) * bf(dO[d]);
+          }
+          const double ds = bf(pj * (dp - delta) * scale);
+          for (int64_t d = 0; d < c.D; ++d) {
+            o.dq[size_t((bh * c.S + i) * c.D + d)] += ds * k[size_t((kv * c.T + j) * c.D + d)];
+            o.dk[size_t((kv * c.T + j) * c.D + d)] += ds * q[size_t((bh * c.S + i) * c.D + d)];
+          }
+        }
+      }
+    }
+  return o;
+}
+
+// |got - want| <= tol · (1 + |want|) for each element.
+void near(const Array& got, const std::vector<double>& want, double tol, const char* what) {
+  int bad = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double g = got.at(i), w = want[size_t(i)];
+    if (std::isinf(w) && g == w) continue;  // a row with no visible key: lse -inf
+    if (!(std::abs(g - w) <= tol * (1 + std::abs(w))) && bad++ < 5)
+      ADD_FAILURE() << what << "[" << i << "]: " << g << " vs f64 " << w;
+  }
+}
+
+const Cfg kCfgs[] = {
+    {1, 2, 70, 16, 2, 70, 16, true},   // MHA causal, two query blocks
+    {2, 4, 130, 8, 2, 90, 12, false},  // GQA, not causal, a last block of 2 rows
+    {1, 4, 150, 16, 1, 100, 8, true},  // MQA, causal S > T: rows 0..49 see no key
+    {1, 2, 40, 32, 2, 200, 16, true},  // causal S < T
+};
+
+TEST(HostBf16Attention, ForwardAndGradientMatchF64OnRoundedOperands) {
+  for (const Cfg& c : kCfgs) {
+    SCOPED_TRACE(fmt::format("B{} Hq{} S{} D{} Hkv{} T{} Dv{} causal {}", c.B, c.Hq, c.S, c.D,
+                             c.Hkv, c.T, c.Dv, c.causal));
+    const double scale = 1 / std::sqrt(double(c.D));
+    std::vector<Array> in = {lcg_array(DType::bf16, {c.B, c.Hq, c.S, c.D}, 31, -2, 2),
+                             lcg_array(DType::bf16, {c.B, c.Hkv, c.T, c.D}, 32, -2, 2),
+                             lcg_array(DType::bf16, {c.B, c.Hkv, c.T, c.Dv}, 33)};
+    std::vector<ir::TensorType> types;
+    for (auto& a : in) types.push_back({a.dtype(), a.shape()});
+    auto fwd = one_op_results(types, [&](ir::Builder& b, auto& p) {
+      return cop::attention(b, p[0], p[1], p[2], -1, scale, c.causal);
+    });
+    std::vector<Array> out = run_all(fwd, in);
+    ASSERT_EQ(out[0].dtype(), DType::f32);
+    const Array dout = lcg_array(DType::f32, out[0].shape(), 34);
+    const Oracle o = oracle(c, in[0].to_doubles(), in[1].to_doubles(), in[2].to_doubles(),
+                            dout.to_doubles(), scale);
+    near(out[0], o.out, 5e-4, "out");
+    near(out[1], o.lse, 1e-5, "lse");
+
+    std::vector<Array> gin = {in[0], in[1], in[2], out[0], out[1], dout};
+    std::vector<ir::TensorType> gtypes;
+    for (auto& a : gin) gtypes.push_back({a.dtype(), a.shape()});
+    auto bwd = one_op_results(gtypes, [&](ir::Builder& b, auto& p) {
+      return cop::attention_grad(b, p[0], p[1], p[2], p[3], p[4], p[5], -1, scale, c.causal);
+    });
+    std::vector<Array> g = run_all(bwd, gin);
+    for (const Array& x : g) ASSERT_EQ(x.dtype(), DType::bf16);
+    near(g[0], o.dq, 1e-2, "dq");
+    near(g[1], o.dk, 1e-2, "dk");
+    near(g[2], o.dv, 1e-2, "dv");
+
+    // The decomposition (what StableHLO carries to the pjrt lane) computes the same thing.
+    std::vector<Array> fd = passes::interpret(passes::expand_composites(fwd), in);
+    near(fd[0], o.out, 5e-4, "decomposed out");
+    std::vector<Array> gd = passes::interpret(passes::expand_composites(bwd), gin);
+    near(gd[0], o.dq, 1e-2, "decomposed dq");
+    near(gd[1], o.dk, 1e-2, "decomposed dk");
+    near(gd[2], o.dv, 1e-2, "decomposed dv");
+  }
+}
+
+// A key mask has no bf16 kernel: the composite runs as its decomposition, which hides the key.
+TEST(HostBf16Attention, KeyMaskRunsAsTheDecomposition) {
+  std::vector<Array> in = {
+      lcg_array(DType::bf16, {1, 2, 4, 8}, 41), lcg_array(DType::bf16, {1, 1, 5, 8}, 42),
+      lcg_array(DType::bf16, {1, 1, 5, 4}, 43),
+      Array::from(Shape{1, 5}, std::vector<bool>{true, true, true, true, false})};
+  std::vector<ir::TensorType> types;
+  for (auto& a : in) types.push_back({a.dtype(), a.shape()});
+  auto fwd = one_op_results(types, [&](ir::Builder& b, auto& p) {
+    return cop::attention(b, p[0], p[1], p[2], p[3], 0.5, false);
+  });
+  std::vector<Array> out = run_all(fwd, in);
+  // The oracle over the first 4 keys only (the masked one hidden).
+  const Cfg c4{1, 2, 4, 8, 1, 4, 4, false};
+  std::vector<double> k = in[1].to_doubles(), v = in[2].to_doubles();
+  k.resize(4 * 8);
+  v.resize(4 * 4);
+  const Oracle o = oracle(c4, in[0].to_doubles(), k, v, std::vector<double>(2 * 4 * 4, 0), 0.5);
+  near(out[0], o.out, 5e-4, "out");
+  near(out[1], o.lse, 1e-5, "lse");
+}
+
+}  // namespace
+}  // namespace tlaloc::host_test
