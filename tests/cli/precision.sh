@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # --precision: train lm in bf16 and f16 (f16's loss scaler is in the checkpoint); a resume with
 # another precision is refused in one line; the bf16 step exports as StableHLO dots of bf16
-# operands with f32 results (attention stays f32); the fallback GEMM gives the same run and
+# operands with f32 results (attention's too); the fallback GEMM gives the same run and
 # says so once; a bad value is refused.
 set -euo pipefail
 : "${TLALOC:?set TLALOC to the tlaloc binary}"
@@ -29,8 +29,10 @@ grep -aq '"optimizer.scaler.scale"\|"scaler.scale"' f16.safetensors ||
 "$TLALOC" export lm --precision bf16 -o lm.mlir
 grep -q 'stablehlo.dot_general.*xbf16>, tensor<.*xbf16>) -> tensor<.*xf32>' lm.mlir ||
   { echo "FAIL: no bf16 x bf16 -> f32 dot in the export"; exit 1; }
-# Attention's dots (batched over [0, 1]) stay f32; every other dot is bf16.
-if grep 'stablehlo.dot_general.*xf32>, tensor<.*xf32>)' lm.mlir | grep -vq 'lhs_batching_dimensions = \[0, 1\]'; then
+# Every dot is bf16, attention's (batched over [0, 1]) too.
+grep -q 'stablehlo.dot_general.*lhs_batching_dimensions = \[0, 1\].*xbf16>, tensor<.*xbf16>)' lm.mlir ||
+  { echo "FAIL: attention's dots are not bf16 in the export"; exit 1; }
+if grep -q 'stablehlo.dot_general.*xf32>, tensor<.*xf32>)' lm.mlir; then
   echo "FAIL: an f32 matmul left in the bf16 export"; exit 1
 fi
 

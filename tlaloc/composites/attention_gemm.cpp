@@ -135,13 +135,19 @@ namespace {
 
 using runtime::host::bf16_gemm_rows;
 
-// C [rows, N] (ldc) = op(A) op(B) on the bf16 kernel; with accumulate, C += it (add = C: each
-// element reads its old value once, before its store, as K <= kKc keeps the chain in registers).
+// C [rows, N] (ldc) = op(A) op(B) on the bf16 kernel.
 template <class AT, class BT>
 void gemm16(bool ta, bool tb, int64_t rows, int64_t N, int64_t K, const AT* A, int64_t lda,
-            const BT* B, int64_t ldb, float* C, int64_t ldc, void* pack, bool accumulate = false) {
-  bf16_gemm_rows(ta, tb, 0, rows, N, K, A, lda, B, ldb, C, ldc, pack, nullptr,
-                 accumulate ? C : nullptr);
+            const BT* B, int64_t ldb, float* C, int64_t ldc, void* pack) {
+  bf16_gemm_rows(ta, tb, 0, rows, N, K, A, lda, B, ldb, C, ldc, pack);
+}
+
+// C [rows, N] (dense) += op(A) B through `tmp` (the GEMM's add operand may not alias C).
+template <class AT, class BT>
+void gemm16_add(int64_t rows, int64_t N, int64_t K, const AT* A, int64_t lda, const BT* B, float* C,
+                float* tmp, void* pack) {
+  bf16_gemm_rows(true, false, 0, rows, N, K, A, lda, B, N, tmp, N, pack);
+  for (int64_t i = 0; i < rows * N; ++i) C[i] += tmp[i];
 }
 
 }  // namespace
@@ -152,7 +158,9 @@ int64_t bf16_pack_bytes(const Dims& d) {
   return std::max({bf16_gemm_pack_bytes(false, w, w), bf16_gemm_pack_bytes(true, w, kQueryBlock)});
 }
 int64_t forward_bf16_scratch(const Dims& d) { return kQueryBlock * d.T; }
-int64_t backward_bf16_scratch(const Dims& d) { return 2 * kQueryBlock * d.T + kQueryBlock * d.D; }
+int64_t backward_bf16_scratch(const Dims& d) {
+  return 2 * kQueryBlock * d.T + kQueryBlock * d.D + d.T * std::max(d.D, d.Dv);
+}
 
 void forward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const uint16_t* V, float* O,
                   float* L, float* P, void* pack) {
@@ -189,6 +197,7 @@ void backward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const ui
   float* P = scratch;
   float* dS = P + kQueryBlock * d.T;
   float* dq = dS + kQueryBlock * d.T;
+  float* tmp = dq + kQueryBlock * d.D;
   for (int64_t i0 = 0; i0 < d.S; i0 += kQueryBlock) {
     const int64_t rows = std::min(kQueryBlock, d.S - i0), n = d.end(i0 + rows - 1);
     if (n == 0) {
@@ -211,8 +220,8 @@ void backward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const ui
     // dQ = dS K (rounded to bf16); dK += dSᵀ Q; dV += Pᵀ dO
     gemm16(false, false, rows, d.D, n, dS, n, K, d.D, dq, d.D, pack);
     for (int64_t j = 0; j < rows * d.D; ++j) dQ[i0 * d.D + j] = runtime::host::to_bf16(dq[j]);
-    gemm16(true, false, n, d.D, rows, dS, n, Q + i0 * d.D, d.D, dK, d.D, pack, true);
-    gemm16(true, false, n, d.Dv, rows, P, n, dO + i0 * d.Dv, d.Dv, dV, d.Dv, pack, true);
+    gemm16_add(n, d.D, rows, dS, n, Q + i0 * d.D, dK, tmp, pack);
+    gemm16_add(n, d.Dv, rows, P, n, dO + i0 * d.Dv, dV, tmp, pack);
   }
 }
 
