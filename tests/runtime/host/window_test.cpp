@@ -4,7 +4,9 @@
 // run_all checks the outputs are bitwise equal at 1 and 2 threads.
 #include <fmt/ranges.h>
 
+#include <bit>
 #include <cmath>
+
 #include "kernel_test_util.h"
 
 #include "tlaloc/passes/evaluate.h"
@@ -117,6 +119,35 @@ KERNEL_TEST(reduce_window, nan_propagates) {
     });
     expect_values(run_all(f, {x})[0], {kNaN, k == ReduceKind::max ? 4.0 : 3.0});
   }
+}
+
+// f32 2x2 max pooling with stride 2 (its own vector loop): the first maximum in window order
+// a b / c d, so +0 / -0 ties keep the first, -inf windows stay -inf, and any NaN gives NaN; the
+// same bits as the 2-D path's generic loop (the windows of a plane padded on the left).
+KERNEL_TEST(reduce_window, max_pool2x2_bits) {
+  const double inf = kInf;
+  // Windows: [-0 +0 / +0 -0] [+0 -0 / 1 1] [-inf -inf / -inf -inf] [2 NaN / 3 1] [5 -1 / 5 4]
+  // [-2 -3 / -inf -1], along one row of 6 windows (the last two rows of the plane).
+  const std::vector<double> top = {-0.0, 0.0, 0.0, -0.0, -inf, -inf, 2, kNaN, 5, -1, -2, -3};
+  const std::vector<double> bot = {0.0, -0.0, 1, 1, -inf, -inf, 3, 1, 5, 4, -inf, -1};
+  std::vector<double> v = top;
+  v.insert(v.end(), bot.begin(), bot.end());
+  const Array x = Array::from_doubles(DType::f32, {1, 1, 2, 12}, v);
+  auto pool = [](Dims lo) {
+    return one_op({{DType::f32, {1, 1, 2, 12}}}, [lo](ir::Builder& b, auto& p) {
+      return b.reduce_window(p[0], ReduceKind::max, {1, 1, 2, 2}, {1, 1, 2, 2}, lo, {0, 0, 0, 0});
+    });
+  };
+  const Array got = run_all(pool({0, 0, 0, 0}), {x})[0];
+  expect_values(got, {-0.0, 1, -inf, kNaN, 5, -1});  // tol 0: -0 and +0 told apart
+  // Two columns of padding on the left make the windows go through the generic 2-D loop: after
+  // a window of padding alone, the same six windows, bit for bit.
+  const Array generic = run_all(pool({0, 0, 0, 2}), {x})[0];
+  ASSERT_EQ(generic.numel(), 7);
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_EQ(std::bit_cast<uint32_t>(got.data<float>()[i]),
+              std::bit_cast<uint32_t>(generic.data<float>()[i + 1]))
+        << "window " << i;
 }
 
 KERNEL_TEST(select_and_scatter, spec_example) {

@@ -87,8 +87,9 @@ struct WindowKernel : Kernel {
   int64_t planes = 1, in_plane = 1, out_plane = 1;  // out_plane: windows (source) per plane
   std::vector<Dim> dims;                            // the inner dimensions
   bool two_d = false;                               // dims.size() == 2, no base dilation
-  // f32 GE 2x2 windows with stride 2 tiling the plane exactly (max pooling's gradient): each
-  // element written once, no zero fill, a loop the compiler vectorizes.
+  // f32 2x2 windows with stride 2 tiling the plane exactly: max pooling (a max reduce_window) and
+  // its gradient (a GE select_and_scatter), in loops the compiler vectorizes; the scatter writes
+  // each element once, no zero fill.
   bool pool2x2 = false;
   // 2-D path: the valid window offsets [first, last) per output row and column.
   std::vector<int64_t> hfirst, hlast, wfirst, wlast;
@@ -179,6 +180,8 @@ struct WindowKernel : Kernel {
 
   template <DType T, ReduceKind K>
   void reduce_planes(const Frame& f, int64_t p0, int64_t p1) const {
+    if constexpr (T == DType::f32 && K == ReduceKind::max)
+      if (pool2x2) return reduce_max_pool2x2(f, p0, p1);
     using C = Compute<T>;
     const void* xs = f.ptr[x];
     void* ys = f.ptr[out];
@@ -197,6 +200,31 @@ struct WindowKernel : Kernel {
         store_elem<T>(ys, ob + k, acc);
       });
     }
+  }
+
+  // reduce_planes<f32, max>'s bits: the chain acc = v > acc ? v : acc from -inf over a b / c d,
+  // then the quiet NaN when any of the four is NaN.
+  TLALOC_CLONES void reduce_max_pool2x2(const Frame& f, int64_t p0, int64_t p1) const {
+    const float* X = static_cast<const float*>(f.ptr[x]);
+    float* Y = static_cast<float*>(f.ptr[out]);
+    const int64_t W = dims[1].in, OH = dims[0].out, OW = dims[1].out;
+    const float qnan = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t p = p0; p < p1; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const float* x0 = X + p * in_plane + 2 * oh * W;
+        const float* x1 = x0 + W;
+        float* y = Y + p * out_plane + oh * OW;
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const float a = x0[2 * ow], b = x0[2 * ow + 1], c = x1[2 * ow], d = x1[2 * ow + 1];
+          float acc = -std::numeric_limits<float>::infinity();
+          acc = a > acc ? a : acc;
+          acc = b > acc ? b : acc;
+          acc = c > acc ? c : acc;
+          acc = d > acc ? d : acc;
+          const bool nan = (a != a) | (b != b) | (c != c) | (d != d);
+          y[ow] = nan ? qnan : acc;
+        }
+      }
   }
 
   TLALOC_CLONES void scatter_pool2x2(const Frame& f, int64_t p0, int64_t p1) const {
@@ -352,7 +380,8 @@ std::unique_ptr<Kernel> make_window(const ir::Function& f, int32_t id) {
     ranges(k->dims[1], k->wfirst, k->wlast);
   }
   k->pool2x2 =
-      k->scatter && k->two_d && k->dtype == DType::f32 && k->select == Comparison::GE &&
+      k->two_d && k->dtype == DType::f32 &&
+      (k->scatter ? k->select == Comparison::GE : k->kind == ReduceKind::max) &&
       std::all_of(k->dims.begin(), k->dims.end(), [](const Dim& d) {
         return d.win == 2 && d.stride == 2 && d.lo == 0 && d.wdil == 1 && d.in == 2 * d.out;
       });
