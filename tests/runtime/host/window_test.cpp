@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 
 #include "kernel_test_util.h"
 
@@ -203,6 +204,32 @@ KERNEL_TEST(select_and_scatter, matches_evaluator) {
   }
   // Windows wholly in padding pick nothing.
   check_select_and_scatter(f32, {2, 3}, {{1, 2}, {1, 1}, {0, 4}, {0, 0}, {}, {}}, 0);
+}
+
+// Max pooling's gradient on rows of 7, 11, 14 and 17 windows (the AVX-512 path takes 8 windows at
+// a time under masks), with ties, signed zeros, NaN and infinities: the evaluator's picks, and
+// the bits of the scalar loop (TLALOC_HOST_ISA=avx2 keeps to it).
+KERNEL_TEST(select_and_scatter, pool2x2_wide_rows) {
+  for (int64_t ow : {7, 11, 14, 17}) {
+    SCOPED_TRACE(fmt::format("{} windows a row", ow));
+    const Shape xs{2, 3, 4, 2 * ow}, ss{2, 3, 2, ow};
+    std::vector<double> v = lcg_array(DType::f32, xs, uint64_t(ow)).to_doubles();
+    const double specials[] = {kNaN, -0.0, 0.0, kInf, -kInf};
+    for (size_t i = 0; i < v.size(); ++i) {
+      v[i] = std::round(v[i] * 2);  // ties
+      if (i % 13 == 5) v[i] = specials[(i / 13) % 5];
+    }
+    const Array x = Array::from_doubles(DType::f32, xs, v), src = lcg_array(DType::f32, ss, 3);
+    auto f = one_op({{DType::f32, xs}, {DType::f32, ss}}, [](ir::Builder& b, auto& p) {
+      return b.select_and_scatter(p[0], p[1], Comparison::GE, {1, 1, 2, 2}, {1, 1, 2, 2});
+    });
+    check_vs_evaluator(f, {x, src}, 0);
+    const Array fast = run_all(f, {x, src})[0];
+    setenv("TLALOC_HOST_ISA", "avx2", 1);
+    const Array scalar = run_all(f, {x, src})[0];
+    unsetenv("TLALOC_HOST_ISA");
+    EXPECT_TRUE(fast.bitwise_equal(scalar));
+  }
 }
 
 }  // namespace

@@ -14,14 +14,66 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
 #include "tlaloc/runtime/host/kernels.h"
 #include "tlaloc/runtime/host/team.h"
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <immintrin.h>
+#define TLALOC_WINDOW_AVX512 1
+#else
+#define TLALOC_WINDOW_AVX512 0
+#endif
+
 namespace tlaloc::runtime::host {
 namespace {
+
+#if TLALOC_WINDOW_AVX512
+bool has_avx512() {
+  static const bool has = __builtin_cpu_supports("avx512f");
+  return has;
+}
+
+// One row pair of max pooling's 2x2 gradient (scatter_pool2x2's picks, the same bits) in
+// AVX-512, 8 windows at a time under masks (lanes 8-15 unused): x0 / x1 the two operand rows
+// [2 OW], s the source row [OW], y0 / y1 the result rows. A window a b / c d takes b, c, d in
+// turn unless the best so far is >= it (NGE_UQ: after a NaN the next is taken); the last taken
+// gets s, the others +0.
+__attribute__((target("avx512f"))) void scatter_pool2x2_row_avx512(const float* x0, const float* x1,
+                                                                   const float* s, float* y0,
+                                                                   float* y1, int64_t OW) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512i weave = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __mmask16 all = 0xffff;
+  for (int64_t o = 0; o < OW; o += 8) {
+    const int64_t n = std::min<int64_t>(8, OW - o);
+    const __mmask16 m8 = __mmask16((1u << n) - 1), m16 = __mmask16((1u << (2 * n)) - 1);
+    const __m512 t = _mm512_maskz_loadu_ps(m16, x0 + 2 * o);
+    const __m512 u = _mm512_maskz_loadu_ps(m16, x1 + 2 * o);
+    const __m512 a = _mm512_maskz_permutexvar_ps(all, even, t);
+    const __m512 b = _mm512_maskz_permutexvar_ps(all, odd, t);
+    const __m512 c = _mm512_maskz_permutexvar_ps(all, even, u);
+    const __m512 d = _mm512_maskz_permutexvar_ps(all, odd, u);
+    const __mmask16 tb = _mm512_cmp_ps_mask(a, b, _CMP_NGE_UQ);
+    const __m512 best_ab = _mm512_mask_blend_ps(tb, a, b);
+    const __mmask16 tc = _mm512_cmp_ps_mask(best_ab, c, _CMP_NGE_UQ);
+    const __mmask16 td = _mm512_cmp_ps_mask(_mm512_mask_blend_ps(tc, best_ab, c), d, _CMP_NGE_UQ);
+    const __mmask16 pc = __mmask16(tc & ~td), pb = __mmask16(tb & ~tc & ~td),
+                    pa = __mmask16(~tb & ~tc & ~td);
+    const __m512 v = _mm512_maskz_loadu_ps(m8, s + o);
+    const __m512 top =
+        _mm512_permutex2var_ps(_mm512_maskz_mov_ps(pa, v), weave, _mm512_maskz_mov_ps(pb, v));
+    const __m512 bot =
+        _mm512_permutex2var_ps(_mm512_maskz_mov_ps(pc, v), weave, _mm512_maskz_mov_ps(td, v));
+    _mm512_mask_storeu_ps(y0 + 2 * o, m16, top);
+    _mm512_mask_storeu_ps(y1 + 2 * o, m16, bot);
+  }
+}
+#endif
 
 using ir::Comparison;
 using ir::ReduceKind;
@@ -232,6 +284,9 @@ struct WindowKernel : Kernel {
     const float* SRC = static_cast<const float*>(f.ptr[src]);
     float* Y = static_cast<float*>(f.ptr[out]);
     const int64_t W = dims[1].in, OH = dims[0].out, OW = dims[1].out;
+#if TLALOC_WINDOW_AVX512
+    const bool avx512 = has_avx512() && !std::getenv("TLALOC_HOST_ISA");
+#endif
     for (int64_t p = p0; p < p1; ++p)
       for (int64_t oh = 0; oh < OH; ++oh) {
         const float* x0 = X + p * in_plane + 2 * oh * W;
@@ -239,6 +294,12 @@ struct WindowKernel : Kernel {
         float* y0 = Y + p * in_plane + 2 * oh * W;
         float* y1 = y0 + W;
         const float* s = SRC + p * out_plane + oh * OW;
+#if TLALOC_WINDOW_AVX512
+        if (avx512) {
+          scatter_pool2x2_row_avx512(x0, x1, s, y0, y1, OW);
+          continue;
+        }
+#endif
         for (int64_t ow = 0; ow < OW; ++ow) {
           // scatter_planes' pick in window order a b / c d: v is taken unless best >= v.
           const float a = x0[2 * ow], b = x0[2 * ow + 1], c = x1[2 * ow], d = x1[2 * ow + 1];
