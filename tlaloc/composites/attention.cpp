@@ -26,11 +26,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
 #include "tlaloc/autodiff/rules.h"
 #include "tlaloc/composites/attention_gemm.h"
+#include "tlaloc/composites/attention_internal.h"
 #include "tlaloc/composites/composites.h"
 #include "tlaloc/ir/composite.h"
 #include "tlaloc/ir/scalar.h"
@@ -41,10 +43,11 @@
 namespace tlaloc::composites {
 namespace {
 
+using attention_detail::kCausal;
+using attention_detail::kScale;
 using ir::Op;
 using ir::TensorType;
 using ir::ValueId;
-enum Param { kScale, kCausal };
 
 // ---- type rule ----------------------------------------------------------------------------
 
@@ -94,104 +97,6 @@ std::vector<TensorType> infer(std::span<const TensorType> in, const ir::Attrs& a
 std::vector<TensorType> infer_grad(std::span<const TensorType> in, const ir::Attrs& a) {
   check(in, a, true);
   return {in[0], in[1], in[2]};
-}
-
-// ---- decomposition ------------------------------------------------------------------------
-
-// bf16 operands accumulate and return f32 (preferred_element_type).
-Tensor dot(const Tensor& a, const Tensor& b, ir::DotDims dims) {
-  ir::Builder& bl = a.builder();
-  std::optional<DType> pref;
-  if (a.dtype() == DType::bf16) pref = DType::f32;
-  return {&bl, bl.dot_general(a.id(), b.id(), std::move(dims), pref)};
-}
-
-// x rounded to bf16 when the attention runs in bf16 (v's dtype), else x.
-Tensor like_v(const Tensor& x, const Tensor& v) {
-  return v.dtype() == DType::bf16 ? astype(x, DType::bf16) : x;
-}
-
-Dims dims_of(const Tensor& q, const Tensor& k, const Tensor& v) {
-  Dims d{q.dim(0), q.dim(1), q.dim(2), q.dim(3), k.dim(1), k.dim(2), v.dim(3), 0};
-  d.G = d.Hq / d.Hkv;
-  return d;
-}
-
-// Visibility i1 [B,Hkv,G,S,T] (or nullopt: everything visible).
-std::optional<Tensor> visible(const Dims& d, const std::optional<Tensor>& key_mask, bool causal) {
-  std::optional<Tensor> vis;
-  Shape full{d.B, d.Hkv, d.G, d.S, d.T};
-  if (causal) {
-    Tensor i = trace::iota(Shape{d.S, d.T}, 0), j = trace::iota(Shape{d.S, d.T}, 1);
-    vis = broadcast_to(i + double(d.T - d.S) >= j, full);
-  }
-  if (key_mask) {
-    Tensor km = broadcast_to(reshape(*key_mask, {d.B, 1, 1, 1, d.T}), full);
-    vis = vis ? (*vis & km) : km;
-  }
-  return vis;
-}
-
-// Scores scale·q·kᵀ [B,Hkv,G,S,T] with hidden entries -inf.
-Tensor masked_scores(const Dims& d, const Tensor& q, const Tensor& k,
-                     const std::optional<Tensor>& vis, double scale) {
-  Tensor q5 = reshape(q, {d.B, d.Hkv, d.G, d.S, d.D});
-  Tensor s = dot(q5, k, {{0, 1}, {0, 1}, {4}, {3}}) * scale;
-  return vis ? where(*vis, s, full_like(s, -INFINITY)) : s;
-}
-
-std::vector<ValueId> decompose(ir::Builder& b, const ir::Node& n, std::span<const ValueId> ops) {
-  trace::BuilderScope scope(b);
-  const Tensor q(&b, ops[0]), k(&b, ops[1]), v(&b, ops[2]);
-  std::optional<Tensor> mask;
-  if (ops.size() == 4) mask = Tensor(&b, ops[3]);
-  const Dims d = dims_of(q, k, v);
-  Tensor s = masked_scores(d, q, k, visible(d, mask, n.attrs.params[kCausal] != 0),
-                           n.attrs.params[kScale]);
-  Tensor m = max(s, {-1}, true);
-  Tensor m0 = where(m > -INFINITY, m, zeros_like(m));
-  Tensor e = exp(s - m0);
-  Tensor l = sum(e, {-1}, true);
-  Tensor nonempty = l > 0.0;
-  Tensor l1 = where(nonempty, l, ones_like(l));
-  Tensor o = dot(like_v(e / l1, v), v, {{0, 1}, {0, 1}, {4}, {2}});  // [B,Hkv,G,S,Dv]
-  Tensor lse = where(nonempty, m0 + log(l1), full_like(l, -INFINITY));
-  return {reshape(o, {d.B, d.Hq, d.S, d.Dv}).id(), reshape(lse, {d.B, d.Hq, d.S}).id()};
-}
-
-std::vector<ValueId> decompose_grad(ir::Builder& b, const ir::Node& n,
-                                    std::span<const ValueId> ops) {
-  trace::BuilderScope scope(b);
-  const Tensor q(&b, ops[0]), k(&b, ops[1]), v(&b, ops[2]);
-  std::optional<Tensor> mask;
-  if (ops.size() == 7) mask = Tensor(&b, ops[6]);
-  const Dims d = dims_of(q, k, v);
-  auto heads5 = [&](ValueId x, int64_t w) {
-    return reshape(Tensor(&b, x), {d.B, d.Hkv, d.G, d.S, w});
-  };
-  Tensor o = heads5(ops[3], d.Dv), lse = heads5(ops[4], 1), dout = heads5(ops[5], d.Dv);
-  Tensor s = masked_scores(d, q, k, visible(d, mask, n.attrs.params[kCausal] != 0),
-                           n.attrs.params[kScale]);
-  Tensor lse0 = where(lse > -INFINITY, lse, zeros_like(lse));
-  Tensor p = exp(s - lse0);  // hidden entries: exp(-inf) = 0
-  const Tensor dout_v = like_v(dout, v);
-  Tensor dv = dot(like_v(p, v), dout_v, {{0, 1}, {0, 1}, {2, 3}, {2, 3}});  // [B,Hkv,T,Dv]
-  Tensor dp = dot(dout_v, v, {{0, 1}, {0, 1}, {4}, {3}});                   // [B,Hkv,G,S,T]
-  Tensor delta = sum(dout * o, {-1}, true);
-  const double scale = n.attrs.params[kScale];
-  Tensor q5 = reshape(q, {d.B, d.Hkv, d.G, d.S, d.D});
-  Tensor dq, dk;
-  if (v.dtype() == DType::bf16) {  // scale·ds rounded once for both dots
-    Tensor ds = astype(p * (dp - delta) * scale, DType::bf16);
-    dq = astype(dot(ds, k, {{0, 1}, {0, 1}, {4}, {2}}), DType::bf16);
-    dk = astype(dot(ds, q5, {{0, 1}, {0, 1}, {2, 3}, {2, 3}}), DType::bf16);
-    dv = astype(dv, DType::bf16);
-  } else {
-    Tensor ds = p * (dp - delta);
-    dq = dot(ds, k, {{0, 1}, {0, 1}, {4}, {2}}) * scale;         // [B,Hkv,G,S,D]
-    dk = dot(ds, q5, {{0, 1}, {0, 1}, {2, 3}, {2, 3}}) * scale;  // [B,Hkv,T,D]
-  }
-  return {reshape(dq, {d.B, d.Hq, d.S, d.D}).id(), dk.id(), dv.id()};
 }
 
 // ---- VJP ----------------------------------------------------------------------------------
@@ -459,10 +364,63 @@ void run(const Kernel& kk, const Frame& fr) {
   });
 }
 
+// Whether an inf or NaN is among the bf16 kernel's inputs: q, k, v (bf16) and, for the
+// gradient, out, lse and d_out (f32).
+bool bf16_inputs_non_finite(const AttentionKernel& a, const Frame& fr) {
+  auto bf16 = [&](int32_t v, int64_t n) {
+    const auto* x = static_cast<const uint16_t*>(fr.ptr[v]);
+    uint16_t any = 0;
+    for (int64_t i = 0; i < n; ++i) any |= uint16_t((x[i] & 0x7f80) == 0x7f80);
+    return any != 0;
+  };
+  const int64_t nq = a.B * a.Hq * a.S, nkv = a.B * a.Hkv * a.T;
+  if (bf16(a.q, nq * a.D) || bf16(a.k, nkv * a.D) || bf16(a.v, nkv * a.Dv)) return true;
+  return a.grad && (any_non_finite(in<float>(fr, a.out), nq * a.Dv) ||
+                    any_non_finite(in<float>(fr, a.lse), nq) ||
+                    any_non_finite(in<float>(fr, a.dout), nq * a.Dv));
+}
+
+// bf16 inputs holding an inf or NaN: the f32 kernel on f32 copies of q, k, v (exact), whose dense
+// paths give hidden keys weight 0 as the decomposition does (0 · inf is NaN there too); dq, dk,
+// dv rounded to bf16 after. Its finite values skip the bf16 roundings of p, d_out and ds (a step
+// with such inputs is one found-inf skips; what matters is where NaN and inf appear).
+void run_bf16_dense(const AttentionKernel& a, const Frame& fr) {
+  int32_t top = 0;
+  for (int32_t v : {a.q, a.k, a.v, a.out, a.lse, a.dout, a.mask, a.r0, a.r1, a.r2})
+    top = std::max(top, v);
+  std::vector<void*> ptr(fr.ptr, fr.ptr + top + 1);
+  const int64_t nq = a.B * a.Hq * a.S * a.D, nk = a.B * a.Hkv * a.T * a.D,
+                nv = a.B * a.Hkv * a.T * a.Dv;
+  std::vector<float> q(static_cast<size_t>(nq)), k(static_cast<size_t>(nk)),
+      v(static_cast<size_t>(nv));
+  auto widen = [&](int32_t id, std::vector<float>& to) {
+    const auto* x = static_cast<const uint16_t*>(fr.ptr[id]);
+    for (size_t i = 0; i < to.size(); ++i) to[i] = bf16_to_f32(x[i]);
+    ptr[size_t(id)] = to.data();
+  };
+  widen(a.q, q);
+  widen(a.k, k);
+  widen(a.v, v);
+  std::vector<float> dq, dk, dv;
+  if (a.grad) {
+    for (auto [id, g, n] : {std::tuple{a.r0, &dq, nq}, {a.r1, &dk, nk}, {a.r2, &dv, nv}}) {
+      g->resize(size_t(n));
+      ptr[size_t(id)] = g->data();
+    }
+  }
+  run<float>(a, Frame{ptr.data(), fr.scratch, fr.num_threads});
+  if (a.grad)
+    for (auto [id, g] : {std::pair{a.r0, &dq}, {a.r1, &dk}, {a.r2, &dv}}) {
+      auto* o = static_cast<uint16_t*>(fr.ptr[id]);
+      for (size_t i = 0; i < g->size(); ++i) o[i] = runtime::host::to_bf16((*g)[i]);
+    }
+}
+
 // bf16 q, k, v (no key mask): per task the GEMM path on the bf16 GEMM; the backward adds each
 // query head's dk, dv into f32 accumulators and rounds them once at the end.
 void run_bf16(const Kernel& kk, const Frame& fr) {
   const auto& a = runtime::host::as<AttentionKernel>(kk);
+  if (bf16_inputs_non_finite(a, fr)) return run_bf16_dense(a, fr);
   const int64_t n = a.grad ? a.B * a.Hkv : a.B * a.Hq;
   const int nt =
       a.parallel ? int(std::min<int64_t>(fr.num_threads * runtime::host::kPartsPerThread, n)) : 1;
@@ -584,8 +542,8 @@ Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
 }  // namespace tlaloc::composites
 
 TLALOC_COMPOSITE_RECORD(attention, "tlaloc.attention", 3, 4, {"scale", "causal"}, composites::infer,
-                        composites::decompose, composites::vjp, composites::make_kernel,
-                        composites::examples)
+                        composites::attention_detail::decompose, composites::vjp,
+                        composites::make_kernel, composites::examples)
 TLALOC_COMPOSITE_RECORD(attention_grad, "tlaloc.attention_grad", 6, 7, {"scale", "causal"},
-                        composites::infer_grad, composites::decompose_grad, nullptr,
-                        composites::make_kernel, composites::examples_grad)
+                        composites::infer_grad, composites::attention_detail::decompose_grad,
+                        nullptr, composites::make_kernel, composites::examples_grad)

@@ -38,8 +38,9 @@ void backward(const Dims& d, const float* Q, const float* K, const float* V, con
 
 // bf16 q, k, v (bit patterns) with f32 results, each GEMM on the bf16 kernel (runtime/host/
 // gemm_bf16.h: f32 accumulation), scores and softmax in f32; the GEMMs' f32 operands (p, ds,
-// d_out) are rounded to bf16 as they are packed. Any mask and inf / NaN inputs take part as in
-// the bf16 decomposition (attention.cpp); no key mask here. `pack`: bf16_pack_bytes(d).
+// d_out) are rounded to bf16 as they are packed. Finite inputs and no key mask only: hidden keys
+// are skipped, not weighted by 0 (attention.cpp takes inputs with inf / NaN to the f32 kernel's
+// dense paths). `pack`: bf16_pack_bytes(d).
 int64_t bf16_pack_bytes(const Dims& d);
 int64_t forward_bf16_scratch(const Dims& d);   // floats
 int64_t backward_bf16_scratch(const Dims& d);  // floats

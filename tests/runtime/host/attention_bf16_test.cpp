@@ -6,7 +6,8 @@
 // boundary crossed by an f32 value the oracle holds in f64, so the bounds are a few bf16 ulps of
 // p (2^-8) times the sums' magnitudes. run_all also checks 1 = 2 threads, bitwise. MHA and GQA,
 // causal with S < T and S > T, several query blocks; the decomposition (the pjrt lane's program)
-// agrees too; and a key mask runs as the decomposition.
+// agrees too; inf and NaN inputs give the decomposition's NaN and inf; and a key mask runs as the
+// decomposition.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -148,6 +149,62 @@ TEST(HostBf16Attention, ForwardAndGradientMatchF64OnRoundedOperands) {
     near(gd[0], o.dq, 1e-2, "decomposed dq");
     near(gd[1], o.dk, 1e-2, "decomposed dk");
     near(gd[2], o.dv, 1e-2, "decomposed dv");
+  }
+}
+
+// Inf and NaN in q, k, v or d_out, seen or hidden (a causal future key, a row that sees no key):
+// the kernels give NaN and inf where the decomposition does (hidden keys take part with weight 0
+// there, and 0 · NaN is NaN). Their finite values come from the f32 kernel then (p and d_out not
+// rounded to bf16), so they are near the bf16 decomposition's within a few bf16 roundings of
+// sums of up to 128 terms (rows whose log-sum-exp is NaN weigh their keys by unnormalized
+// exp(s), as the decomposition does).
+TEST(HostBf16Attention, NonFiniteInputsAsTheDecomposition) {
+  struct Poke {
+    int which;  // 0 q, 1 k, 2 v, 3 d_out
+    int64_t at;
+    double value;
+  };
+  const Cfg big{1, 1, 128, 4, 1, 128, 4, true}, small{1, 1, 3, 4, 1, 3, 4, true},
+      empty{1, 1, 150, 4, 1, 100, 4, true};
+  const std::pair<Cfg, Poke> cases[] = {
+      {big, {2, 400, kNaN}},  // v of key 100, hidden from rows 0..99
+      {big, {1, 400, kNaN}},  // k of key 100
+      {big, {2, 400, kInf}},  // v = +inf at key 100
+      {small, {3, 0, kNaN}},  // d_out of row 0
+      {small, {0, 0, kInf}},  // q = +inf
+      {empty, {3, 0, kNaN}},  // d_out of row 0, which sees no key
+  };
+  for (const auto& [c, poke] : cases) {
+    SCOPED_TRACE(
+        fmt::format("S{} T{}: operand {} [{}] = {}", c.S, c.T, poke.which, poke.at, poke.value));
+    std::vector<Array> in = {lcg_array(DType::bf16, {c.B, c.Hq, c.S, c.D}, 51),
+                             lcg_array(DType::bf16, {c.B, c.Hkv, c.T, c.D}, 52),
+                             lcg_array(DType::bf16, {c.B, c.Hkv, c.T, c.Dv}, 53)};
+    Array dout = lcg_array(DType::f32, {c.B, c.Hq, c.S, c.Dv}, 54);
+    Array& target = poke.which < 3 ? in[size_t(poke.which)] : dout;
+    std::vector<double> v = target.to_doubles();
+    v[size_t(poke.at)] = poke.value;
+    target = Array::from_doubles(target.dtype(), target.shape(), v);
+    std::vector<ir::TensorType> types;
+    for (auto& a : in) types.push_back({a.dtype(), a.shape()});
+    auto fwd = one_op_results(types, [&](ir::Builder& b, auto& p) {
+      return cop::attention(b, p[0], p[1], p[2], -1, 0.5, c.causal);
+    });
+    const std::vector<Array> out = run_all(fwd, in);
+    const std::vector<Array> want = passes::interpret(passes::expand_composites(fwd), in);
+    for (size_t r = 0; r < 2; ++r) expect_values(out[r], want[r].to_doubles(), 1e-2);
+    std::vector<Array> gin = {in[0], in[1], in[2], want[0], want[1], dout};
+    std::vector<ir::TensorType> gtypes;
+    for (auto& a : gin) gtypes.push_back({a.dtype(), a.shape()});
+    auto bwd = one_op_results(gtypes, [&](ir::Builder& b, auto& p) {
+      return cop::attention_grad(b, p[0], p[1], p[2], p[3], p[4], p[5], -1, 0.5, c.causal);
+    });
+    const std::vector<Array> g = run_all(bwd, gin);
+    const std::vector<Array> gwant = passes::interpret(passes::expand_composites(bwd), gin);
+    for (size_t r = 0; r < 3; ++r) {
+      SCOPED_TRACE(fmt::format("gradient {}", r));
+      expect_values(g[r], gwant[r].to_doubles(), 5e-2);
+    }
   }
 }
 

@@ -48,11 +48,12 @@ int64_t bf16_gemm_pack_bytes(bool ta, int64_t N, int64_t K);
 
 // f32 C[m0:m1, 0:N] (row-major, ldc) = op(A) op(B), then + bias[0:N] on every row when bias is
 // not null, then + add[i * ldc + j] when add is not null (add must not alias C: the fallbacks
-// store C before adding): A [M, K] (lda), or [K, M] when ta; B [K, N] (ldb), or [N, K] when tb. AT and BT are each uint16_t (bf16 bit patterns) or float (an
-// f32 operand rounded to bf16 as to_bf16 in kernel.h, to nearest even, while it is packed: the
-// bits of converting it first). Single-threaded: callers split rows / columns over threads, each
-// with its own `pack` of bf16_gemm_pack_bytes(ta, N, K) bytes (up to about 4.4 MiB: the packed
-// B block of up to 2048 k by 1024 columns, and an A block).
+// store C before adding): A [M, K] (lda), or [K, M] when ta; B [K, N] (ldb), or [N, K] when
+// tb. AT and BT are each uint16_t (bf16 bit patterns) or float (an f32 operand rounded to bf16 as
+// to_bf16 in kernel.h, to nearest even, while it is packed: the bits of converting it first).
+// Single-threaded: callers split rows / columns over threads, each with its own `pack` of
+// bf16_gemm_pack_bytes(ta, N, K) bytes (up to about 4.4 MiB: the packed B block of up to 2048 k by
+// 1024 columns, and an A block).
 template <class AT, class BT>
 void bf16_gemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, const AT* A,
                     int64_t lda, const BT* B, int64_t ldb, float* C, int64_t ldc, void* pack,

@@ -1,0 +1,118 @@
+// The attention composites' decompositions (attention.cpp's header states them): the textbook
+// masked softmax in plain ops, a 5-D [B, Hkv, G, S, *] layout for the query heads that share a kv
+// head; bf16 q, k, v with preferred-f32 dots and the bf16 roundings of the mixed-precision rule.
+#include <cmath>
+#include <optional>
+
+#include "tlaloc/composites/attention_internal.h"
+#include "tlaloc/trace/tensor.h"
+
+namespace tlaloc::composites::attention_detail {
+namespace {
+
+using ir::ValueId;
+using trace::Tensor;
+
+struct Dims {
+  int64_t B, Hq, S, D, Hkv, T, Dv, G;
+};
+
+// bf16 operands accumulate and return f32 (preferred_element_type).
+Tensor dot(const Tensor& a, const Tensor& b, ir::DotDims dims) {
+  ir::Builder& bl = a.builder();
+  std::optional<DType> pref;
+  if (a.dtype() == DType::bf16) pref = DType::f32;
+  return {&bl, bl.dot_general(a.id(), b.id(), std::move(dims), pref)};
+}
+
+// x rounded to bf16 when the attention runs in bf16 (v's dtype), else x.
+Tensor like_v(const Tensor& x, const Tensor& v) {
+  return v.dtype() == DType::bf16 ? astype(x, DType::bf16) : x;
+}
+
+Dims dims_of(const Tensor& q, const Tensor& k, const Tensor& v) {
+  Dims d{q.dim(0), q.dim(1), q.dim(2), q.dim(3), k.dim(1), k.dim(2), v.dim(3), 0};
+  d.G = d.Hq / d.Hkv;
+  return d;
+}
+
+// Visibility i1 [B,Hkv,G,S,T] (or nullopt: everything visible).
+std::optional<Tensor> visible(const Dims& d, const std::optional<Tensor>& key_mask, bool causal) {
+  std::optional<Tensor> vis;
+  Shape full{d.B, d.Hkv, d.G, d.S, d.T};
+  if (causal) {
+    Tensor i = trace::iota(Shape{d.S, d.T}, 0), j = trace::iota(Shape{d.S, d.T}, 1);
+    vis = broadcast_to(i + double(d.T - d.S) >= j, full);
+  }
+  if (key_mask) {
+    Tensor km = broadcast_to(reshape(*key_mask, {d.B, 1, 1, 1, d.T}), full);
+    vis = vis ? (*vis & km) : km;
+  }
+  return vis;
+}
+
+// Scores scale·q·kᵀ [B,Hkv,G,S,T] with hidden entries -inf.
+Tensor masked_scores(const Dims& d, const Tensor& q, const Tensor& k,
+                     const std::optional<Tensor>& vis, double scale) {
+  Tensor q5 = reshape(q, {d.B, d.Hkv, d.G, d.S, d.D});
+  Tensor s = dot(q5, k, {{0, 1}, {0, 1}, {4}, {3}}) * scale;
+  return vis ? where(*vis, s, full_like(s, -INFINITY)) : s;
+}
+
+}  // namespace
+
+std::vector<ValueId> decompose(ir::Builder& b, const ir::Node& n, std::span<const ValueId> ops) {
+  trace::BuilderScope scope(b);
+  const Tensor q(&b, ops[0]), k(&b, ops[1]), v(&b, ops[2]);
+  std::optional<Tensor> mask;
+  if (ops.size() == 4) mask = Tensor(&b, ops[3]);
+  const Dims d = dims_of(q, k, v);
+  Tensor s = masked_scores(d, q, k, visible(d, mask, n.attrs.params[kCausal] != 0),
+                           n.attrs.params[kScale]);
+  Tensor m = max(s, {-1}, true);
+  Tensor m0 = where(m > -INFINITY, m, zeros_like(m));
+  Tensor e = exp(s - m0);
+  Tensor l = sum(e, {-1}, true);
+  Tensor nonempty = l > 0.0;
+  Tensor l1 = where(nonempty, l, ones_like(l));
+  Tensor o = dot(like_v(e / l1, v), v, {{0, 1}, {0, 1}, {4}, {2}});  // [B,Hkv,G,S,Dv]
+  Tensor lse = where(nonempty, m0 + log(l1), full_like(l, -INFINITY));
+  return {reshape(o, {d.B, d.Hq, d.S, d.Dv}).id(), reshape(lse, {d.B, d.Hq, d.S}).id()};
+}
+
+std::vector<ValueId> decompose_grad(ir::Builder& b, const ir::Node& n,
+                                    std::span<const ValueId> ops) {
+  trace::BuilderScope scope(b);
+  const Tensor q(&b, ops[0]), k(&b, ops[1]), v(&b, ops[2]);
+  std::optional<Tensor> mask;
+  if (ops.size() == 7) mask = Tensor(&b, ops[6]);
+  const Dims d = dims_of(q, k, v);
+  auto heads5 = [&](ValueId x, int64_t w) {
+    return reshape(Tensor(&b, x), {d.B, d.Hkv, d.G, d.S, w});
+  };
+  Tensor o = heads5(ops[3], d.Dv), lse = heads5(ops[4], 1), dout = heads5(ops[5], d.Dv);
+  Tensor s = masked_scores(d, q, k, visible(d, mask, n.attrs.params[kCausal] != 0),
+                           n.attrs.params[kScale]);
+  Tensor lse0 = where(lse > -INFINITY, lse, zeros_like(lse));
+  Tensor p = exp(s - lse0);  // hidden entries: exp(-inf) = 0
+  const Tensor dout_v = like_v(dout, v);
+  Tensor dv = dot(like_v(p, v), dout_v, {{0, 1}, {0, 1}, {2, 3}, {2, 3}});  // [B,Hkv,T,Dv]
+  Tensor dp = dot(dout_v, v, {{0, 1}, {0, 1}, {4}, {3}});                   // [B,Hkv,G,S,T]
+  Tensor delta = sum(dout * o, {-1}, true);
+  const double scale = n.attrs.params[kScale];
+  Tensor q5 = reshape(q, {d.B, d.Hkv, d.G, d.S, d.D});
+  Tensor dq, dk;
+  if (v.dtype() == DType::bf16) {  // scale·ds rounded once for both dots
+    Tensor ds = astype(p * (dp - delta) * scale, DType::bf16);
+    dq = astype(dot(ds, k, {{0, 1}, {0, 1}, {4}, {2}}), DType::bf16);
+    dk = astype(dot(ds, q5, {{0, 1}, {0, 1}, {2, 3}, {2, 3}}), DType::bf16);
+    dv = astype(dv, DType::bf16);
+  } else {
+    Tensor ds = p * (dp - delta);
+    dq = dot(ds, k, {{0, 1}, {0, 1}, {4}, {2}}) * scale;         // [B,Hkv,G,S,D]
+    dk = dot(ds, q5, {{0, 1}, {0, 1}, {2, 3}, {2, 3}}) * scale;  // [B,Hkv,T,D]
+  }
+  return {reshape(dq, {d.B, d.Hq, d.S, d.D}).id(), dk.id(), dv.id()};
+}
+
+}  // namespace tlaloc::composites::attention_detail
