@@ -57,6 +57,48 @@ float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
+// Query rows i0 .. i0 + rows - 1's scores in P [rows, n] (multiplied by `scale` first unless it
+// is 1): each row's softmax over its visible keys (the rest 0) and its log-sum-exp into L. The
+// decomposition's guards: a shift of 0 when the row's max is -inf, and log-sum-exp -inf when
+// the sum is not > 0 (no key, or a NaN: the row stays NaN).
+void softmax_block(const Dims& d, int64_t i0, int64_t rows, int64_t n, float* P, float* L,
+                   float scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    float* p = P + r * n;
+    const int64_t e = d.end(i0 + r);
+    std::fill(p + e, p + n, 0.0f);
+    if (e == 0) {
+      L[i0 + r] = kNegInf;
+      continue;
+    }
+    if (scale != 1.0f) scale_row(p, e, scale);
+    const float m = row_max(p, e), shift = m > kNegInf ? m : 0.0f;
+    exp_shifted(p, e, shift);
+    const float l = row_sum(p, e);
+    L[i0 + r] = l > 0 ? shift + std::log(l) : kNegInf;
+    scale_row(p, e, l > 0 ? 1.0f / l : 1.0f);
+  }
+}
+
+// The backward's rows i0 .. i0 + rows - 1: from the scores in P [rows, n] (multiplied by `scale`
+// first unless it is 1) and dP = dO Vᵀ in dS, p = exp(s - lse) (a log-sum-exp of -inf or NaN
+// counting as 0, the decomposition's where) and ds = p (dp - do·o) · scale in place; hidden
+// entries 0.
+void softmax_grad_block(const Dims& d, int64_t i0, int64_t rows, int64_t n, float* P, float* dS,
+                        const float* O, const float* L, const float* dO, float scale) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t i = i0 + r, e = d.end(i);
+    float* p = P + r * n;
+    float* ds = dS + r * n;
+    std::fill(p + e, p + n, 0.0f);
+    std::fill(ds + e, ds + n, 0.0f);
+    if (e == 0) continue;
+    if (scale != 1.0f) scale_row(p, e, scale);
+    exp_shifted(p, e, L[i] > kNegInf ? L[i] : 0.0f);
+    softmax_grad_row(p, ds, e, dot(dO + i * d.Dv, O + i * d.Dv, d.Dv), d.scale);
+  }
+}
+
 }  // namespace
 
 int64_t Dims::end(int64_t i) const { return causal ? std::clamp<int64_t>(i + T - S + 1, 0, T) : T; }
@@ -77,20 +119,7 @@ void forward(const Dims& d, const float* Q, const float* K, const float* V, floa
     // its own keys (the rest 0).
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(n), int(d.D), d.scale,
                 Q + i0 * d.D, int(d.D), K, int(d.D), 0.0f, P, int(n));
-    for (int64_t r = 0; r < rows; ++r) {
-      float* p = P + r * n;
-      const int64_t e = d.end(i0 + r);
-      std::fill(p + e, p + n, 0.0f);
-      if (e == 0) {
-        L[i0 + r] = kNegInf;
-        continue;
-      }
-      const float m = row_max(p, e);
-      exp_shifted(p, e, m);
-      const float l = row_sum(p, e);
-      L[i0 + r] = m + std::log(l);
-      scale_row(p, e, 1.0f / l);
-    }
+    softmax_block(d, i0, rows, n, P, L, 1.0f);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(d.Dv), int(n), 1.0f, P,
                 int(n), V, int(d.Dv), 0.0f, O + i0 * d.Dv, int(d.Dv));
   }
@@ -111,16 +140,7 @@ void backward(const Dims& d, const float* Q, const float* K, const float* V, con
     // dP = dO Vᵀ
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(rows), int(n), int(d.Dv), 1.0f,
                 dO + i0 * d.Dv, int(d.Dv), V, int(d.Dv), 0.0f, dS, int(n));
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = i0 + r, e = d.end(i);
-      float* p = P + r * n;
-      float* ds = dS + r * n;
-      std::fill(p + e, p + n, 0.0f);
-      std::fill(ds + e, ds + n, 0.0f);
-      if (e == 0) continue;
-      exp_shifted(p, e, L[i]);  // p = exp(s - lse)
-      softmax_grad_row(p, ds, e, dot(dO + i * d.Dv, O + i * d.Dv, d.Dv), d.scale);
-    }
+    softmax_grad_block(d, i0, rows, n, P, dS, O, L, dO, 1.0f);
     // dQ = dS K; dK += dSᵀ Q; dV += Pᵀ dO
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(rows), int(d.D), int(n), 1.0f, dS,
                 int(n), K, int(d.D), 0.0f, dQ + i0 * d.D, int(d.D));
@@ -172,21 +192,7 @@ void forward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const uin
       continue;
     }
     gemm16(false, true, rows, n, d.D, Q + i0 * d.D, d.D, K, d.D, P, n, pack);
-    for (int64_t r = 0; r < rows; ++r) {
-      float* p = P + r * n;
-      const int64_t e = d.end(i0 + r);
-      std::fill(p + e, p + n, 0.0f);
-      if (e == 0) {
-        L[i0 + r] = kNegInf;
-        continue;
-      }
-      scale_row(p, e, d.scale);
-      const float m = row_max(p, e);
-      exp_shifted(p, e, m > kNegInf ? m : 0.0f);  // the decomposition's shift: 0 for max -inf
-      const float l = row_sum(p, e);
-      L[i0 + r] = l > 0 ? (m > kNegInf ? m : 0.0f) + std::log(l) : kNegInf;
-      scale_row(p, e, l > 0 ? 1.0f / l : 1.0f);  // l NaN: the row stays NaN
-    }
+    softmax_block(d, i0, rows, n, P, L, d.scale);
     gemm16(false, false, rows, d.Dv, n, P, n, V, d.Dv, O + i0 * d.Dv, d.Dv, pack);
   }
 }
@@ -206,17 +212,7 @@ void backward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const ui
     }
     gemm16(false, true, rows, n, d.D, Q + i0 * d.D, d.D, K, d.D, P, n, pack);
     gemm16(false, true, rows, n, d.Dv, dO + i0 * d.Dv, d.Dv, V, d.Dv, dS, n, pack);  // dP
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = i0 + r, e = d.end(i);
-      float* p = P + r * n;
-      float* ds = dS + r * n;
-      std::fill(p + e, p + n, 0.0f);
-      std::fill(ds + e, ds + n, 0.0f);
-      if (e == 0) continue;
-      scale_row(p, e, d.scale);
-      exp_shifted(p, e, L[i] > kNegInf ? L[i] : 0.0f);  // p = exp(s - lse)
-      softmax_grad_row(p, ds, e, dot(dO + i * d.Dv, O + i * d.Dv, d.Dv), d.scale);
-    }
+    softmax_grad_block(d, i0, rows, n, P, dS, O, L, dO, d.scale);
     // dQ = dS K (rounded to bf16); dK += dSᵀ Q; dV += Pᵀ dO
     gemm16(false, false, rows, d.D, n, dS, n, K, d.D, dq, d.D, pack);
     for (int64_t j = 0; j < rows * d.D; ++j) dQ[i0 * d.D + j] = runtime::host::to_bf16(dq[j]);
