@@ -19,8 +19,8 @@ std::vector<Tensor> call(ir::Op op, const std::vector<Tensor>& operands,
 
 // Scaled dot-product attention (FlashAttention, Dao et al. 2022; the math of
 // torch.nn.functional.scaled_dot_product_attention). q [B,Hq,S,D], k [B,Hkv,T,D],
-// v [B,Hkv,T,Dv], f32, f64 or bf16; Hq a multiple of Hkv (MHA Hq = Hkv, GQA, MQA Hkv = 1): query head h
-// reads kv head h / (Hq / Hkv). key_mask i1 [B,T]: true where a key may be attended. causal:
+// v [B,Hkv,T,Dv], f32, f64 or bf16; Hq a multiple of Hkv (MHA Hq = Hkv, GQA, MQA Hkv = 1): query
+// head h reads kv head h / (Hq / Hkv). key_mask i1 [B,T]: true where a key may be attended. causal:
 // query i sees key j only when j <= i + T - S (bottom-right aligned; top-left when S = T).
 // Returns [B,Hq,S,Dv]: softmax(scale·q·kᵀ + mask)·v, 0 for a query row with no visible key.
 // bf16 q, k, v, or f32 ones under a bf16 trace::Autocast (rounded to bf16 then): bf16 dots with
