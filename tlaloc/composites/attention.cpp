@@ -16,13 +16,14 @@
 //   q, k, v (out, lse, d_out f32): p, d_out and scale·ds rounded to bf16 for the dots, f32
 //   accumulation, dq, dk, dv rounded to bf16 at the end. Its own VJP (second derivatives) is its
 //   decomposition's.
-// Host kernels: per (batch, query head, query row) an online softmax over tiles of kTile keys (a
-// running max m, sum l and output accumulator, rescaled by exp(m_old - m_new) when the max
-// grows), so no [S, T] score matrix exists; the backward per (batch, kv head) recomputes a query
-// row's scores and p = exp(s - lse) from the saved log-sum-exp and accumulates dq, dk, dv. A task
-// owns its kv head's dk / dv rows, so work splits over threads without races and the sums run in
-// a fixed order (bitwise reproducible for any thread count). bf16 without a key mask: the GEMM
-// path (attention_gemm.h) on the bf16 GEMM; bf16 with a key mask runs as its decomposition.
+// Host kernels: finite inputs take the GEMM path (attention_gemm.h: blocks of query rows, each
+// GEMM at once, a key mask hiding scores); otherwise per (batch, query head, query row) an online
+// softmax over tiles of kTile keys (a running max m, sum l and output accumulator, rescaled by
+// exp(m_old - m_new) when the max grows), so no [S, T] score matrix exists; the backward per
+// (batch, kv head) recomputes a query row's scores and p = exp(s - lse) from the saved
+// log-sum-exp and accumulates dq, dk, dv. A task owns its kv head's dk / dv rows, so work splits
+// over threads without races and the sums run in a fixed order (bitwise reproducible for any
+// thread count). bf16: the GEMM path on the bf16 GEMM; with an inf or NaN, the f32 kernel.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -182,8 +183,15 @@ bool any_non_finite(const F* x, int64_t n) {
   return any != 0;
 }
 
-attention_gemm::Dims gemm_dims(const AttentionKernel& a) {
-  return {.S = a.S, .T = a.T, .D = a.D, .Dv = a.Dv, .scale = float(a.scale), .causal = a.causal};
+// M: the key mask's row of the task's batch, or null.
+attention_gemm::Dims gemm_dims(const AttentionKernel& a, const uint8_t* M = nullptr) {
+  return {.S = a.S,
+          .T = a.T,
+          .D = a.D,
+          .Dv = a.Dv,
+          .scale = float(a.scale),
+          .causal = a.causal,
+          .mask = M};
 }
 
 // Key j hidden from query row i (masked, or after it with causal).
@@ -209,8 +217,8 @@ __attribute__((always_inline)) inline void forward_task(const AttentionKernel& a
     for (int64_t j = 0; j < a.T; ++j)
       if (any_non_finite(V + j * a.Dv, a.Dv)) bad.push_back(j);
   if constexpr (std::is_same_v<F, float>) {
-    if (!M && bad.empty() && !any_non_finite(Q, a.S * a.D) && !any_non_finite(K, a.T * a.D)) {
-      attention_gemm::forward(gemm_dims(a), Q, K, V, O, L, acc);
+    if (bad.empty() && !any_non_finite(Q, a.S * a.D) && !any_non_finite(K, a.T * a.D)) {
+      attention_gemm::forward(gemm_dims(a, M), Q, K, V, O, L, acc);
       return;
     }
   }
@@ -295,8 +303,8 @@ __attribute__((always_inline)) inline void backward_task(const AttentionKernel& 
     const F* dO = in<F>(fr, a.dout) + (b * a.Hq + h) * a.S * a.Dv;
     F* dQ = static_cast<F*>(fr.ptr[a.r0]) + (b * a.Hq + h) * a.S * a.D;
     if constexpr (std::is_same_v<F, float>) {
-      if (!M && !dense) {
-        attention_gemm::backward(gemm_dims(a), Q, K, V, O, Lse, dO, dQ, dK, dV, p);
+      if (!dense) {
+        attention_gemm::backward(gemm_dims(a, M), Q, K, V, O, Lse, dO, dQ, dK, dV, p);
         continue;
       }
     }
@@ -416,8 +424,8 @@ void run_bf16_dense(const AttentionKernel& a, const Frame& fr) {
     }
 }
 
-// bf16 q, k, v (no key mask): per task the GEMM path on the bf16 GEMM; the backward adds each
-// query head's dk, dv into f32 accumulators and rounds them once at the end.
+// bf16 q, k, v: per task the GEMM path on the bf16 GEMM (a key mask hides scores there); the
+// backward adds each query head's dk, dv into f32 accumulators and rounds them once at the end.
 void run_bf16(const Kernel& kk, const Frame& fr) {
   const auto& a = runtime::host::as<AttentionKernel>(kk);
   if (bf16_inputs_non_finite(a, fr)) return run_bf16_dense(a, fr);
@@ -431,12 +439,17 @@ void run_bf16(const Kernel& kk, const Frame& fr) {
                                                 : attention_gemm::forward_bf16_scratch(d))));
     std::vector<uint64_t> pack(size_t(attention_gemm::bf16_pack_bytes(d) + 7) / 8);
     auto at = [&](int32_t v, int64_t off) { return static_cast<uint16_t*>(fr.ptr[v]) + off; };
+    auto with_mask = [&](int64_t b) {
+      attention_gemm::Dims db = d;
+      if (a.mask >= 0) db.mask = static_cast<const uint8_t*>(fr.ptr[a.mask]) + b * a.T;
+      return db;
+    };
     for (int64_t t = n * part / parts; t < n * (part + 1) / parts; ++t) {
       if (!a.grad) {
         const int64_t b = t / a.Hq, h = t % a.Hq, kvh = h / a.G;
         attention_gemm::forward_bf16(
-            d, at(a.q, (b * a.Hq + h) * a.S * a.D), at(a.k, (b * a.Hkv + kvh) * a.T * a.D),
-            at(a.v, (b * a.Hkv + kvh) * a.T * a.Dv),
+            with_mask(b), at(a.q, (b * a.Hq + h) * a.S * a.D),
+            at(a.k, (b * a.Hkv + kvh) * a.T * a.D), at(a.v, (b * a.Hkv + kvh) * a.T * a.Dv),
             static_cast<float*>(fr.ptr[a.r0]) + (b * a.Hq + h) * a.S * a.Dv,
             static_cast<float*>(fr.ptr[a.r1]) + (b * a.Hq + h) * a.S, buf.data(), pack.data());
         continue;
@@ -447,7 +460,7 @@ void run_bf16(const Kernel& kk, const Frame& fr) {
       for (int64_t g = 0; g < a.G; ++g) {
         const int64_t h = (b * a.Hq + kvh * a.G + g);
         attention_gemm::backward_bf16(
-            d, at(a.q, h * a.S * a.D), at(a.k, (b * a.Hkv + kvh) * a.T * a.D),
+            with_mask(b), at(a.q, h * a.S * a.D), at(a.k, (b * a.Hkv + kvh) * a.T * a.D),
             at(a.v, (b * a.Hkv + kvh) * a.T * a.Dv), in<float>(fr, a.out) + h * a.S * a.Dv,
             in<float>(fr, a.lse) + h * a.S, in<float>(fr, a.dout) + h * a.S * a.Dv,
             at(a.r0, h * a.S * a.D), dK, dV, dK + acc, pack.data());
@@ -463,8 +476,6 @@ void run_bf16(const Kernel& kk, const Frame& fr) {
 std::unique_ptr<Kernel> make_kernel(const ir::Function& f, ValueId id, int num_threads) {
   const ir::Node& n = f.nodes[size_t(id)];
   const bool bf16 = f.type(n.operands[0]).dtype == DType::bf16;
-  if (bf16 && n.operands.size() == (n.op == Op::attention_grad ? 7u : 4u))
-    return nullptr;  // bf16 with a key mask: the decomposition
   auto k = std::make_unique<AttentionKernel>();
   k->grad = n.op == Op::attention_grad;
   k->q = n.operands[0];

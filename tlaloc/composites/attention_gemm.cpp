@@ -57,6 +57,12 @@ float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
+// Scores of keys the mask hides become -inf (none without a mask).
+void hide_masked(const Dims& d, float* p, int64_t e) {
+  if (d.mask)
+    for (int64_t j = 0; j < e; ++j) p[j] = d.mask[j] ? p[j] : kNegInf;
+}
+
 // Query rows i0 .. i0 + rows - 1's scores in P [rows, n] (multiplied by `scale` first unless it
 // is 1): each row's softmax over its visible keys (the rest 0) and its log-sum-exp into L. The
 // decomposition's guards: a shift of 0 when the row's max is -inf, and log-sum-exp -inf when
@@ -72,6 +78,7 @@ void softmax_block(const Dims& d, int64_t i0, int64_t rows, int64_t n, float* P,
       continue;
     }
     if (scale != 1.0f) scale_row(p, e, scale);
+    hide_masked(d, p, e);
     const float m = row_max(p, e), shift = m > kNegInf ? m : 0.0f;
     exp_shifted(p, e, shift);
     const float l = row_sum(p, e);
@@ -94,6 +101,7 @@ void softmax_grad_block(const Dims& d, int64_t i0, int64_t rows, int64_t n, floa
     std::fill(ds + e, ds + n, 0.0f);
     if (e == 0) continue;
     if (scale != 1.0f) scale_row(p, e, scale);
+    hide_masked(d, p, e);  // then exp gives them 0
     exp_shifted(p, e, L[i] > kNegInf ? L[i] : 0.0f);
     softmax_grad_row(p, ds, e, dot(dO + i * d.Dv, O + i * d.Dv, d.Dv), d.scale);
   }

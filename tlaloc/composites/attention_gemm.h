@@ -1,5 +1,6 @@
-// Internal to composites/attention.cpp: the attention host kernels' GEMM path for f32 with no
-// key mask and finite inputs (the common training case). Blocks of kQueryBlock query rows take
+// Internal to composites/attention.cpp: the attention host kernels' GEMM path for finite inputs
+// (the common training case), with or without a key mask (a hidden key's score is -inf before
+// the softmax, so its weight is 0). Blocks of kQueryBlock query rows take
 // each GEMM at once against all their visible keys (OpenBLAS sgemm, single-threaded inside a
 // team part): scores [rows, keys], an exact softmax per row (every visible key is in the block's
 // scores, so no online rescaling), then probabilities · values. So no [S, T] matrix exists,
@@ -18,7 +19,8 @@ struct Dims {
   int64_t S = 0, T = 0, D = 0, Dv = 0;  // query rows, keys, head dims of q / k and v
   float scale = 1;
   bool causal = false;
-  // Keys visible to query row i: j < end(i).
+  const uint8_t* mask = nullptr;  // key_mask's row for this batch [T] (0: hidden), or none
+  // Keys visible to query row i: j < end(i), and mask[j] when there is a mask.
   int64_t end(int64_t i) const;
 };
 
@@ -38,9 +40,9 @@ void backward(const Dims& d, const float* Q, const float* K, const float* V, con
 
 // bf16 q, k, v (bit patterns) with f32 results, each GEMM on the bf16 kernel (runtime/host/
 // gemm_bf16.h: f32 accumulation), scores and softmax in f32; the GEMMs' f32 operands (p, ds,
-// d_out) are rounded to bf16 as they are packed. Finite inputs and no key mask only: hidden keys
-// are skipped, not weighted by 0 (attention.cpp takes inputs with inf / NaN to the f32 kernel's
-// dense paths). `pack`: bf16_pack_bytes(d).
+// d_out) are rounded to bf16 as they are packed. Finite inputs only: hidden keys are skipped, not
+// weighted by 0 (attention.cpp takes inputs with inf / NaN to the f32 kernel's dense paths).
+// `pack`: bf16_pack_bytes(d).
 int64_t bf16_pack_bytes(const Dims& d);
 int64_t forward_bf16_scratch(const Dims& d);   // floats
 int64_t backward_bf16_scratch(const Dims& d);  // floats

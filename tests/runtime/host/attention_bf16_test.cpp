@@ -6,8 +6,7 @@
 // boundary crossed by an f32 value the oracle holds in f64, so the bounds are a few bf16 ulps of
 // p (2^-8) times the sums' magnitudes. run_all also checks 1 = 2 threads, bitwise. MHA and GQA,
 // causal with S < T and S > T, several query blocks; the decomposition (the pjrt lane's program)
-// agrees too; inf and NaN inputs give the decomposition's NaN and inf; and a key mask runs as the
-// decomposition.
+// agrees too; inf and NaN inputs give the decomposition's NaN and inf; a key mask hides its keys.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -33,8 +32,10 @@ struct Oracle {
   std::vector<double> out, lse, dq, dk, dv;
 };
 
+// mask: [B, T] (false: the key is hidden) or empty.
 Oracle oracle(const Cfg& c, const std::vector<double>& q, const std::vector<double>& k,
-              const std::vector<double>& v, const std::vector<double>& dout, double scale) {
+              const std::vector<double>& v, const std::vector<double>& dout, double scale,
+              const std::vector<bool>& mask = {}) {
   Oracle o;
   o.out.assign(size_t(c.B * c.Hq * c.S * c.Dv), 0);
   o.lse.assign(size_t(c.B * c.Hq * c.S), -INFINITY);
@@ -48,9 +49,15 @@ Oracle oracle(const Cfg& c, const std::vector<double>& q, const std::vector<doub
       const int64_t kv = b * c.Hkv + h / G, bh = b * c.Hq + h;
       for (int64_t i = 0; i < c.S; ++i) {
         const int64_t end = c.causal ? std::clamp<int64_t>(i + c.T - c.S + 1, 0, c.T) : c.T;
-        if (end == 0) continue;
+        auto seen = [&](int64_t j) {
+          return j < end && (mask.empty() || mask[size_t(b * c.T + j)]);
+        };
+        bool any = false;
+        for (int64_t j = 0; j < end; ++j) any |= seen(j);
+        if (!any) continue;
         double m = -INFINITY;
         for (int64_t j = 0; j < end; ++j) {
+          if (!seen(j)) continue;
           double s = 0;
           for (int64_t d = 0; d < c.D; ++d)
             s += q[size_t((bh * c.S + i) * c.D + d)] * k[size_t((kv * c.T + j) * c.D + d)];
@@ -58,7 +65,8 @@ Oracle oracle(const Cfg& c, const std::vector<double>& q, const std::vector<doub
           m = std::max(m, p[size_t(j)]);
         }
         double l = 0;
-        for (int64_t j = 0; j < end; ++j) l += p[size_t(j)] = std::exp(p[size_t(j)] - m);
+        for (int64_t j = 0; j < end; ++j)
+          l += p[size_t(j)] = seen(j) ? std::exp(p[size_t(j)] - m) : 0.0;
         const double lse = m + std::log(l);
         o.lse[size_t(bh * c.S + i)] = lse;
         for (int64_t j = 0; j < end; ++j) pb[size_t(j)] = bf(p[size_t(j)] / l);
@@ -74,6 +82,7 @@ Oracle oracle(const Cfg& c, const std::vector<double>& q, const std::vector<doub
         for (int64_t d = 0; d < c.Dv; ++d)
           delta += dO[d] * o.out[size_t((bh * c.S + i) * c.Dv + d)];
         for (int64_t j = 0; j < end; ++j) {
+          if (!seen(j)) continue;
           const double pj = p[size_t(j)] / l;  // exp(s - lse)
           double dp = 0;
           for (int64_t d = 0; d < c.Dv; ++d) {
@@ -208,26 +217,41 @@ TEST(HostBf16Attention, NonFiniteInputsAsTheDecomposition) {
   }
 }
 
-// A key mask has no bf16 kernel: the composite runs as its decomposition, which hides the key.
-TEST(HostBf16Attention, KeyMaskRunsAsTheDecomposition) {
-  std::vector<Array> in = {
-      lcg_array(DType::bf16, {1, 2, 4, 8}, 41), lcg_array(DType::bf16, {1, 1, 5, 8}, 42),
-      lcg_array(DType::bf16, {1, 1, 5, 4}, 43),
-      Array::from(Shape{1, 5}, std::vector<bool>{true, true, true, true, false})};
-  std::vector<ir::TensorType> types;
-  for (auto& a : in) types.push_back({a.dtype(), a.shape()});
-  auto fwd = one_op_results(types, [&](ir::Builder& b, auto& p) {
-    return cop::attention(b, p[0], p[1], p[2], p[3], 0.5, false);
-  });
-  std::vector<Array> out = run_all(fwd, in);
-  // The oracle over the first 4 keys only (the masked one hidden).
-  const Cfg c4{1, 2, 4, 8, 1, 4, 4, false};
-  std::vector<double> k = in[1].to_doubles(), v = in[2].to_doubles();
-  k.resize(4 * 8);
-  v.resize(4 * 4);
-  const Oracle o = oracle(c4, in[0].to_doubles(), k, v, std::vector<double>(2 * 4 * 4, 0), 0.5);
-  near(out[0], o.out, 5e-4, "out");
-  near(out[1], o.lse, 1e-5, "lse");
+// A key mask (batch 0 hides key 1; batch 1 hides keys 0..2, so with causal its first rows see
+// no key): the kernels' masked GEMM path against the oracle, forward and gradient.
+TEST(HostBf16Attention, KeyMaskMatchesF64OnRoundedOperands) {
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE(fmt::format("causal {}", causal));
+    const Cfg c{2, 4, 70, 8, 2, 72, 4, causal};
+    std::vector<bool> mask(size_t(c.B * c.T), true);
+    mask[1] = false;
+    for (int64_t j = 0; j < 3; ++j) mask[size_t(c.T + j)] = false;
+    std::vector<Array> in = {lcg_array(DType::bf16, {c.B, c.Hq, c.S, c.D}, 41, -2, 2),
+                             lcg_array(DType::bf16, {c.B, c.Hkv, c.T, c.D}, 42, -2, 2),
+                             lcg_array(DType::bf16, {c.B, c.Hkv, c.T, c.Dv}, 43),
+                             Array::from(Shape{c.B, c.T}, mask)};
+    std::vector<ir::TensorType> types;
+    for (auto& a : in) types.push_back({a.dtype(), a.shape()});
+    auto fwd = one_op_results(types, [&](ir::Builder& b, auto& p) {
+      return cop::attention(b, p[0], p[1], p[2], p[3], 0.4, c.causal);
+    });
+    const std::vector<Array> out = run_all(fwd, in);
+    const Array dout = lcg_array(DType::f32, out[0].shape(), 44);
+    const Oracle o = oracle(c, in[0].to_doubles(), in[1].to_doubles(), in[2].to_doubles(),
+                            dout.to_doubles(), 0.4, mask);
+    near(out[0], o.out, 5e-4, "out");
+    near(out[1], o.lse, 1e-5, "lse");
+    std::vector<Array> gin = {in[0], in[1], in[2], out[0], out[1], dout, in[3]};
+    std::vector<ir::TensorType> gtypes;
+    for (auto& a : gin) gtypes.push_back({a.dtype(), a.shape()});
+    auto bwd = one_op_results(gtypes, [&](ir::Builder& b, auto& p) {
+      return cop::attention_grad(b, p[0], p[1], p[2], p[3], p[4], p[5], p[6], 0.4, c.causal);
+    });
+    const std::vector<Array> g = run_all(bwd, gin);
+    near(g[0], o.dq, 1e-2, "dq");
+    near(g[1], o.dk, 1e-2, "dk");
+    near(g[2], o.dv, 1e-2, "dv");
+  }
 }
 
 }  // namespace
