@@ -122,6 +122,35 @@ TEST(Autodiff, ConventionsAtNonDifferentiablePoints) {
     return grad_at(f, x, 0);
   };
   EXPECT_EQ(g(trace::relu), (std::vector<double>{0, 0, 1, 1, 1}));  // relu'(0) = 0
+  // torch.relu at NaN, ±0 and ±inf (torch 1.13: relu(x), and its gradient for a cotangent of 3):
+  // x    NaN  -0   +0   1  -1  inf  -inf
+  // y    NaN  -0   +0   1  +0  inf  +0     (tlaloc: +0 for -0, as trace/tensor.h says)
+  // dx   3    0    0    3  0   3    0
+  {
+    const double nan = std::nan("");
+    const double inf = std::numeric_limits<double>::infinity();
+    std::vector<Array> xs{f64({7}, {nan, -0.0, 0.0, 1, -1, inf, -inf})};
+    ir::TensorType t7{DType::f64, {7}};
+    auto y = capture1(
+        [](std::span<const Tensor> a) { return std::vector<Tensor>{trace::relu(a[0])}; }, {t7});
+    const double want[] = {nan, 0.0, 0.0, 1, 0.0, inf, 0.0};
+    for (const Array& out : {execute(y, xs)[0], runtime::host::compile(y)->run(xs)[0]})
+      for (int i = 0; i < 7; ++i) {
+        if (std::isnan(want[i])) {
+          EXPECT_TRUE(std::isnan(out.at(i))) << i;
+          continue;
+        }
+        EXPECT_EQ(out.at(i), want[i]) << i;
+        EXPECT_EQ(std::signbit(out.at(i)), std::signbit(want[i])) << i;
+      }
+    auto s3 = capture1(
+        [](std::span<const Tensor> a) {
+          return std::vector<Tensor>{trace::sum(trace::relu(a[0]) * 3.0)};
+        },
+        {t7});
+    auto d = grad_at(s3, xs, 0);
+    EXPECT_EQ(d, (std::vector<double>{3, 0, 0, 3, 0, 3, 0}));
+  }
   EXPECT_EQ(g(trace::abs), (std::vector<double>{-1, 0, 1, 1, 1}));  // abs'(0) = 0
   EXPECT_EQ(g(trace::sign), (std::vector<double>{0, 0, 0, 0, 0}));
   // reduce max / min: ties split equally.

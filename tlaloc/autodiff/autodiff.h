@@ -10,7 +10,7 @@
 // with add; dead code is removed at the end (passes::dce). Output aliases are dropped.
 //
 // Conventions at non-differentiable points (PyTorch / JAX):
-// * relu'(0) = 0 (trace::relu is select(x > 0, x, 0)); abs'(0) = 0 (abs' = sign);
+// * relu'(0) = 0 (trace::relu selects x only where x > 0 or NaN); abs'(0) = 0 (abs' = sign);
 //   sign and floor have derivative 0; remainder(a, b): d/da = 1, d/db = -trunc(a/b).
 // * maximum / minimum and reduce max / min: at ties the cotangent is split equally between the
 //   tied entries (JAX's reduce-max rule; torch.maximum also gives each side half).

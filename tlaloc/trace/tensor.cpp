@@ -190,7 +190,7 @@ Tensor floor(const Tensor& x) { return unary(Op::floor, x); }
 Tensor square(const Tensor& x) { return x * x; }
 Tensor relu(const Tensor& x) {
   Tensor zero = zeros_like(x);
-  return where(x > zero, x, zero);
+  return where((x > zero) | not_equal(x, x), x, zero);
 }
 Tensor where(const Tensor& pred, const Tensor& a, const Tensor& b) {
   ir::Builder& bl = same_builder(a, b);

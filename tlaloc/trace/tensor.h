@@ -113,7 +113,10 @@ Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);
 Tensor floor(const Tensor& x);
 Tensor square(const Tensor& x);
-// relu(x) = x > 0 ? x : 0, so its derivative at 0 is 0 (PyTorch's and JAX's convention).
+// relu(x) = x where x > 0 or x is NaN, else +0: torch.relu's values (NaN propagates) except the
+// sign of relu(-0), +0 here (torch keeps -0; one select instead of three, the CNN's hot path);
+// its derivative is 1 where x > 0 or NaN and 0 elsewhere, 0 at 0 included (PyTorch's
+// threshold_backward; JAX's convention at 0).
 Tensor relu(const Tensor& x);
 // where(pred, a, b): pred i1; all three broadcast.
 Tensor where(const Tensor& pred, const Tensor& a, const Tensor& b);
