@@ -50,10 +50,7 @@ TLALOC_ISA_DECLS
 #endif
 namespace isa_baseline {}  // namespace isa_baseline
 
-namespace {
-// The widest instruction set of the CPU's, capped by TLALOC_HOST_ISA (baseline, avx2).
-enum class Isa { baseline, avx2, avx512 };
-Isa isa() {
+Isa host_isa() {
 #if TLALOC_HOST_AVX2
   static const Isa cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                                  __builtin_cpu_supports("avx512bw") &&
@@ -69,13 +66,12 @@ Isa isa() {
   return Isa::baseline;
 #endif
 }
-}  // namespace
 
 #if TLALOC_HOST_AVX2
-#define TLALOC_DISPATCH(call)              \
-  (isa() == Isa::avx512 ? isa_avx512::call \
-   : isa() == Isa::avx2 ? isa_avx2::call   \
-                        : isa_baseline::call)
+#define TLALOC_DISPATCH(call)                   \
+  (host_isa() == Isa::avx512 ? isa_avx512::call \
+   : host_isa() == Isa::avx2 ? isa_avx2::call   \
+                             : isa_baseline::call)
 #else
 #define TLALOC_DISPATCH(call) isa_baseline::call
 #endif

@@ -15,6 +15,11 @@
 
 namespace tlaloc::runtime::host {
 
+// The host lane's vector instruction set: the widest this CPU has, capped by TLALOC_HOST_ISA
+// (baseline, avx2); read when a kernel is built. AVX-512 means F, VL, BW and DQ.
+enum class Isa { baseline, avx2, avx512 };
+Isa host_isa();
+
 // A load's index map after collapsing: element i of the block starting at `base` reads
 // storage offset + sum(coord[d] * strides[d]) where coord are the coordinates of base + i in
 // `dims`. kind: 0 scalar fill, 1 contiguous, 2 general.
@@ -34,8 +39,8 @@ struct Instr {
   InstrFn fn = nullptr;
   int32_t dst = -1, a = -1, b = -1, c = -1;  // registers
   int32_t e = -1;                            // chain: register scaling c (chain_fn scaled_c)
-  int32_t value = -1;            // load / store: IR value whose storage is used
-  const LoadMap* map = nullptr;  // load
+  int32_t value = -1;                        // load / store: IR value whose storage is used
+  const LoadMap* map = nullptr;              // load
 };
 
 // Register r of the block, as T elements.

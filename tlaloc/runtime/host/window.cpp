@@ -14,28 +14,21 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 
+#include "tlaloc/runtime/host/instr.h"
 #include "tlaloc/runtime/host/kernels.h"
 #include "tlaloc/runtime/host/team.h"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if TLALOC_HOST_AVX2  // (GCC on x86-64: the vector builds instr.h dispatches to)
 #include <immintrin.h>
-#define TLALOC_WINDOW_AVX512 1
-#else
-#define TLALOC_WINDOW_AVX512 0
 #endif
 
 namespace tlaloc::runtime::host {
 namespace {
 
-#if TLALOC_WINDOW_AVX512
-bool has_avx512() {
-  static const bool has = __builtin_cpu_supports("avx512f");
-  return has;
-}
+#if TLALOC_HOST_AVX2
 
 // One row pair of max pooling's 2x2 gradient (scatter_pool2x2's picks, the same bits) in
 // AVX-512, 8 windows at a time under masks (lanes 8-15 unused): x0 / x1 the two operand rows
@@ -284,8 +277,8 @@ struct WindowKernel : Kernel {
     const float* SRC = static_cast<const float*>(f.ptr[src]);
     float* Y = static_cast<float*>(f.ptr[out]);
     const int64_t W = dims[1].in, OH = dims[0].out, OW = dims[1].out;
-#if TLALOC_WINDOW_AVX512
-    const bool avx512 = has_avx512() && !std::getenv("TLALOC_HOST_ISA");
+#if TLALOC_HOST_AVX2
+    const bool avx512 = host_isa() == Isa::avx512;
 #endif
     for (int64_t p = p0; p < p1; ++p)
       for (int64_t oh = 0; oh < OH; ++oh) {
@@ -294,7 +287,7 @@ struct WindowKernel : Kernel {
         float* y0 = Y + p * in_plane + 2 * oh * W;
         float* y1 = y0 + W;
         const float* s = SRC + p * out_plane + oh * OW;
-#if TLALOC_WINDOW_AVX512
+#if TLALOC_HOST_AVX2
         if (avx512) {
           scatter_pool2x2_row_avx512(x0, x1, s, y0, y1, OW);
           continue;
