@@ -136,9 +136,14 @@ else
   say ""
   say "skipped: no Fashion-MNIST in $fmnist (set FMNIST_DIR to the folder of the idx .gz files)"
 fi
-stage lm_jax_optax 75 "$py" bench/lm_step_jax.py --steps 200
-stage lm_jax_optax_if_finite 75 "$py" bench/lm_step_jax.py --steps 200 --apply-if-finite
-stage lm_torch_fused_adamw 75 "$py" bench/lm_step_torch.py --device cuda --steps 200
+# The Python peers run with glibc keeping freed memory, part of PyTorch's best setting on these
+# machines (the CPU arm below has it too); the JAX arms get the same, so no peer runs without it.
+peer_env=(env MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736)
+stage lm_jax_optax 75 "${peer_env[@]}" "$py" bench/lm_step_jax.py --steps 200
+stage lm_jax_optax_if_finite 75 "${peer_env[@]}" "$py" bench/lm_step_jax.py --steps 200 \
+  --apply-if-finite
+stage lm_torch_fused_adamw 75 "${peer_env[@]}" "$py" bench/lm_step_torch.py --device cuda \
+  --steps 200
 
 # Issue 7's host-lane target measured on this machine's CPU too, pinned to two CPUs on distinct
 # cores (a 2-core host): tlaloc's host lane and PyTorch on the CPU, 1 and 2 threads, passive
@@ -153,7 +158,7 @@ if [[ "$cpus" == *,* ]] && command -v taskset >/dev/null; then
       stage "host_lm_${th}t_r$r" 40 env OMP_WAIT_POLICY=passive taskset -c "$cpus" \
         build/tlaloc bench step --model lm --lane host --threads "$th" --steps 300
       stage "torch_cpu_lm_${th}t_r$r" 60 env -u LD_LIBRARY_PATH OMP_WAIT_POLICY=passive \
-        MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736 OMP_NUM_THREADS="$th" taskset -c "$cpus" "$py" bench/lm_step_torch.py --device cpu \
+        "${peer_env[@]}" OMP_NUM_THREADS="$th" taskset -c "$cpus" "$py" bench/lm_step_torch.py --device cpu \
         --threads "$th" --steps 300
     done
   done
