@@ -169,11 +169,14 @@ const F* in(const Frame& fr, int32_t v) {
 }
 
 // Whether any of the n values at x is an inf or a NaN (exponent bits all ones; an integer OR
-// over the bits, so the loop vectorizes).
+// over the bits, so the loop vectorizes). F: float, double, or uint16_t for bf16 bit patterns.
 template <class F>
 bool any_non_finite(const F* x, int64_t n) {
-  using U = std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>;
-  constexpr U e = sizeof(F) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  using U = std::conditional_t<sizeof(F) == 2, uint16_t,
+                               std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>>;
+  constexpr U e = sizeof(F) == 2   ? U(0x7f80u)
+                  : sizeof(F) == 4 ? U(0x7f800000u)
+                                   : U(0x7ff0000000000000ull);
   U any = 0;
   for (int64_t i = 0; i < n; ++i) {
     U u;
@@ -375,14 +378,11 @@ void run(const Kernel& kk, const Frame& fr) {
 // Whether an inf or NaN is among the bf16 kernel's inputs: q, k, v (bf16) and, for the
 // gradient, out, lse and d_out (f32).
 bool bf16_inputs_non_finite(const AttentionKernel& a, const Frame& fr) {
-  auto bf16 = [&](int32_t v, int64_t n) {
-    const auto* x = static_cast<const uint16_t*>(fr.ptr[v]);
-    uint16_t any = 0;
-    for (int64_t i = 0; i < n; ++i) any |= uint16_t((x[i] & 0x7f80) == 0x7f80);
-    return any != 0;
-  };
   const int64_t nq = a.B * a.Hq * a.S, nkv = a.B * a.Hkv * a.T;
-  if (bf16(a.q, nq * a.D) || bf16(a.k, nkv * a.D) || bf16(a.v, nkv * a.Dv)) return true;
+  if (any_non_finite(in<uint16_t>(fr, a.q), nq * a.D) ||
+      any_non_finite(in<uint16_t>(fr, a.k), nkv * a.D) ||
+      any_non_finite(in<uint16_t>(fr, a.v), nkv * a.Dv))
+    return true;
   return a.grad && (any_non_finite(in<float>(fr, a.out), nq * a.Dv) ||
                     any_non_finite(in<float>(fr, a.lse), nq) ||
                     any_non_finite(in<float>(fr, a.dout), nq * a.Dv));
