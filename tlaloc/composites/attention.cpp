@@ -424,6 +424,17 @@ void run_bf16_dense(const AttentionKernel& a, const Frame& fr) {
     }
 }
 
+// Bytes of Frame::scratch each thread of run_bf16 takes: its f32 buffers (the backward's dk / dv
+// accumulators first), then the GEMM's pack buffer.
+int64_t bf16_floats(const AttentionKernel& a) {
+  const attention_gemm::Dims d = gemm_dims(a);
+  return a.grad ? a.T * (a.D + a.Dv) + attention_gemm::backward_bf16_scratch(d)
+                : attention_gemm::forward_bf16_scratch(d);
+}
+int64_t bf16_thread_bytes(const AttentionKernel& a) {
+  return (bf16_floats(a) * 4 + 63) / 64 * 64 + attention_gemm::bf16_pack_bytes(gemm_dims(a));
+}
+
 // bf16 q, k, v: per task the GEMM path on the bf16 GEMM (a key mask hides scores there); the
 // backward adds each query head's dk, dv into f32 accumulators and rounds them once at the end.
 void run_bf16(const Kernel& kk, const Frame& fr) {
@@ -433,11 +444,11 @@ void run_bf16(const Kernel& kk, const Frame& fr) {
   const int nt =
       a.parallel ? int(std::min<int64_t>(fr.num_threads * runtime::host::kPartsPerThread, n)) : 1;
   const attention_gemm::Dims d = gemm_dims(a);
+  const int64_t acc = a.grad ? a.T * (a.D + a.Dv) : 0, per = bf16_thread_bytes(a);
   runtime::host::parallel(nt, [&](int part, int parts) {
-    const int64_t acc = a.grad ? a.T * (a.D + a.Dv) : 0;
-    std::vector<float> buf(size_t(acc + (a.grad ? attention_gemm::backward_bf16_scratch(d)
-                                                : attention_gemm::forward_bf16_scratch(d))));
-    std::vector<uint64_t> pack(size_t(attention_gemm::bf16_pack_bytes(d) + 7) / 8);
+    char* mine = fr.scratch + runtime::host::team_thread() * per;
+    float* buf = reinterpret_cast<float*>(mine);
+    void* pack = mine + (bf16_floats(a) * 4 + 63) / 64 * 64;
     auto at = [&](int32_t v, int64_t off) { return static_cast<uint16_t*>(fr.ptr[v]) + off; };
     auto with_mask = [&](int64_t b) {
       attention_gemm::Dims db = d;
@@ -451,11 +462,11 @@ void run_bf16(const Kernel& kk, const Frame& fr) {
             with_mask(b), at(a.q, (b * a.Hq + h) * a.S * a.D),
             at(a.k, (b * a.Hkv + kvh) * a.T * a.D), at(a.v, (b * a.Hkv + kvh) * a.T * a.Dv),
             static_cast<float*>(fr.ptr[a.r0]) + (b * a.Hq + h) * a.S * a.Dv,
-            static_cast<float*>(fr.ptr[a.r1]) + (b * a.Hq + h) * a.S, buf.data(), pack.data());
+            static_cast<float*>(fr.ptr[a.r1]) + (b * a.Hq + h) * a.S, buf, pack);
         continue;
       }
       const int64_t b = t / a.Hkv, kvh = t % a.Hkv;
-      float *dK = buf.data(), *dV = dK + a.T * a.D;
+      float *dK = buf, *dV = dK + a.T * a.D;
       std::fill(dK, dK + acc, 0.0f);
       for (int64_t g = 0; g < a.G; ++g) {
         const int64_t h = (b * a.Hq + kvh * a.G + g);
@@ -463,7 +474,7 @@ void run_bf16(const Kernel& kk, const Frame& fr) {
             with_mask(b), at(a.q, h * a.S * a.D), at(a.k, (b * a.Hkv + kvh) * a.T * a.D),
             at(a.v, (b * a.Hkv + kvh) * a.T * a.Dv), in<float>(fr, a.out) + h * a.S * a.Dv,
             in<float>(fr, a.lse) + h * a.S, in<float>(fr, a.dout) + h * a.S * a.Dv,
-            at(a.r0, h * a.S * a.D), dK, dV, dK + acc, pack.data());
+            at(a.r0, h * a.S * a.D), dK, dV, dK + acc, pack);
       }
       uint16_t* oK = at(a.r1, (b * a.Hkv + kvh) * a.T * a.D);
       uint16_t* oV = at(a.r2, (b * a.Hkv + kvh) * a.T * a.Dv);
@@ -501,6 +512,7 @@ std::unique_ptr<Kernel> make_kernel(const ir::Function& f, ValueId id, int num_t
   k->reads.assign(n.operands.begin(), n.operands.end());
   k->writes = ir::results_of(f, id);
   k->run = bf16 ? run_bf16 : n.type.dtype == DType::f64 ? run<double> : run<float>;
+  if (bf16) k->scratch_bytes = std::max(num_threads, 1) * bf16_thread_bytes(*k);
   return k;
 }
 
