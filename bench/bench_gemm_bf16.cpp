@@ -88,7 +88,8 @@ void shapes(benchmark::internal::Benchmark* b) {
   for (auto l : {std::vector<int64_t>{2048, 256, 256},
                  {4096, 1024, 1024},
                  {8192, 512, 2048},
-                 {4096, 2048, 512}})
+                 {4096, 2048, 512},
+                 {2048, 256, 8000}})
     for (int64_t pass = 0; pass < 3; ++pass) b->Args({l[0], l[1], l[2], pass});
   b->ArgNames({"T", "din", "dout", "pass"})->Unit(benchmark::kMillisecond)->UseRealTime();
 }

@@ -56,7 +56,11 @@ TEST(HostBf16Dot, MatchesF64OnRoundedOperandsInEveryLayout) {
       {Shape{70, 130}, Shape{45, 130}, {{}, {}, {1}, {1}}},        // x wᵀ
       {Shape{3, 33, 65}, Shape{3, 65, 17}, {{0}, {0}, {2}, {1}}},  // batched
       {Shape{33, 3, 65}, Shape{65, 3, 17}, {{1}, {1}, {2}, {0}}},  // permuted
-      {Shape{4, 300, 64}, Shape{64, 1000}, {{}, {}, {2}, {0}}},    // a layer, 2 tiles
+      // Split over threads (2: pieces of rows with w packed once, or of columns with x).
+      {Shape{4, 300, 64}, Shape{64, 1000}, {{}, {}, {2}, {0}}},  // a layer: rows
+      {Shape{1200, 64}, Shape{1000, 64}, {{}, {}, {1}, {1}}},    // x wᵀ: rows
+      {Shape{2, 100, 64}, Shape{64, 3000}, {{}, {}, {2}, {0}}},  // columns
+      {Shape{64, 200}, Shape{64, 3000}, {{}, {}, {0}, {0}}},     // xᵀ w: columns
   };
   for (const Case& c : cases) {
     const Array x = lcg_array(DType::f32, c.xs, 7, -2, 2), w = lcg_array(DType::f32, c.ws, 8);

@@ -378,6 +378,64 @@ TEST(HostBf16Gemm, F32OperandsRoundAsToBf16) {
         }
 }
 
+// Operands pre-packed over all of K (in two ranges, as two threads pack them) give the bits of
+// packing in the call: rows split with B (and A from row m0) pre-packed, columns split with A
+// (and B from column j0) pre-packed; K past a K block, N past an N block; f32 sources rounded.
+TEST(HostBf16Gemm, PrepackedOperandsGiveTheBitsOfPackingInTheCall) {
+  using runtime::host::bf16_gemm_prepack;
+  using runtime::host::bf16_gemm_prepacked_bytes;
+  using runtime::host::bf16_gemm_prepacked_offset;
+  for (Bf16GemmPath path : paths()) {
+    if (path == Bf16GemmPath::scalar) continue;  // too slow here; the same driver
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (bool a_f32 : {false, true}) {
+          const int64_t M = 100, N = 1060, K = 2101, lda = ta ? M : K, ldb = tb ? K : N;
+          SCOPED_TRACE(testing::Message()
+                       << name(path) << " ta=" << ta << " tb=" << tb << " a_f32=" << a_f32);
+          const auto Ab = edgy(M, K, ta, lda, true, 31, 8 * uint32_t(K));
+          const auto Bb = edgy(N, K, !tb, ldb, false, 32, 8 * uint32_t(K));
+          const auto Af = f32_values(M * K, 33), Bf = f32_values(K * N, 34);
+          const auto bias = addends(N, 35), add = addends(M * N, 36);
+          auto run = [&](const auto* A, const auto* B) {
+            std::vector<float> want(size_t(M * N)), rows(want.size()), cols(want.size());
+            std::vector<char> pack(size_t(runtime::host::bf16_gemm_pack_bytes(ta, N, K)));
+            struct alignas(64) Line {
+              char b[64];
+            };
+            std::vector<Line> la(size_t(bf16_gemm_prepacked_bytes(M, K) / 64 + 1)),
+                lb(size_t(bf16_gemm_prepacked_bytes(N, K) / 64 + 1));
+            char *pa = la.data()->b, *pb = lb.data()->b;
+            bf16_gemm_rows(ta, tb, 0, M, N, K, A, lda, B, ldb, want.data(), N, pack.data(),
+                           bias.data(), add.data(), path);
+            bf16_gemm_prepack(true, ta, K, A, lda, pa, 48, M, path);
+            bf16_gemm_prepack(true, ta, K, A, lda, pa, 0, 48, path);
+            bf16_gemm_prepack(false, tb, K, B, ldb, pb, 0, 416, path);
+            bf16_gemm_prepack(false, tb, K, B, ldb, pb, 416, N, path);
+            const int64_t rs[] = {0, 36, 60, M}, cs[] = {0, 64, 1056, N};
+            for (int s = 0; s < 3; ++s) {
+              const char* a =
+                  s == 1 ? pa + bf16_gemm_prepacked_offset(true, rs[s], K, path) : nullptr;
+              bf16_gemm_rows(ta, tb, rs[s], rs[s + 1], N, K, A, lda, B, ldb, rows.data(), N,
+                             pack.data(), bias.data(), add.data(), path, {a, pb});
+              const int64_t j0 = cs[s];
+              const char* b =
+                  s == 1 ? pb + bf16_gemm_prepacked_offset(false, j0, K, path) : nullptr;
+              bf16_gemm_rows(ta, tb, 0, M, cs[s + 1] - j0, K, A, lda, B + (tb ? j0 * ldb : j0), ldb,
+                             cols.data() + j0, N, pack.data(), bias.data() + j0, add.data() + j0,
+                             path, {pa, b});
+            }
+            EXPECT_EQ(first_difference(rows, want), -1) << "rows";
+            EXPECT_EQ(first_difference(cols, want), -1) << "columns";
+          };
+          if (a_f32)
+            run(Af.data(), Bb.data());
+          else
+            run(Ab.data(), Bf.data());
+        }
+  }
+}
+
 // K = 0: the empty sum +0, then the epilogue.
 TEST(HostBf16Gemm, EmptyKGivesTheEpilogue) {
   const float bias[3] = {1.5f, -0.0f, 2.0f}, add[6] = {1, 2, 3, 4, 5, -0.0f};

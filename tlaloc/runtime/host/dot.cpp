@@ -57,7 +57,8 @@ struct DotKernel : Kernel {
                        static_cast<float*>(O) + c_off, N,
                        f.scratch + pack_off + thread * pack_bytes,
                        bias < 0 ? nullptr : static_cast<const float*>(f.ptr[bias]) + t.n0,
-                       addend < 0 ? nullptr : static_cast<const float*>(f.ptr[addend]) + c_off);
+                       addend < 0 ? nullptr : static_cast<const float*>(f.ptr[addend]) + c_off,
+                       Bf16GemmPath::best, prepacked(f));
       };
       const auto *Lh = static_cast<const uint16_t*>(L), *Rh = static_cast<const uint16_t*>(R);
       const auto *Lf = static_cast<const float*>(L), *Rf = static_cast<const float*>(R);
@@ -84,6 +85,30 @@ struct DotKernel : Kernel {
                   lda, static_cast<const float*>(R) + b_off, ldb, 0.0f,
                   static_cast<float*>(O) + c_off, int(N));
     epilogue(t, O, f);
+  }
+  // bf16, several tiles of one matrix: the operand every tile reads whole (rhs when tiles split
+  // rows, else lhs), packed once into scratch (pre_off) by prepack.
+  Bf16Prepacked prepacked(const Frame& f) const {
+    if (pre_off < 0) return {};
+    const char* p = f.scratch + pre_off;
+    return split_rows ? Bf16Prepacked{nullptr, p} : Bf16Prepacked{p, nullptr};
+  }
+  void prepack(const void* L, const void* R, const Frame& f) const {
+    const Operand& o = split_rows ? r : l;
+    const int64_t X = split_rows ? N : M, unit = split_rows ? 32 : 12;
+    const int64_t panels = (X + unit - 1) / unit;
+    const void* src = split_rows ? R : L;
+    const int64_t ld = split_rows ? (r.trans ? K : N) : (l.trans ? M : K);
+    void* dst = f.scratch + pre_off;
+    auto part = [&](int t, int T) {  // whole panels [x0, x1)
+      const int64_t x0 = panels * t / T * unit, x1 = std::min(X, panels * (t + 1) / T * unit);
+      if (o.f32)
+        bf16_gemm_prepack(!split_rows, o.trans, K, static_cast<const float*>(src), ld, dst, x0, x1);
+      else
+        bf16_gemm_prepack(!split_rows, o.trans, K, static_cast<const uint16_t*>(src), ld, dst, x0,
+                          x1);
+    };
+    parallel(int(std::min<int64_t>(int64_t(f.num_threads) * kPartsPerThread, panels)), part);
   }
   // Tile t of the f32 result in scratch O rounded into the bf16 / f16 output.
   void round_tile(const Tile& t, const void* O, const Frame& f) const {
@@ -124,6 +149,8 @@ struct DotKernel : Kernel {
   // with OpenBLAS, faster there.
   bool own = false;
   int64_t pack_off = -1, pack_bytes = 0;  // sgemm_rows' pack buffer per thread, in scratch
+  int64_t pre_off = -1;                   // bf16: the shared operand pre-packed, or -1
+  bool split_rows = true;                 // tiles split the result's rows (else columns)
   int32_t out = -1;
   int32_t bias = -1;    // dot_add_epilogue: [N] added to every result row, or -1
   int32_t addend = -1;  // dot_add_epilogue: the result's type, added after the bias, or -1
@@ -161,6 +188,7 @@ struct DotKernel : Kernel {
       d.gemm(t, L, R, O, f, thread);
       if (half) d.round_tile(t, O, f);
     };
+    if (d.pre_off >= 0 && d.K > 0) d.prepack(L, R, f);
     if (d.K == 0) {
       std::memset(O, 0, size_t(on) * (d.dtype == DType::f64 ? 8 : 4));
       for (const Tile& t : d.tiles) {
@@ -336,20 +364,34 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_thre
   // split. Each extra tile repacks the other operand, so few tiles; splitting the longer dim
   // splits the larger of the two operands (tlaloc's kernel too: a 64-row GEMM is split by
   // columns, each thread packing its part of B). docs/benchmarks.md has the measurements.
+  // bf16: the bits do not depend on the split (gemm_bf16.h), so kPartsPerThread pieces per
+  // thread, in multiples of the register tile (12 rows, 32 columns), which the team balances;
+  // the operand every piece reads whole is packed once (prepack), not once per piece.
   const int64_t macs = k->B * k->M * k->N * k->K;
-  const int64_t pieces = macs < kParallelMacs ? 1 : std::clamp<int64_t>(macs >> 24, 2, 8);
+  int64_t pieces = 1;
+  if (macs >= kParallelMacs)
+    pieces = !bf16             ? std::clamp<int64_t>(macs >> 24, 2, 8)
+             : num_threads > 1 ? int64_t(num_threads) * kPartsPerThread
+                               : 1;
+  k->split_rows = k->M >= k->N;
   for (int64_t b = 0; b < k->B; ++b) {
     if (k->B > 1 || pieces == 1) {
       k->tiles.push_back({b, 0, k->M, 0, k->N});
       continue;
     }
-    bool rows = k->M >= k->N;
+    const bool rows = k->split_rows;
     int64_t dim = rows ? k->M : k->N;
-    int64_t t = std::max<int64_t>(16, ((dim + pieces - 1) / pieces + 15) / 16 * 16);
+    const int64_t unit = !bf16 ? 16 : rows ? 12 : 32;
+    int64_t t = std::max(unit, ((dim + pieces - 1) / pieces + unit - 1) / unit * unit);
     for (int64_t s = 0; s < dim; s += t) {
       int64_t e = std::min(dim, s + t);
       k->tiles.push_back(rows ? Tile{b, s, e, 0, k->N} : Tile{b, 0, k->M, s, e});
     }
+  }
+  if (bf16 && k->tiles.size() > 1 && k->B == 1) {
+    k->pre_off = off;
+    k->scratch_bytes +=
+        (bf16_gemm_prepacked_bytes(k->split_rows ? k->N : k->M, k->K) + 63) / 64 * 64;
   }
   k->run = &DotKernel::exec;
   k->reads = reads;

@@ -375,38 +375,61 @@ struct Blocking {
   }
 };
 
+// Packs panels of W rows of A (or columns of B) over all of K, [X / W][kp][W] words (each k
+// pair as `rows` rows of W): pack_panels of the path. The layout of a pre-packed operand.
+template <Bf16GemmPath P, class T>
+void pack_panels(uint32_t* dst, int64_t W, const View<T>& v, int64_t k0, int64_t kc, int64_t x0,
+                 int64_t xn) {
+  if constexpr (P == Bf16GemmPath::native)
+    pack_avx512(dst, W, v, k0, kc, x0, xn);
+  else if constexpr (P == Bf16GemmPath::avx2)
+    pack_expand(reinterpret_cast<float*>(dst), W, v, k0, kc, x0, xn);
+  else
+    pack_scalar(dst, W, v, k0, kc, x0, xn);
+}
+
+// pre_a / pre_b: the operand pre-packed over all of K (bf16_gemm_prepack), from the panel of row
+// m0 / column 0, or null: then each K block of it is packed here.
 template <Bf16GemmPath P, class AT, class BT>
 void gemm(const View<AT>& a, const View<BT>& b, int64_t m0, int64_t m1, int64_t N, int64_t K,
-          float* C, int64_t ldc, uint32_t* pack, const float* bias, const float* add) {
+          float* C, int64_t ldc, uint32_t* pack, const uint32_t* pre_a, const uint32_t* pre_b,
+          const float* bias, const float* add) {
   using L = Blocking<P>;
   uint32_t* Bp = pack;
   uint32_t* Ap = pack + L::rows * ((std::min(L::KC, K) + 1) / 2) *
                             ((std::min(kNc, N) + L::NR - 1) / L::NR * L::NR);
-  auto pack_panels = [](uint32_t* dst, int64_t W, const auto& v, int64_t k0, int64_t kc, int64_t x0,
-                        int64_t xn) {
-    if constexpr (P == Bf16GemmPath::native)
-      pack_avx512(dst, W, v, k0, kc, x0, xn);
-    else if constexpr (P == Bf16GemmPath::avx2)
-      pack_expand(reinterpret_cast<float*>(dst), W, v, k0, kc, x0, xn);
-    else
-      pack_scalar(dst, W, v, k0, kc, x0, xn);
-  };
+  const int64_t kp_all = (K + 1) / 2;
   for (int64_t jc = 0; jc < N; jc += kNc) {
     const int64_t nc = std::min(kNc, N - jc);
     for (int64_t pc = 0; pc < K; pc += L::KC) {
       const int64_t kc = std::min(L::KC, K - pc), kp = (kc + 1) / 2;
       const bool acc = pc > 0, last = pc + kc == K;  // the epilogue once every k is in
-      pack_panels(Bp, L::NR, b, pc, kc, jc, nc);
+      // The B block and its panel stride (words); a pre-packed panel holds every k pair.
+      const uint32_t* bblock = Bp;
+      int64_t bstride = kp * L::NR * L::rows;
+      if (pre_b) {
+        bstride = kp_all * L::NR * L::rows;
+        bblock = pre_b + jc / L::NR * bstride + pc / 2 * L::NR * L::rows;
+      } else {
+        pack_panels<P>(Bp, L::NR, b, pc, kc, jc, nc);
+      }
       for (int64_t ic = m0; ic < m1; ic += kMc) {
         const int64_t mc = std::min(kMc, m1 - ic);
-        pack_panels(Ap, L::MR, a, pc, kc, ic, mc);
+        const uint32_t* ablock = Ap;
+        int64_t astride = kp * L::MR * L::rows;
+        if (pre_a) {
+          astride = kp_all * L::MR * L::rows;
+          ablock = pre_a + (ic - m0) / L::MR * astride + pc / 2 * L::MR * L::rows;
+        } else {
+          pack_panels<P>(Ap, L::MR, a, pc, kc, ic, mc);
+        }
         for (int64_t jr = 0; jr < nc; jr += L::NR) {
           const int64_t w = std::min(L::NR, nc - jr);
-          const uint32_t* bp = Bp + jr * kp * L::rows;
+          const uint32_t* bp = bblock + jr / L::NR * bstride;
           const float* bj = bias && last ? bias + jc + jr : nullptr;
           for (int64_t ir = 0; ir < mc; ir += L::MR) {
             const int R = int(std::min(L::MR, mc - ir));
-            const uint32_t* ap = Ap + ir * kp * L::rows;
+            const uint32_t* ap = ablock + ir / L::MR * astride;
             float* c = C + (ic + ir) * ldc + jc + jr;
             const float* aj = add && last ? add + (ic + ir) * ldc + jc + jr : nullptr;
             if constexpr (P == Bf16GemmPath::native) {
@@ -489,7 +512,8 @@ int64_t bf16_gemm_pack_bytes(bool, int64_t N, int64_t K) {
 template <class AT, class BT>
 void bf16_gemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, const AT* A,
                     int64_t lda, const BT* B, int64_t ldb, float* C, int64_t ldc, void* pack,
-                    const float* bias, const float* add, Bf16GemmPath path) {
+                    const float* bias, const float* add, Bf16GemmPath path,
+                    const Bf16Prepacked& pre) {
   path = bf16_gemm_path(path);
   if (m1 <= m0 || N <= 0) return;
   if (K <= 0) {  // the empty sum +0, then the epilogue's adds
@@ -499,13 +523,52 @@ void bf16_gemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t
   auto* p = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(pack) + 63) & ~uintptr_t(63));
   const View<AT> a{A, lda, ta};
   const View<BT> b{B, ldb, !tb};
+  const auto *pa = static_cast<const uint32_t*>(pre.a), *pb = static_cast<const uint32_t*>(pre.b);
   if (path == Bf16GemmPath::native)
-    gemm<Bf16GemmPath::native>(a, b, m0, m1, N, K, C, ldc, p, bias, add);
+    gemm<Bf16GemmPath::native>(a, b, m0, m1, N, K, C, ldc, p, pa, pb, bias, add);
   else if (path == Bf16GemmPath::avx2)
-    gemm<Bf16GemmPath::avx2>(a, b, m0, m1, N, K, C, ldc, p, bias, add);
+    gemm<Bf16GemmPath::avx2>(a, b, m0, m1, N, K, C, ldc, p, pa, pb, bias, add);
   else
-    gemm<Bf16GemmPath::scalar>(a, b, m0, m1, N, K, C, ldc, p, bias, add);
+    gemm<Bf16GemmPath::scalar>(a, b, m0, m1, N, K, C, ldc, p, pa, pb, bias, add);
 }
+
+int64_t bf16_gemm_prepacked_bytes(int64_t X, int64_t K) {
+  // The widest panels (B's 32 words) and the fallback's two rows per k pair.
+  return 4 * 2 * ((std::max<int64_t>(K, 1) + 1) / 2) * ((std::max<int64_t>(X, 1) + 31) / 32 * 32);
+}
+
+int64_t bf16_gemm_prepacked_offset(bool a, int64_t x, int64_t K, Bf16GemmPath path) {
+  const int64_t rows = bf16_gemm_path(path) == Bf16GemmPath::avx2 ? 2 : 1;
+  const int64_t W = a ? (rows == 2 ? kMrF : kMr) : (rows == 2 ? kNrF : kNr);
+  if (x % W != 0)
+    fail("bf16 GEMM: pre-packed {} starts at {}, not a multiple of {}", a ? "row" : "column", x, W);
+  return 4 * rows * ((K + 1) / 2) * x;
+}
+
+template <class T>
+void bf16_gemm_prepack(bool a, bool trans, int64_t K, const T* src, int64_t ld, void* dst,
+                       int64_t x0, int64_t x1, Bf16GemmPath path) {
+  path = bf16_gemm_path(path);
+  if (reinterpret_cast<uintptr_t>(dst) % 64 != 0)
+    fail("bf16 GEMM: a pre-packed operand's buffer must be 64-byte aligned");
+  if (x1 <= x0 || K <= 0) return;
+  auto* d = reinterpret_cast<uint32_t*>(static_cast<char*>(dst) +
+                                        bf16_gemm_prepacked_offset(a, x0, K, path));
+  const View<T> v{src, ld, a ? trans : !trans};
+  const bool avx2 = path == Bf16GemmPath::avx2;
+  const int64_t W = a ? (avx2 ? kMrF : kMr) : (avx2 ? kNrF : kNr);
+  if (path == Bf16GemmPath::native)
+    pack_panels<Bf16GemmPath::native>(d, W, v, 0, K, x0, x1 - x0);
+  else if (avx2)
+    pack_panels<Bf16GemmPath::avx2>(d, W, v, 0, K, x0, x1 - x0);
+  else
+    pack_panels<Bf16GemmPath::scalar>(d, W, v, 0, K, x0, x1 - x0);
+}
+
+template void bf16_gemm_prepack(bool, bool, int64_t, const uint16_t*, int64_t, void*, int64_t,
+                                int64_t, Bf16GemmPath);
+template void bf16_gemm_prepack(bool, bool, int64_t, const float*, int64_t, void*, int64_t, int64_t,
+                                Bf16GemmPath);
 
 template TLALOC_BF16_GEMM_ROWS(uint16_t, uint16_t);
 template TLALOC_BF16_GEMM_ROWS(float, uint16_t);

@@ -46,6 +46,35 @@ float bf16_gemm_step(float a, float b, float c);
 // for sgemm_rows' shape: A is packed either way.
 int64_t bf16_gemm_pack_bytes(bool ta, int64_t N, int64_t K);
 
+// An operand packed once for several bf16_gemm_rows calls that share it (threads each taking
+// rows or columns of one GEMM): whole-K panels, so a call packs only its own part of the other
+// operand. a: op(A)'s panels from the call's row m0 on (A is then not read); b: op(B)'s from
+// the call's column 0 on (B is not read; 64-byte aligned). Null: packed in the call.
+struct Bf16Prepacked {
+  const void* a = nullptr;
+  const void* b = nullptr;
+};
+
+// Bytes of a pre-packed operand of X rows of op(A) (or X columns of op(B)) by K, on any path
+// (any alignment).
+int64_t bf16_gemm_prepacked_bytes(int64_t X, int64_t K);
+// Byte offset in a pre-packed buffer of the panel starting at row (a) or column x: x must be a
+// multiple of 12 for rows, 32 for columns (throws tlaloc::Error otherwise).
+int64_t bf16_gemm_prepacked_offset(bool a, int64_t x, int64_t K,
+                                   Bf16GemmPath path = Bf16GemmPath::best);
+// Packs rows [x0, x1) of op(A) (a; trans: A stored [K, M]) or columns [x0, x1) of op(B) (trans:
+// B stored [N, K]) into dst (bf16_gemm_prepacked_bytes of the whole operand, 64-byte aligned),
+// x0 a multiple of 12 (rows) or 32 (columns), rounding f32 to bf16 as bf16_gemm_rows does.
+// Threads may pack disjoint ranges of one buffer at once. Throws tlaloc::Error for a misaligned
+// dst or x0.
+template <class T>
+void bf16_gemm_prepack(bool a, bool trans, int64_t K, const T* src, int64_t ld, void* dst,
+                       int64_t x0, int64_t x1, Bf16GemmPath path = Bf16GemmPath::best);
+extern template void bf16_gemm_prepack(bool, bool, int64_t, const uint16_t*, int64_t, void*,
+                                       int64_t, int64_t, Bf16GemmPath);
+extern template void bf16_gemm_prepack(bool, bool, int64_t, const float*, int64_t, void*, int64_t,
+                                       int64_t, Bf16GemmPath);
+
 // f32 C[m0:m1, 0:N] (row-major, ldc) = op(A) op(B), then + bias[0:N] on every row when bias is
 // not null, then + add[i * ldc + j] when add is not null (add must not alias C: the fallbacks
 // store C before adding): A [M, K] (lda), or [K, M] when ta; B [K, N] (ldb), or [N, K] when
@@ -53,17 +82,18 @@ int64_t bf16_gemm_pack_bytes(bool ta, int64_t N, int64_t K);
 // to_bf16 in kernel.h, to nearest even, while it is packed: the bits of converting it first).
 // Single-threaded: callers split rows / columns over threads, each with its own `pack` of
 // bf16_gemm_pack_bytes(ta, N, K) bytes (up to about 4.4 MiB: the packed B block of up to 2048 k by
-// 1024 columns, and an A block).
+// 1024 columns, and an A block); `pre` (packed with the same path) saves packing a shared
+// operand in every call, and leaves the bits as they are.
 template <class AT, class BT>
 void bf16_gemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, const AT* A,
                     int64_t lda, const BT* B, int64_t ldb, float* C, int64_t ldc, void* pack,
                     const float* bias = nullptr, const float* add = nullptr,
-                    Bf16GemmPath path = Bf16GemmPath::best);
+                    Bf16GemmPath path = Bf16GemmPath::best, const Bf16Prepacked& pre = {});
 
 #define TLALOC_BF16_GEMM_ROWS(AT, BT)                                                             \
   void bf16_gemm_rows<AT, BT>(bool, bool, int64_t, int64_t, int64_t, int64_t, const AT*, int64_t, \
                               const BT*, int64_t, float*, int64_t, void*, const float*,           \
-                              const float*, Bf16GemmPath)
+                              const float*, Bf16GemmPath, const Bf16Prepacked&)
 extern template TLALOC_BF16_GEMM_ROWS(uint16_t, uint16_t);
 extern template TLALOC_BF16_GEMM_ROWS(float, uint16_t);
 extern template TLALOC_BF16_GEMM_ROWS(uint16_t, float);
