@@ -29,16 +29,17 @@ TLALOC_CLONES void softmax_grad_row(const float* p, float* dp, int64_t n, float 
   for (int64_t j = 0; j < n; ++j) dp[j] = p[j] * (dp[j] - delta) * scale;
 }
 
-// Row max over s[0:n] (n >= 1).
+// Row max over s[0:n] (n >= 1), NaN ignored. The select form (not std::max, whose NaN order
+// GCC keeps as a scalar loop) vectorizes at full width.
 TLALOC_CLONES float row_max(const float* s, int64_t n) {
-  float m[8];
-  for (int k = 0; k < 8; ++k) m[k] = kNegInf;
+  float m[16];
+  for (int k = 0; k < 16; ++k) m[k] = kNegInf;
   int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int k = 0; k < 8; ++k) m[k] = std::max(m[k], s[j + k]);
-  for (; j < n; ++j) m[0] = std::max(m[0], s[j]);
+  for (; j + 16 <= n; j += 16)
+    for (int k = 0; k < 16; ++k) m[k] = s[j + k] > m[k] ? s[j + k] : m[k];
+  for (; j < n; ++j) m[0] = s[j] > m[0] ? s[j] : m[0];
   float r = m[0];
-  for (int k = 1; k < 8; ++k) r = std::max(r, m[k]);
+  for (int k = 1; k < 16; ++k) r = m[k] > r ? m[k] : r;
   return r;
 }
 
