@@ -167,8 +167,10 @@ using runtime::host::bf16_gemm_rows;
 // C [rows, N] (ldc) = op(A) op(B) on the bf16 kernel.
 template <class AT, class BT>
 void gemm16(bool ta, bool tb, int64_t rows, int64_t N, int64_t K, const AT* A, int64_t lda,
-            const BT* B, int64_t ldb, float* C, int64_t ldc, void* pack) {
-  bf16_gemm_rows(ta, tb, 0, rows, N, K, A, lda, B, ldb, C, ldc, pack);
+            const BT* B, int64_t ldb, float* C, int64_t ldc, void* pack,
+            const void* packed_b = nullptr) {
+  bf16_gemm_rows(ta, tb, 0, rows, N, K, A, lda, B, ldb, C, ldc, pack, nullptr, nullptr,
+                 runtime::host::Bf16GemmPath::best, {nullptr, packed_b});
 }
 
 // C [rows, N] (dense) += op(A) B through `tmp` (the GEMM's add operand may not alias C).
@@ -179,12 +181,31 @@ void gemm16_add(int64_t rows, int64_t N, int64_t K, const AT* A, int64_t lda, co
   for (int64_t i = 0; i < rows * N; ++i) C[i] += tmp[i];
 }
 
-}  // namespace
-
-int64_t bf16_pack_bytes(const Dims& d) {
+// The GEMMs' pack buffer, then K and V pre-packed as Q Kᵀ's and dO Vᵀ's right operand (keys as
+// columns), once for every query block.
+int64_t gemm_pack_bytes(const Dims& d) {
   using runtime::host::bf16_gemm_pack_bytes;
   const int64_t w = std::max({d.T, d.D, d.Dv});
   return std::max({bf16_gemm_pack_bytes(false, w, w), bf16_gemm_pack_bytes(true, w, kQueryBlock)});
+}
+struct Packs {
+  void* gemm;
+  char *k, *v;
+};
+Packs packs(const Dims& d, void* pack) {
+  using runtime::host::bf16_gemm_prepacked_bytes;
+  auto align = [](uintptr_t p) { return reinterpret_cast<char*>((p + 63) & ~uintptr_t(63)); };
+  char* k = align(reinterpret_cast<uintptr_t>(pack) + uintptr_t(gemm_pack_bytes(d)));
+  char* v = align(reinterpret_cast<uintptr_t>(k) + uintptr_t(bf16_gemm_prepacked_bytes(d.T, d.D)));
+  return {pack, k, v};
+}
+
+}  // namespace
+
+int64_t bf16_pack_bytes(const Dims& d) {
+  using runtime::host::bf16_gemm_prepacked_bytes;
+  return gemm_pack_bytes(d) + bf16_gemm_prepacked_bytes(d.T, d.D) +
+         bf16_gemm_prepacked_bytes(d.T, d.Dv) + 128;  // + 128: room to align k and v to 64 bytes
 }
 int64_t forward_bf16_scratch(const Dims& d) { return kQueryBlock * d.T; }
 int64_t backward_bf16_scratch(const Dims& d) {
@@ -193,6 +214,8 @@ int64_t backward_bf16_scratch(const Dims& d) {
 
 void forward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const uint16_t* V, float* O,
                   float* L, float* P, void* pack) {
+  const Packs pk = packs(d, pack);
+  runtime::host::bf16_gemm_prepack(false, true, d.D, K, d.D, pk.k, 0, d.T);
   for (int64_t i0 = 0; i0 < d.S; i0 += kQueryBlock) {
     const int64_t rows = std::min(kQueryBlock, d.S - i0), n = d.end(i0 + rows - 1);
     if (n == 0) {
@@ -200,9 +223,9 @@ void forward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const uin
       std::fill(L + i0, L + i0 + rows, kNegInf);
       continue;
     }
-    gemm16(false, true, rows, n, d.D, Q + i0 * d.D, d.D, K, d.D, P, n, pack);
+    gemm16(false, true, rows, n, d.D, Q + i0 * d.D, d.D, K, d.D, P, n, pk.gemm, pk.k);
     softmax_block(d, i0, rows, n, P, L, d.scale);
-    gemm16(false, false, rows, d.Dv, n, P, n, V, d.Dv, O + i0 * d.Dv, d.Dv, pack);
+    gemm16(false, false, rows, d.Dv, n, P, n, V, d.Dv, O + i0 * d.Dv, d.Dv, pk.gemm);
   }
 }
 
@@ -213,20 +236,23 @@ void backward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const ui
   float* dS = P + kQueryBlock * d.T;
   float* dq = dS + kQueryBlock * d.T;
   float* tmp = dq + kQueryBlock * d.D;
+  const Packs pk = packs(d, pack);
+  runtime::host::bf16_gemm_prepack(false, true, d.D, K, d.D, pk.k, 0, d.T);
+  runtime::host::bf16_gemm_prepack(false, true, d.Dv, V, d.Dv, pk.v, 0, d.T);
   for (int64_t i0 = 0; i0 < d.S; i0 += kQueryBlock) {
     const int64_t rows = std::min(kQueryBlock, d.S - i0), n = d.end(i0 + rows - 1);
     if (n == 0) {
       std::fill(dQ + i0 * d.D, dQ + (i0 + rows) * d.D, uint16_t(0));
       continue;
     }
-    gemm16(false, true, rows, n, d.D, Q + i0 * d.D, d.D, K, d.D, P, n, pack);
-    gemm16(false, true, rows, n, d.Dv, dO + i0 * d.Dv, d.Dv, V, d.Dv, dS, n, pack);  // dP
+    gemm16(false, true, rows, n, d.D, Q + i0 * d.D, d.D, K, d.D, P, n, pk.gemm, pk.k);
+    gemm16(false, true, rows, n, d.Dv, dO + i0 * d.Dv, d.Dv, V, d.Dv, dS, n, pk.gemm, pk.v);  // dP
     softmax_grad_block(d, i0, rows, n, P, dS, O, L, dO, d.scale);
     // dQ = dS K (rounded to bf16); dK += dSᵀ Q; dV += Pᵀ dO
-    gemm16(false, false, rows, d.D, n, dS, n, K, d.D, dq, d.D, pack);
+    gemm16(false, false, rows, d.D, n, dS, n, K, d.D, dq, d.D, pk.gemm);
     for (int64_t j = 0; j < rows * d.D; ++j) dQ[i0 * d.D + j] = runtime::host::to_bf16(dq[j]);
-    gemm16_add(n, d.D, rows, dS, n, Q + i0 * d.D, dK, tmp, pack);
-    gemm16_add(n, d.Dv, rows, P, n, dO + i0 * d.Dv, dV, tmp, pack);
+    gemm16_add(n, d.D, rows, dS, n, Q + i0 * d.D, dK, tmp, pk.gemm);
+    gemm16_add(n, d.Dv, rows, P, n, dO + i0 * d.Dv, dV, tmp, pk.gemm);
   }
 }
 
