@@ -130,6 +130,7 @@ struct AttentionKernel : Kernel {
   int64_t B = 0, Hq = 0, S = 0, D = 0, Hkv = 0, T = 0, Dv = 0, G = 0;
   double scale = 1;
   bool causal = false, grad = false, parallel = false;
+  bool f32_qkv = false;  // bf16 kernel: q, k, v read as f32 (converts folded), rounded as packed
 
   // Keys visible to query row i are j < end(i) with mask[j] set.
   int64_t end(int64_t i) const { return causal ? std::clamp<int64_t>(i + T - S + 1, 0, T) : T; }
@@ -182,6 +183,17 @@ bool any_non_finite(const F* x, int64_t n) {
     U u;
     std::memcpy(&u, x + i, sizeof u);
     any |= U((u & e) == e);
+  }
+  return any != 0;
+}
+// Whether any f32 value at x rounds (to_bf16) to a bf16 inf or NaN: from 0x7f7f8000 on in
+// magnitude.
+bool any_non_finite_as_bf16(const float* x, int64_t n) {
+  uint32_t any = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, x + i, sizeof u);
+    any |= uint32_t((u & 0x7fffffffu) >= 0x7f7f8000u);
   }
   return any != 0;
 }
@@ -379,10 +391,11 @@ void run(const Kernel& kk, const Frame& fr) {
 // gradient, out, lse and d_out (f32).
 bool bf16_inputs_non_finite(const AttentionKernel& a, const Frame& fr) {
   const int64_t nq = a.B * a.Hq * a.S, nkv = a.B * a.Hkv * a.T;
-  if (any_non_finite(in<uint16_t>(fr, a.q), nq * a.D) ||
-      any_non_finite(in<uint16_t>(fr, a.k), nkv * a.D) ||
-      any_non_finite(in<uint16_t>(fr, a.v), nkv * a.Dv))
-    return true;
+  auto bad = [&](int32_t v, int64_t n) {
+    return a.f32_qkv ? any_non_finite_as_bf16(in<float>(fr, v), n)
+                     : any_non_finite(in<uint16_t>(fr, v), n);
+  };
+  if (bad(a.q, nq * a.D) || bad(a.k, nkv * a.D) || bad(a.v, nkv * a.Dv)) return true;
   return a.grad && (any_non_finite(in<float>(fr, a.out), nq * a.Dv) ||
                     any_non_finite(in<float>(fr, a.lse), nq) ||
                     any_non_finite(in<float>(fr, a.dout), nq * a.Dv));
@@ -401,9 +414,11 @@ void run_bf16_dense(const AttentionKernel& a, const Frame& fr) {
                 nv = a.B * a.Hkv * a.T * a.Dv;
   std::vector<float> q(static_cast<size_t>(nq)), k(static_cast<size_t>(nk)),
       v(static_cast<size_t>(nv));
-  auto widen = [&](int32_t id, std::vector<float>& to) {
+  auto widen = [&](int32_t id, std::vector<float>& to) {  // the bf16 values, exactly
     const auto* x = static_cast<const uint16_t*>(fr.ptr[id]);
-    for (size_t i = 0; i < to.size(); ++i) to[i] = bf16_to_f32(x[i]);
+    const auto* xf = static_cast<const float*>(fr.ptr[id]);
+    for (size_t i = 0; i < to.size(); ++i)
+      to[i] = bf16_to_f32(a.f32_qkv ? runtime::host::to_bf16(xf[i]) : x[i]);
     ptr[size_t(id)] = to.data();
   };
   widen(a.q, q);
@@ -437,9 +452,8 @@ int64_t bf16_thread_bytes(const AttentionKernel& a) {
 
 // bf16 q, k, v: per task the GEMM path on the bf16 GEMM (a key mask hides scores there); the
 // backward adds each query head's dk, dv into f32 accumulators and rounds them once at the end.
-void run_bf16(const Kernel& kk, const Frame& fr) {
-  const auto& a = runtime::host::as<AttentionKernel>(kk);
-  if (bf16_inputs_non_finite(a, fr)) return run_bf16_dense(a, fr);
+template <class T>  // q, k, v as stored: uint16_t (bf16) or float (rounded as packed)
+void run_bf16_as(const AttentionKernel& a, const Frame& fr) {
   const int64_t n = a.grad ? a.B * a.Hkv : a.B * a.Hq;
   const int nt =
       a.parallel ? int(std::min<int64_t>(fr.num_threads * runtime::host::kPartsPerThread, n)) : 1;
@@ -450,6 +464,7 @@ void run_bf16(const Kernel& kk, const Frame& fr) {
     float* buf = reinterpret_cast<float*>(mine);
     void* pack = mine + (bf16_floats(a) * 4 + 63) / 64 * 64;
     auto at = [&](int32_t v, int64_t off) { return static_cast<uint16_t*>(fr.ptr[v]) + off; };
+    auto in_at = [&](int32_t v, int64_t off) { return static_cast<const T*>(fr.ptr[v]) + off; };
     auto with_mask = [&](int64_t b) {
       attention_gemm::Dims db = d;
       if (a.mask >= 0) db.mask = static_cast<const uint8_t*>(fr.ptr[a.mask]) + b * a.T;
@@ -459,8 +474,8 @@ void run_bf16(const Kernel& kk, const Frame& fr) {
       if (!a.grad) {
         const int64_t b = t / a.Hq, h = t % a.Hq, kvh = h / a.G;
         attention_gemm::forward_bf16(
-            with_mask(b), at(a.q, (b * a.Hq + h) * a.S * a.D),
-            at(a.k, (b * a.Hkv + kvh) * a.T * a.D), at(a.v, (b * a.Hkv + kvh) * a.T * a.Dv),
+            with_mask(b), in_at(a.q, (b * a.Hq + h) * a.S * a.D),
+            in_at(a.k, (b * a.Hkv + kvh) * a.T * a.D), in_at(a.v, (b * a.Hkv + kvh) * a.T * a.Dv),
             static_cast<float*>(fr.ptr[a.r0]) + (b * a.Hq + h) * a.S * a.Dv,
             static_cast<float*>(fr.ptr[a.r1]) + (b * a.Hq + h) * a.S, buf, pack);
         continue;
@@ -471,8 +486,8 @@ void run_bf16(const Kernel& kk, const Frame& fr) {
       for (int64_t g = 0; g < a.G; ++g) {
         const int64_t h = (b * a.Hq + kvh * a.G + g);
         attention_gemm::backward_bf16(
-            with_mask(b), at(a.q, h * a.S * a.D), at(a.k, (b * a.Hkv + kvh) * a.T * a.D),
-            at(a.v, (b * a.Hkv + kvh) * a.T * a.Dv), in<float>(fr, a.out) + h * a.S * a.Dv,
+            with_mask(b), in_at(a.q, h * a.S * a.D), in_at(a.k, (b * a.Hkv + kvh) * a.T * a.D),
+            in_at(a.v, (b * a.Hkv + kvh) * a.T * a.Dv), in<float>(fr, a.out) + h * a.S * a.Dv,
             in<float>(fr, a.lse) + h * a.S, in<float>(fr, a.dout) + h * a.S * a.Dv,
             at(a.r0, h * a.S * a.D), dK, dV, dK + acc, pack);
       }
@@ -484,14 +499,23 @@ void run_bf16(const Kernel& kk, const Frame& fr) {
   });
 }
 
+void run_bf16(const Kernel& kk, const Frame& fr) {
+  const auto& a = runtime::host::as<AttentionKernel>(kk);
+  if (bf16_inputs_non_finite(a, fr)) return run_bf16_dense(a, fr);
+  a.f32_qkv ? run_bf16_as<float>(a, fr) : run_bf16_as<uint16_t>(a, fr);
+}
+
 std::unique_ptr<Kernel> make_kernel(const ir::Function& f, ValueId id, int num_threads) {
   const ir::Node& n = f.nodes[size_t(id)];
   const bool bf16 = f.type(n.operands[0]).dtype == DType::bf16;
+  // bf16 q, k, v converted from f32 are read as f32 (runtime/host/kernels.h: kernel_operands).
+  const std::vector<ValueId> reads = runtime::host::kernel_operands(f, id);
   auto k = std::make_unique<AttentionKernel>();
   k->grad = n.op == Op::attention_grad;
-  k->q = n.operands[0];
-  k->k = n.operands[1];
-  k->v = n.operands[2];
+  k->q = reads[0];
+  k->k = reads[1];
+  k->v = reads[2];
+  k->f32_qkv = bf16 && f.type(reads[0]).dtype == DType::f32;
   if (k->grad) {
     k->out = n.operands[3];
     k->lse = n.operands[4];
@@ -509,7 +533,7 @@ std::unique_ptr<Kernel> make_kernel(const ir::Function& f, ValueId id, int num_t
   k->causal = n.attrs.params[kCausal] != 0;
   k->parallel = num_threads != 1 &&
                 k->B * k->Hq * k->S * k->T * (k->D + k->Dv) >= runtime::host::kParallelElements;
-  k->reads.assign(n.operands.begin(), n.operands.end());
+  k->reads = reads;
   k->writes = ir::results_of(f, id);
   k->run = bf16 ? run_bf16 : n.type.dtype == DType::f64 ? run<double> : run<float>;
   if (bf16) k->scratch_bytes = std::max(num_threads, 1) * bf16_thread_bytes(*k);

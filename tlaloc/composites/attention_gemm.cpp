@@ -212,8 +212,9 @@ int64_t backward_bf16_scratch(const Dims& d) {
   return 2 * kQueryBlock * d.T + kQueryBlock * d.D + d.T * std::max(d.D, d.Dv);
 }
 
-void forward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const uint16_t* V, float* O,
-                  float* L, float* P, void* pack) {
+template <class T>
+void forward_bf16(const Dims& d, const T* Q, const T* K, const T* V, float* O, float* L, float* P,
+                  void* pack) {
   const Packs pk = packs(d, pack);
   runtime::host::bf16_gemm_prepack(false, true, d.D, K, d.D, pk.k, 0, d.T);
   for (int64_t i0 = 0; i0 < d.S; i0 += kQueryBlock) {
@@ -229,9 +230,10 @@ void forward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const uin
   }
 }
 
-void backward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const uint16_t* V,
-                   const float* O, const float* L, const float* dO, uint16_t* dQ, float* dK,
-                   float* dV, float* scratch, void* pack) {
+template <class T>
+void backward_bf16(const Dims& d, const T* Q, const T* K, const T* V, const float* O,
+                   const float* L, const float* dO, uint16_t* dQ, float* dK, float* dV,
+                   float* scratch, void* pack) {
   float* P = scratch;
   float* dS = P + kQueryBlock * d.T;
   float* dq = dS + kQueryBlock * d.T;
@@ -255,5 +257,15 @@ void backward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const ui
     gemm16_add(n, d.Dv, rows, P, n, dO + i0 * d.Dv, dV, tmp, pk.gemm);
   }
 }
+
+template void forward_bf16(const Dims&, const uint16_t*, const uint16_t*, const uint16_t*, float*,
+                           float*, float*, void*);
+template void forward_bf16(const Dims&, const float*, const float*, const float*, float*, float*,
+                           float*, void*);
+template void backward_bf16(const Dims&, const uint16_t*, const uint16_t*, const uint16_t*,
+                            const float*, const float*, const float*, uint16_t*, float*, float*,
+                            float*, void*);
+template void backward_bf16(const Dims&, const float*, const float*, const float*, const float*,
+                            const float*, const float*, uint16_t*, float*, float*, float*, void*);
 
 }  // namespace tlaloc::composites::attention_gemm

@@ -42,15 +42,20 @@ void backward(const Dims& d, const float* Q, const float* K, const float* V, con
 // gemm_bf16.h: f32 accumulation), scores and softmax in f32; the GEMMs' f32 operands (p, ds,
 // d_out) are rounded to bf16 as they are packed. Finite inputs only: hidden keys are skipped, not
 // weighted by 0 (attention.cpp takes inputs with inf / NaN to the f32 kernel's dense paths).
-// `pack`: bf16_pack_bytes(d).
+// `pack`: bf16_pack_bytes(d) (the GEMMs' buffer, and K and V packed once per head for the
+// blocks' Q Kᵀ and dO Vᵀ).
 int64_t bf16_pack_bytes(const Dims& d);
 int64_t forward_bf16_scratch(const Dims& d);   // floats
 int64_t backward_bf16_scratch(const Dims& d);  // floats
-void forward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const uint16_t* V, float* O,
-                  float* L, float* scratch, void* pack);
+// T: uint16_t (bf16 bit patterns) or float (f32 q, k, v rounded to bf16 as they are packed: the
+// bits of converting them first).
+template <class T>
+void forward_bf16(const Dims& d, const T* Q, const T* K, const T* V, float* O, float* L,
+                  float* scratch, void* pack);
 // Writes dQ [S, D] (bf16) and adds into the f32 accumulators dK [T, D], dV [T, Dv].
-void backward_bf16(const Dims& d, const uint16_t* Q, const uint16_t* K, const uint16_t* V,
-                   const float* O, const float* L, const float* dO, uint16_t* dQ, float* dK,
-                   float* dV, float* scratch, void* pack);
+template <class T>
+void backward_bf16(const Dims& d, const T* Q, const T* K, const T* V, const float* O,
+                   const float* L, const float* dO, uint16_t* dQ, float* dK, float* dV,
+                   float* scratch, void* pack);
 
 }  // namespace tlaloc::composites::attention_gemm

@@ -254,5 +254,46 @@ TEST(HostBf16Attention, KeyMaskMatchesF64OnRoundedOperands) {
   }
 }
 
+// q, k, v converted from f32 in the program (torch.autocast's case) are read as f32 and rounded
+// as the GEMMs pack them: the bits of the program that takes their bf16 values, forward and
+// gradient; also with an f32 value that rounds to a bf16 inf (the dense path) and with a NaN.
+TEST(HostBf16Attention, ConvertsFromF32GiveTheBitsOfBf16Inputs) {
+  const Cfg c{2, 4, 70, 8, 2, 72, 4, true};
+  for (double poke : {0.0, 3.4e38, kNaN}) {
+    SCOPED_TRACE(fmt::format("k[5] = {}", poke));
+    std::vector<Array> f32 = {lcg_array(DType::f32, {c.B, c.Hq, c.S, c.D}, 61, -2, 2),
+                              lcg_array(DType::f32, {c.B, c.Hkv, c.T, c.D}, 62, -2, 2),
+                              lcg_array(DType::f32, {c.B, c.Hkv, c.T, c.Dv}, 63)};
+    if (poke != 0.0) {
+      std::vector<double> v = f32[1].to_doubles();
+      v[5] = poke;
+      f32[1] = Array::from_doubles(DType::f32, f32[1].shape(), v);
+    }
+    std::vector<Array> b16;
+    for (const Array& a : f32) b16.push_back(a.astype(DType::bf16));
+    // The op on params of `types`, q, k, v converted to bf16 first when they are f32.
+    auto program = [&](const std::vector<Array>& in, bool grad) {
+      std::vector<ir::TensorType> types;
+      for (auto& a : in) types.push_back({a.dtype(), a.shape()});
+      return one_op_results(types, [&](ir::Builder& b, auto& p) {
+        for (int i = 0; i < 3; ++i)
+          if (in[size_t(i)].dtype() == DType::f32)
+            p[size_t(i)] = b.convert(p[size_t(i)], DType::bf16);
+        return grad ? cop::attention_grad(b, p[0], p[1], p[2], p[3], p[4], p[5], -1, 0.4, true)
+                    : cop::attention(b, p[0], p[1], p[2], -1, 0.4, true);
+      });
+    };
+    const std::vector<Array> want = run_all(program(b16, false), b16);
+    const std::vector<Array> got = run_all(program(f32, false), f32);
+    for (size_t r = 0; r < 2; ++r) EXPECT_TRUE(got[r].bitwise_equal(want[r])) << "forward " << r;
+    const Array dout = lcg_array(DType::f32, want[0].shape(), 64);
+    std::vector<Array> gf = f32, gb = b16;
+    for (const Array& a : {want[0], want[1], dout}) gf.push_back(a), gb.push_back(a);
+    const std::vector<Array> gwant = run_all(program(gb, true), gb);
+    const std::vector<Array> ggot = run_all(program(gf, true), gf);
+    for (size_t r = 0; r < 3; ++r) EXPECT_TRUE(ggot[r].bitwise_equal(gwant[r])) << "gradient " << r;
+  }
+}
+
 }  // namespace
 }  // namespace tlaloc::host_test

@@ -291,11 +291,21 @@ bool dot_add_epilogue(Kernel& k, int32_t v, bool row) {
 std::vector<ir::ValueId> kernel_operands(const ir::Function& f, int32_t id) {
   const ir::Node& n = f.nodes[size_t(id)];
   std::vector<ir::ValueId> ops = n.operands;
-  if (n.op != ir::Op::dot_general || f.type(ops[0]).dtype != DType::bf16) return ops;
-  for (ir::ValueId& o : ops) {
+  const bool attention = n.op == ir::Op::attention || n.op == ir::Op::attention_grad;
+  if ((n.op != ir::Op::dot_general && !attention) || f.type(ops[0]).dtype != DType::bf16)
+    return ops;
+  auto source = [&](ir::ValueId o) {  // o's f32 operand when o is a convert from f32, else -1
     const ir::Node& c = f.nodes[size_t(o)];
-    if (c.op == ir::Op::convert && f.type(c.operands[0]).dtype == DType::f32) o = c.operands[0];
+    return c.op == ir::Op::convert && f.type(c.operands[0]).dtype == DType::f32 ? c.operands[0]
+                                                                                : -1;
+  };
+  if (attention) {  // q, k, v: all three, or none
+    if (source(ops[0]) >= 0 && source(ops[1]) >= 0 && source(ops[2]) >= 0)
+      for (int i = 0; i < 3; ++i) ops[size_t(i)] = source(ops[size_t(i)]);
+    return ops;
   }
+  for (ir::ValueId& o : ops)
+    if (source(o) >= 0) o = source(o);
   return ops;
 }
 

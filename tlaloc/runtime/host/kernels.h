@@ -41,9 +41,10 @@ struct FusedReduce {
 FusedReduce fused_reduce(ir::ReduceKind kind, DType dtype);
 // dot_general: small f32 GEMMs through sgemm_rows, others OpenBLAS sgemm / dgemm; bf16 / f16
 // convert to f32, an f32 GEMM, round back.
-// The values dot node `id`'s kernel reads: its operands, except that an operand convert(x)
-// from f32 to bf16 of a bf16 dot is read as x, rounded to bf16 as the GEMM packs it (the bits
-// of the convert; the convert is then not computed for the dot). Other nodes: their operands.
+// The values node `id`'s kernel reads: its operands, except that an operand convert(x) from f32
+// to bf16 of a bf16 dot is read as x, rounded to bf16 as the GEMM packs it (the bits of the
+// convert; the convert is then not computed for the dot), and so are bf16 attention's (and its
+// gradient's) q, k, v when all three are such converts. Other nodes: their operands.
 std::vector<ir::ValueId> kernel_operands(const ir::Function& f, int32_t id);
 std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_threads);
 // f32 C[m0:m1, 0:N] = op(A) op(B), + bias[0:N] on every row when bias is not null, then +
