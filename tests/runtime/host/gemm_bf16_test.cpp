@@ -436,6 +436,29 @@ TEST(HostBf16Gemm, PrepackedOperandsGiveTheBitsOfPackingInTheCall) {
   }
 }
 
+// A pre-packed operand stays within bf16_gemm_prepacked_bytes on every path, for row counts
+// that are no multiple of a panel (the fallback packs A in 6-row panels).
+TEST(HostBf16Gemm, PrepackStaysWithinItsBytes) {
+  using runtime::host::bf16_gemm_prepack;
+  for (Bf16GemmPath path : paths())
+    for (bool a : {true, false})
+      for (int64_t X : {1, 5, 31, 32, 33, 61, 64, 127, 128, 448})
+        for (int64_t K : {1, 30, 31}) {
+          SCOPED_TRACE(testing::Message() << name(path) << " a=" << a << " X=" << X << " K=" << K);
+          const auto src = moderate(X, K, false, K, 41);
+          const int64_t bytes = runtime::host::bf16_gemm_prepacked_bytes(X, K);
+          struct alignas(64) Line {
+            unsigned char b[64];
+          };
+          std::vector<Line> buf(size_t(bytes / 64 + 2));
+          for (Line& l : buf) std::fill(l.b, l.b + 64, 0xab);
+          bf16_gemm_prepack(a, !a, K, src.data(), K, buf.data()->b, 0, X, path);
+          const unsigned char* p = buf.data()->b;
+          for (int64_t i = bytes; i < int64_t(buf.size()) * 64; ++i)
+            ASSERT_EQ(p[i], 0xab) << "written at byte " << i << " of " << bytes;
+        }
+}
+
 // K = 0: the empty sum +0, then the epilogue.
 TEST(HostBf16Gemm, EmptyKGivesTheEpilogue) {
   const float bias[3] = {1.5f, -0.0f, 2.0f}, add[6] = {1, 2, 3, 4, 5, -0.0f};

@@ -533,8 +533,11 @@ void bf16_gemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t
 }
 
 int64_t bf16_gemm_prepacked_bytes(int64_t X, int64_t K) {
-  // The widest panels (B's 32 words) and the fallback's two rows per k pair.
-  return 4 * 2 * ((std::max<int64_t>(K, 1) + 1) / 2) * ((std::max<int64_t>(X, 1) + 31) / 32 * 32);
+  // X rounded up to whole panels of any path's A (12 or 6 rows) or B (32 or 16 columns); two
+  // rows per k pair, as the fallback packs them.
+  X = std::max<int64_t>(X, 1);
+  const int64_t padded = std::max((X + kNr - 1) / kNr * kNr, (X + kMr - 1) / kMr * kMr);
+  return 4 * 2 * ((std::max<int64_t>(K, 1) + 1) / 2) * padded;
 }
 
 int64_t bf16_gemm_prepacked_offset(bool a, int64_t x, int64_t K, Bf16GemmPath path) {
