@@ -169,31 +169,24 @@ const F* in(const Frame& fr, int32_t v) {
   return static_cast<const F*>(fr.ptr[v]);
 }
 
-// Whether any of the n values at x is an inf or a NaN (exponent bits all ones; an integer OR
-// over the bits, so the loop vectorizes). F: float, double, or uint16_t for bf16 bit patterns.
+// Whether any of the n values at x is an inf or a NaN: a magnitude (the bits without the sign)
+// from the exponent's all-ones on; with as_bf16 (f32 only), from 0x7f7f8000 on, where to_bf16
+// rounds to an inf or NaN. An integer OR over the bits, so the loop vectorizes. F: float,
+// double, or uint16_t for bf16 bit patterns.
 template <class F>
-bool any_non_finite(const F* x, int64_t n) {
+bool any_non_finite(const F* x, int64_t n, bool as_bf16 = false) {
   using U = std::conditional_t<sizeof(F) == 2, uint16_t,
                                std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>>;
   constexpr U e = sizeof(F) == 2   ? U(0x7f80u)
                   : sizeof(F) == 4 ? U(0x7f800000u)
                                    : U(0x7ff0000000000000ull);
+  constexpr U magnitude = U(~U(0)) >> 1;
+  const U limit = sizeof(F) == 4 && as_bf16 ? U(0x7f7f8000u) : e;
   U any = 0;
   for (int64_t i = 0; i < n; ++i) {
     U u;
     std::memcpy(&u, x + i, sizeof u);
-    any |= U((u & e) == e);
-  }
-  return any != 0;
-}
-// Whether any f32 value at x rounds (to_bf16) to a bf16 inf or NaN: from 0x7f7f8000 on in
-// magnitude.
-bool any_non_finite_as_bf16(const float* x, int64_t n) {
-  uint32_t any = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t u;
-    std::memcpy(&u, x + i, sizeof u);
-    any |= uint32_t((u & 0x7fffffffu) >= 0x7f7f8000u);
+    any |= U((u & magnitude) >= limit);
   }
   return any != 0;
 }
@@ -392,7 +385,7 @@ void run(const Kernel& kk, const Frame& fr) {
 bool bf16_inputs_non_finite(const AttentionKernel& a, const Frame& fr) {
   const int64_t nq = a.B * a.Hq * a.S, nkv = a.B * a.Hkv * a.T;
   auto bad = [&](int32_t v, int64_t n) {
-    return a.f32_qkv ? any_non_finite_as_bf16(in<float>(fr, v), n)
+    return a.f32_qkv ? any_non_finite(in<float>(fr, v), n, true)
                      : any_non_finite(in<uint16_t>(fr, v), n);
   };
   if (bad(a.q, nq * a.D) || bad(a.k, nkv * a.D) || bad(a.v, nkv * a.Dv)) return true;
