@@ -41,12 +41,14 @@ struct Tile {
 struct DotKernel : Kernel {
   std::vector<Tile> tiles;  // fixed by the shapes, so results do not depend on threads
 
+  // The leading dimension of operand o's matrices: lhs [M, K] or [K, M], rhs [K, N] or [N, K].
+  int64_t ld(const Operand& o) const { return &o == &l ? (o.trans ? M : K) : (o.trans ? K : N); }
+
   // `thread`: whose pack buffer in scratch to use (team_thread() in a part, else 0).
   void gemm(const Tile& t, const void* L, const void* R, void* O, const Frame& f,
             int thread) const {
     auto ta = l.trans ? CblasTrans : CblasNoTrans, tb = r.trans ? CblasTrans : CblasNoTrans;
-    int lda = int(std::max<int64_t>(l.trans ? M : K, 1)),
-        ldb = int(std::max<int64_t>(r.trans ? K : N, 1));
+    int lda = int(std::max<int64_t>(ld(l), 1)), ldb = int(std::max<int64_t>(ld(r), 1));
     int64_t a_off = t.b * M * K + (l.trans ? t.m0 : t.m0 * K);
     int64_t b_off = t.b * K * N + (r.trans ? t.n0 * K : t.n0);
     int64_t c_off = t.b * M * N + t.m0 * N + t.n0;
@@ -98,14 +100,15 @@ struct DotKernel : Kernel {
     const int64_t X = split_rows ? N : M, unit = split_rows ? 32 : 12;
     const int64_t panels = (X + unit - 1) / unit;
     const void* src = split_rows ? R : L;
-    const int64_t ld = split_rows ? (r.trans ? K : N) : (l.trans ? M : K);
+    const int64_t ldo = ld(o);
     void* dst = f.scratch + pre_off;
     auto part = [&](int t, int T) {  // whole panels [x0, x1)
       const int64_t x0 = panels * t / T * unit, x1 = std::min(X, panels * (t + 1) / T * unit);
       if (o.f32)
-        bf16_gemm_prepack(!split_rows, o.trans, K, static_cast<const float*>(src), ld, dst, x0, x1);
+        bf16_gemm_prepack(!split_rows, o.trans, K, static_cast<const float*>(src), ldo, dst, x0,
+                          x1);
       else
-        bf16_gemm_prepack(!split_rows, o.trans, K, static_cast<const uint16_t*>(src), ld, dst, x0,
+        bf16_gemm_prepack(!split_rows, o.trans, K, static_cast<const uint16_t*>(src), ldo, dst, x0,
                           x1);
     };
     parallel(int(std::min<int64_t>(int64_t(f.num_threads) * kPartsPerThread, panels)), part);
