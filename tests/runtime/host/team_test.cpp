@@ -142,6 +142,32 @@ TEST(HostTeam, StateUsesTheFasterModeAndProbesTheOther) {
   EXPECT_EQ(team, 4);
 }
 
+// The first run (memory faulted in) is not measured, and a probe's time replaces its mode's
+// stale average: one thread is not chosen for a slow first run, and a team that was slow
+// during a busy spell is chosen again after one fast probe.
+TEST(HostTeam, StateIgnoresTheColdRunAndTrustsAFreshProbe) {
+  using runtime::host::TeamState;
+  TeamState s;
+  s.record(true, 60e6);  // cold: 20x a warm team run
+  for (int64_t r = 1; r < TeamState::kWarmup; ++r) s.record(true, 3e6);
+  EXPECT_DOUBLE_EQ(s.team_ns, 3e6);
+  EXPECT_FALSE(s.use_team());  // the one-thread probe
+  s.record(false, 5e6);
+  EXPECT_TRUE(s.use_team());
+  // A busy spell: team runs take 20 ms until one thread is preferred.
+  while (s.use_team()) s.record(true, 20e6);
+  // The machine is quiet again: the next team probe (at most kProbeEvery runs away) takes
+  // 3 ms, and the team is used from the run after it.
+  int r = 0;
+  while (!s.use_team()) {
+    s.record(false, 5e6);
+    ASSERT_LT(++r, TeamState::kProbeEvery);
+  }
+  s.record(true, 3e6);
+  EXPECT_DOUBLE_EQ(s.team_ns, 3e6);
+  EXPECT_TRUE(s.use_team());
+}
+
 // run_in_team with a state that prefers one thread runs the body on the caller alone.
 TEST(HostTeam, StatePreferringOneThreadRunsAlone) {
   runtime::host::TeamState s;

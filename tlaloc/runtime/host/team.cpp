@@ -194,9 +194,11 @@ bool TeamState::use_team() const {
 }
 
 void TeamState::record(bool team, double ns) {
+  if (runs++ == 0) return;  // the first run faults its memory in: not the mode's speed
+  const bool probe = team_ns != 0 && solo_ns != 0 && team != (team_ns <= solo_ns);
   double& avg = team ? team_ns : solo_ns;
-  avg = avg == 0 ? ns : 0.75 * avg + 0.25 * ns;
-  ++runs;
+  // A probe's time replaces its mode's average, which is kProbeEvery runs old.
+  avg = avg == 0 || probe ? ns : 0.75 * avg + 0.25 * ns;
 }
 
 void run_in_team(int threads, TeamState& state, void (*body)(void*), void* ctx) {

@@ -45,7 +45,9 @@ inline constexpr int kPartsPerThread = 4;
 // to other work while it holds a part stalls the run for a scheduler time slice, as long as a
 // whole step of a small model, so on a busy machine one thread can be faster. After kWarmup
 // team runs, each mode's run time is tracked (moving average) and the faster one used, the
-// other tried every kProbeEvery-th run.
+// other tried every kProbeEvery-th run; a probe's time replaces its mode's stale average. The
+// first run (memory faulted in, caches cold) is not measured: counted in, it made the team look
+// slower than one thread for dozens of runs.
 struct TeamState {
   static constexpr int64_t kWarmup = 4, kProbeEvery = 16;
   double team_ns = 0, solo_ns = 0;  // moving averages of run times (0: not measured)
