@@ -348,7 +348,8 @@ TEST(HostBf16Gemm, F32OperandsRoundAsToBf16) {
     for (bool ta : {false, true})
       for (bool tb : {false, true})
         for (int64_t K : {1, 77}) {
-          const int64_t M = K == 1 ? 300 : 29, N = K == 1 ? 300 : 45, lda = ta ? M : K,
+          // 29 rows: 12-row panels of 12, 12 and 5; 57 columns: 32-column panels of 32, 25.
+          const int64_t M = K == 1 ? 300 : 29, N = K == 1 ? 300 : 57, lda = ta ? M : K,
                         ldb = tb ? K : N;
           SCOPED_TRACE(testing::Message()
                        << name(path) << " ta=" << ta << " tb=" << tb << " K=" << K);

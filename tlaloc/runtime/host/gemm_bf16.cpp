@@ -123,13 +123,16 @@ TLALOC_AVX512_BF16 inline __m512i round_high(__m512i u) {
                                                 _mm512_set1_epi32(0x7f800000));
   return _mm512_mask_or_epi32(r, nan, u, _mm512_set1_epi32(0x00400000));
 }
-TLALOC_AVX512_BF16 inline __m512i load32(const float* p, __mmask32 m) {
-  const __m512i lo = round_high(_mm512_maskz_loadu_epi32(__mmask16(m), p)),
-                hi = round_high(_mm512_maskz_loadu_epi32(__mmask16(m >> 16), p + 16));
+// 32 f32 (16 in lo, 16 in hi) as 32 bf16 in the 16-bit lanes.
+TLALOC_AVX512_BF16 inline __m512i pair_high(__m512i lo, __m512i hi) {
   const __m512i odd =
       _mm512_set_epi16(63, 61, 59, 57, 55, 53, 51, 49, 47, 45, 43, 41, 39, 37, 35, 33, 31, 29, 27,
                        25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-  return _mm512_permutex2var_epi16(lo, odd, hi);
+  return _mm512_permutex2var_epi16(round_high(lo), odd, round_high(hi));
+}
+TLALOC_AVX512_BF16 inline __m512i load32(const float* p, __mmask32 m) {
+  return pair_high(_mm512_maskz_loadu_epi32(__mmask16(m), p),
+                   _mm512_maskz_loadu_epi32(__mmask16(m >> 16), p + 16));
 }
 
 inline __mmask32 first_n32(int64_t n) {
@@ -171,31 +174,63 @@ TLALOC_AVX512_BF16 inline void transpose16(__m512i r[16]) {
   }
 }
 
+// The first min(W, avail) elements of p as load32 gives them, zero past those. Loads are
+// unmasked where all their lanes lie among the avail elements (lanes past W then hold the next
+// panel's, which are not stored): a masked load with a mask known only at run time reads cold
+// memory several times slower on AMD Zen 5.
+template <int W>
+TLALOC_AVX512_BF16 inline __m512i load_cols(const uint16_t* p, int64_t avail) {
+  return avail >= 32 ? _mm512_loadu_si512(p) : load32(p, first_n32(std::min<int64_t>(W, avail)));
+}
+template <int W>
+TLALOC_AVX512_BF16 inline __m512i load_cols(const float* p, int64_t avail) {
+  if (avail >= 32) return load32(p, ~__mmask32(0));
+  const int64_t w = std::min<int64_t>(W, avail);
+  const __m512 lo = avail >= 16 ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(first_n16(w), p);
+  const __m512 hi = W > 16 ? _mm512_maskz_loadu_ps(first_n16(w - 16), p + 16) : _mm512_setzero_ps();
+  return pair_high(_mm512_castps_si512(lo), _mm512_castps_si512(hi));
+}
+
+// pack_avx512 of a k-major source (rows k and k + 1 interleaved, 16 columns per permute), W a
+// constant: rows read in order, a panel's columns of the rows 4 pairs ahead prefetched.
+template <int W, class T>
+TLALOC_AVX512_BF16 void pack_kmajor_avx512(uint32_t* dst, const View<T>& v, int64_t k0, int64_t kc,
+                                           int64_t x0, int64_t xn) {
+  const int64_t kp = (kc + 1) / 2, panels = (xn + W - 1) / W;
+  const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8,
+                                      39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+  constexpr __mmask16 s0 = W >= 16 ? 0xffff : (1u << W) - 1, s1 = W > 16 ? (1u << (W - 16)) - 1 : 0;
+  const int64_t ld = v.ld;
+  for (int64_t p = 0; p < kp; ++p) {
+    const T* row = v.src + (k0 + 2 * p) * ld + x0;
+    const bool odd = 2 * p + 1 < kc;
+    uint32_t* d = dst + p * W;
+    for (int64_t panel = 0; panel < panels; ++panel, d += kp * W) {
+      const int64_t avail = xn - panel * W;  // columns of the call from this panel's first
+      const T* s = row + panel * W;
+      prefetch(s, 8 * ld);
+      prefetch(s, 9 * ld);
+      prefetch(s, 8 * ld + W - 1);
+      prefetch(s, 9 * ld + W - 1);
+      const __m512i r0 = load_cols<W>(s, avail),
+                    r1 = odd ? load_cols<W>(s + ld, avail) : _mm512_setzero_si512();
+      _mm512_mask_storeu_epi32(d, s0, _mm512_permutex2var_epi16(r0, lo, r1));
+      if constexpr (W > 16)
+        _mm512_mask_storeu_epi32(d + 16, s1, _mm512_permutex2var_epi16(r0, hi, r1));
+    }
+  }
+}
+
 // pack_scalar's result, with AVX-512 (W = 12 or 32).
 template <class T>
 TLALOC_AVX512_BF16 void pack_avx512(uint32_t* dst, int64_t W, const View<T>& v, int64_t k0,
                                     int64_t kc, int64_t x0, int64_t xn) {
   const int64_t kp = (kc + 1) / 2, panels = (xn + W - 1) / W;
-  if (v.kmajor) {  // rows k and k + 1 interleaved, 16 columns per permute; rows read in order,
-                   // a panel's columns of the rows 4 pairs ahead prefetched (short strided reads)
-    const __m512i lo = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40,
-                                        8, 39, 7, 38, 6, 37, 5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
-    const __m512i hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
-    for (int64_t p = 0; p < kp; ++p)
-      for (int64_t panel = 0; panel < panels; ++panel) {
-        const __mmask32 m = first_n32(std::min(W, xn - panel * W));
-        const T* s = v.src + (k0 + 2 * p) * v.ld + x0 + panel * W;
-        for (int64_t f : {8 * v.ld, 9 * v.ld, 8 * v.ld + W - 1, 9 * v.ld + W - 1})
-          prefetch(s, f);  // 4 pairs ahead
-        uint32_t* d = dst + panel * kp * W + p * W;
-        const __m512i r0 = load32(s, m),
-                      r1 = 2 * p + 1 < kc ? load32(s + v.ld, m) : _mm512_setzero_si512();
-        _mm512_mask_storeu_epi32(d, first_n16(W), _mm512_permutex2var_epi16(r0, lo, r1));
-        if (W > 16)
-          _mm512_mask_storeu_epi32(d + 16, first_n16(W - 16),
-                                   _mm512_permutex2var_epi16(r0, hi, r1));
-      }
-    return;
+  if (v.kmajor) {
+    if (W == kNr) return pack_kmajor_avx512<kNr>(dst, v, k0, kc, x0, xn);
+    if (W == kMr) return pack_kmajor_avx512<kMr>(dst, v, k0, kc, x0, xn);
+    fail("bf16 GEMM: a panel of {} is not packed with AVX-512", W);
   }
   // Pairs adjacent in a row: 16 x 16 word transposes of 16 rows by 16 pairs. Many short row
   // streams, which the hardware prefetcher misses: each prefetches its rows 4 blocks ahead.
@@ -207,6 +242,7 @@ TLALOC_AVX512_BF16 void pack_avx512(uint32_t* dst, int64_t W, const View<T>& v, 
       for (int64_t p = 0; p < kp; p += 16) {
         __m512i r[16];
         const __mmask32 m = first_n32(kc - 2 * p);
+        const bool full = kc - 2 * p >= 32;
         for (int64_t i = 0; i < 16; ++i) {
           if (i >= rows) {
             r[i] = _mm512_setzero_si512();
@@ -215,7 +251,7 @@ TLALOC_AVX512_BF16 void pack_avx512(uint32_t* dst, int64_t W, const View<T>& v, 
           const T* s = src + i * v.ld + 2 * p;
           prefetch(s, 128);
           if (sizeof(T) == 4) prefetch(s, 144);
-          r[i] = load32(s, m);
+          r[i] = full ? load32(s, ~__mmask32(0)) : load32(s, m);  // see load_cols
         }
         transpose16(r);
         uint32_t* d = dst + panel * kp * W + p * W + g;
