@@ -263,6 +263,11 @@ TLALOC_AVX512_BF16 void pack_avx512(uint32_t* dst, int64_t W, const View<T>& v, 
 
 // ---- Native: vdpbf16ps -------------------------------------------------------------------------
 
+// 16 f32 at p, zero where m is clear (not read); unmasked when full (see load_cols).
+TLALOC_AVX512_BF16 inline __m512 load16(bool full, __mmask16 m, const float* p) {
+  return full ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p);
+}
+
 // C[R rows, 32 columns] = the chain over kp pairs from zero, or (acc) from C, of the A panel
 // (Ap[p * 12 + r]) by the B panel (Bp[p * 32 + j]), then + bias[0:32] when bias is not null,
 // then + add[r * ldc + 0:32] when add is not null. Only the columns whose bits are set in m0, m1
@@ -275,11 +280,12 @@ TLALOC_AVX512_BF16 void micro_native(int64_t kp, const uint32_t* Ap, const uint3
     prefetch(C, next + r * ldc);
     prefetch(C, next + r * ldc + 16);
   }
+  const bool full = m0 == 0xffff && m1 == 0xffff;
   __m512 c0[R], c1[R];
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
-    c0[r] = acc ? _mm512_maskz_loadu_ps(m0, C + r * ldc) : _mm512_setzero_ps();
-    c1[r] = acc ? _mm512_maskz_loadu_ps(m1, C + r * ldc + 16) : _mm512_setzero_ps();
+    c0[r] = acc ? load16(full, m0, C + r * ldc) : _mm512_setzero_ps();
+    c1[r] = acc ? load16(full, m1, C + r * ldc + 16) : _mm512_setzero_ps();
   }
   for (int64_t p = 0; p < kp; ++p) {
     const __m512bh b0 = (__m512bh)_mm512_load_si512(Bp + p * kNr),
@@ -292,7 +298,7 @@ TLALOC_AVX512_BF16 void micro_native(int64_t kp, const uint32_t* Ap, const uint3
     }
   }
   if (bias) {
-    const __m512 b0 = _mm512_maskz_loadu_ps(m0, bias), b1 = _mm512_maskz_loadu_ps(m1, bias + 16);
+    const __m512 b0 = load16(full, m0, bias), b1 = load16(full, m1, bias + 16);
 #pragma GCC unroll 12
     for (int r = 0; r < R; ++r) {
       c0[r] = _mm512_add_ps(c0[r], b0);
@@ -302,8 +308,8 @@ TLALOC_AVX512_BF16 void micro_native(int64_t kp, const uint32_t* Ap, const uint3
 #pragma GCC unroll 12
   for (int r = 0; r < R; ++r) {
     if (add) {
-      c0[r] = _mm512_add_ps(c0[r], _mm512_maskz_loadu_ps(m0, add + r * ldc));
-      c1[r] = _mm512_add_ps(c1[r], _mm512_maskz_loadu_ps(m1, add + r * ldc + 16));
+      c0[r] = _mm512_add_ps(c0[r], load16(full, m0, add + r * ldc));
+      c1[r] = _mm512_add_ps(c1[r], load16(full, m1, add + r * ldc + 16));
     }
     _mm512_mask_storeu_ps(C + r * ldc, m0, c0[r]);
     _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c1[r]);
