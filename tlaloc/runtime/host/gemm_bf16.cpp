@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
+#include <type_traits>
 
 #include "tlaloc/core/error.h"
 #include "tlaloc/runtime/host/kernel.h"
@@ -222,18 +223,73 @@ TLALOC_AVX512_BF16 void pack_kmajor_avx512(uint32_t* dst, const View<T>& v, int6
   }
 }
 
+// The pair words of columns c .. c + 15 of f32 rows r0 (k) and r1 (k + 1, or null: past K):
+// bf16(r0[x]) | bf16(r1[x]) << 16, zero from column avail on (loads within avail only).
+TLALOC_AVX512_BF16 inline __m512i pair_words(const float* r0, const float* r1, int64_t c,
+                                             int64_t avail) {
+  const bool full = avail - c >= 16;
+  const __mmask16 m = first_n16(avail - c);
+  const __m512i a =
+      round_high(full ? _mm512_loadu_si512(r0 + c) : _mm512_maskz_loadu_epi32(m, r0 + c));
+  const __m512i lo = __m512i(__v16su(a) >> 16);
+  if (!r1) return lo;
+  const __m512i b =
+      round_high(full ? _mm512_loadu_si512(r1 + c) : _mm512_maskz_loadu_epi32(m, r1 + c));
+  // (a >> 16) | (b & 0xffff0000): ternary logic A | (B & C), 0xf8.
+  return _mm512_ternarylogic_epi32(lo, b, _mm512_set1_epi32(int(0xffff0000u)), 0xf8);
+}
+
+// pack_avx512 of a k-major f32 source, W a constant: the words of 16 columns of a row pair are
+// built in their lanes (no permutes) and stored by panel; rows 4 pairs ahead prefetched.
+template <int W>
+TLALOC_AVX512_BF16 void pack_kmajor_f32(uint32_t* dst, const View<float>& v, int64_t k0, int64_t kc,
+                                        int64_t x0, int64_t xn) {
+  const int64_t kp = (kc + 1) / 2, panels = (xn + W - 1) / W, ld = v.ld;
+  for (int64_t p = 0; p < kp; ++p) {
+    const float* r0 = v.src + (k0 + 2 * p) * ld + x0;
+    const float* r1 = 2 * p + 1 < kc ? r0 + ld : nullptr;
+    for (int64_t c = 0; c < xn; c += 16) {
+      prefetch(r0, 8 * ld + c);
+      prefetch(r0, 9 * ld + c);
+    }
+    uint32_t* d = dst + p * W;
+    if constexpr (W == 32) {
+      for (int64_t q = 0; q < panels; ++q, d += kp * W) {
+        _mm512_storeu_si512(d, pair_words(r0, r1, q * W, xn));
+        _mm512_storeu_si512(d + 16, pair_words(r0, r1, q * W + 16, xn));
+      }
+    } else {
+      static_assert(W == 12, "12 rows or 32 columns");
+      for (int64_t q = 0; q < panels; q += 4) {  // 4 panels: the words of 48 columns
+        const __m512i w0 = pair_words(r0, r1, q * W, xn), w1 = pair_words(r0, r1, q * W + 16, xn),
+                      w2 = pair_words(r0, r1, q * W + 32, xn);
+        // (maskz_alignr: GCC 12 warns about the undefined vector plain alignr uses)
+        const __m512i w[4] = {w0, _mm512_maskz_alignr_epi32(0xffff, w1, w0, 12),
+                              _mm512_maskz_alignr_epi32(0xffff, w2, w1, 8),
+                              _mm512_maskz_alignr_epi32(0xffff, w2, w2, 4)};
+        for (int64_t t = 0; t < 4 && q + t < panels; ++t)
+          _mm512_mask_storeu_epi32(d + (q + t) * kp * W, 0xfff, w[t]);
+      }
+    }
+  }
+}
+
 // pack_scalar's result, with AVX-512 (W = 12 or 32).
 template <class T>
 TLALOC_AVX512_BF16 void pack_avx512(uint32_t* dst, int64_t W, const View<T>& v, int64_t k0,
                                     int64_t kc, int64_t x0, int64_t xn) {
   const int64_t kp = (kc + 1) / 2, panels = (xn + W - 1) / W;
   if (v.kmajor) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (W == kNr) return pack_kmajor_f32<kNr>(dst, v, k0, kc, x0, xn);
+      if (W == kMr) return pack_kmajor_f32<kMr>(dst, v, k0, kc, x0, xn);
+    }
     if (W == kNr) return pack_kmajor_avx512<kNr>(dst, v, k0, kc, x0, xn);
     if (W == kMr) return pack_kmajor_avx512<kMr>(dst, v, k0, kc, x0, xn);
     fail("bf16 GEMM: a panel of {} is not packed with AVX-512", W);
   }
   // Pairs adjacent in a row: 16 x 16 word transposes of 16 rows by 16 pairs. Many short row
-  // streams, which the hardware prefetcher misses: each prefetches its rows 4 blocks ahead.
+  // streams, which the hardware prefetcher misses: each prefetches its row 4 blocks ahead.
   for (int64_t panel = 0; panel < panels; ++panel)
     for (int64_t g = 0; g < W; g += 16) {
       const int64_t row0 = panel * W + g, rows = std::min<int64_t>(16, std::min(W - g, xn - row0));
@@ -249,8 +305,11 @@ TLALOC_AVX512_BF16 void pack_avx512(uint32_t* dst, int64_t W, const View<T>& v, 
             continue;
           }
           const T* s = src + i * v.ld + 2 * p;
-          prefetch(s, 128);
-          if (sizeof(T) == 4) prefetch(s, 144);
+          // 4 blocks ahead in the row, or past its end in the next panel's row: the rows
+          // of a short K are each read in a few blocks.
+          const int64_t ahead = 2 * p + 128 < kc ? 128 : W * v.ld + 128 - kc;
+          prefetch(s, ahead);
+          if (sizeof(T) == 4) prefetch(s, ahead + 16);
           r[i] = full ? load32(s, ~__mmask32(0)) : load32(s, m);  // see load_cols
         }
         transpose16(r);
