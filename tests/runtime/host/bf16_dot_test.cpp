@@ -2,7 +2,8 @@
 // --precision bf16 emits): values against f64 sums on the rounded operands, every layout the
 // kernel reads (plain, transposed, permuted, batched); a convert from f32 folded into the GEMM
 // (read as f32, rounded while packed) gives the bits of the stored bf16 operand; the bits do not
-// depend on the thread count; a bf16 result is the f32 one rounded.
+// depend on the thread count; a bf16 result is the f32 one rounded, also when converted back to
+// f32 inside the GEMM.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -92,6 +93,25 @@ TEST(HostBf16Dot, MatchesF64OnRoundedOperandsInEveryLayout) {
     const Array r16 = run(program(c, false, std::nullopt), {x, w}, 2)[0];
     ASSERT_EQ(r16.dtype(), DType::bf16);
     for (int64_t i = 0; i < got.numel(); ++i) ASSERT_EQ(r16.at(i), bf16(got.at(i))) << i;
+    // Converted back to f32 (autocast's VJP): the same values whether the GEMM writes the convert
+    // (the bf16 result's only reader: dot_round_epilogue), the bf16 result is also an output, or
+    // an add follows (after the rounding); fused or not, 1 or 2 threads (run_all).
+    for (int form = 0; form < 3; ++form) {
+      SCOPED_TRACE(form);
+      ir::Builder b("bf16_dot_f32");
+      auto xv = b.convert(b.parameter({DType::f32, c.xs}), DType::bf16);
+      auto wv = b.convert(b.parameter({DType::f32, c.ws}), DType::bf16);
+      auto d = b.dot_general(xv, wv, c.dims);
+      auto up = b.convert(d, DType::f32);
+      auto one = b.constant(Array::filled(DType::f32, b.type(up).shape, 1.0));
+      const ir::Function fn = form == 0   ? b.build({up})
+                              : form == 1 ? b.build({up, d})
+                                          : b.build({b.binary(Op::add, up, one)});
+      const Array r32 = run_all(fn, {x, w})[0];
+      ASSERT_EQ(r32.dtype(), DType::f32);
+      for (int64_t i = 0; i < got.numel(); ++i)
+        ASSERT_EQ(r32.at(i), double(float(bf16(got.at(i)) + (form == 2 ? 1.0f : 0.0f)))) << i;
+    }
   }
 }
 

@@ -113,10 +113,20 @@ struct DotKernel : Kernel {
     };
     parallel(int(std::min<int64_t>(int64_t(f.num_threads) * kPartsPerThread, panels)), part);
   }
-  // Tile t of the f32 result in scratch O rounded into the bf16 / f16 output.
+  // Tile t of the f32 result in scratch O rounded into the bf16 / f16 output; with round_f32,
+  // rounded in place in O (the f32 output): to bf16 / f16 and back.
   void round_tile(const Tile& t, const void* O, const Frame& f) const {
     const int64_t c_off = t.b * M * N + t.m0 * N + t.n0, n = t.n1 - t.n0;
     const auto* s = static_cast<const float*>(O) + c_off;
+    if (round_f32) {
+      auto* c = static_cast<float*>(f.ptr[out]) + c_off;
+      for (int64_t i = 0; i < t.m1 - t.m0; ++i)
+        if (dtype == DType::bf16)
+          for (int64_t j = 0; j < n; ++j) c[i * N + j] = from_bf16(to_bf16(c[i * N + j]));
+        else
+          for (int64_t j = 0; j < n; ++j) c[i * N + j] = from_f16(to_f16(c[i * N + j]));
+      return;
+    }
     auto* o = static_cast<uint16_t*>(f.ptr[out]) + c_off;
     for (int64_t i = 0; i < t.m1 - t.m0; ++i)
       if (dtype == DType::bf16)
@@ -155,6 +165,8 @@ struct DotKernel : Kernel {
   int64_t pre_off = -1;                   // bf16: the shared operand pre-packed, or -1
   bool split_rows = true;                 // tiles split the result's rows (else columns)
   int32_t out = -1;
+  // dot_round_epilogue: `out` is the f32 convert of the bf16 / f16 result, written directly.
+  bool round_f32 = false;
   int32_t bias = -1;    // dot_add_epilogue: [N] added to every result row, or -1
   int32_t addend = -1;  // dot_add_epilogue: the result's type, added after the bias, or -1
   int64_t B = 1, M = 1, N = 1, K = 1;
@@ -182,7 +194,7 @@ struct DotKernel : Kernel {
     const void* L = d.prepare(d.l, d.B * d.M * d.K, f);
     const void* R = d.prepare(d.r, d.B * d.K * d.N, f);
     bool half = d.dtype == DType::bf16 || d.dtype == DType::f16;
-    void* O = half ? f.scratch + d.out_off : f.ptr[d.out];
+    void* O = half && !d.round_f32 ? f.scratch + d.out_off : f.ptr[d.out];
     int64_t on = d.B * d.M * d.N;
     if (on == 0) return;
     // A bf16 / f16 result: each tile rounded from the f32 scratch as soon as it is computed, on
@@ -288,6 +300,17 @@ bool dot_add_epilogue(Kernel& k, int32_t v, bool row) {
   (row ? d.bias : d.addend) = v;
   d.reads.push_back(v);
   d.label += row ? " + bias" : " + addend";
+  return true;
+}
+
+bool dot_round_epilogue(Kernel& k, int32_t v) {
+  if (k.run != &DotKernel::exec) return false;
+  auto& d = static_cast<DotKernel&>(k);
+  if ((d.dtype != DType::bf16 && d.dtype != DType::f16) || d.round_f32) return false;
+  d.round_f32 = true;
+  d.out = v;
+  d.writes = {v};
+  d.label += " -> f32";
   return true;
 }
 

@@ -69,6 +69,10 @@ void sgemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, 
 // unchanged, for another kernel, a bf16 / f16 dot, or an addend of that kind already there (or
 // a bias after a matrix addend: the adds' order would change).
 bool dot_add_epilogue(Kernel& k, int32_t v, bool row);
+// Makes dot kernel k, whose result is bf16 / f16, write value v, the f32 convert of that result,
+// instead: each tile rounded to bf16 / f16 and back in place (the bits of the convert), and the
+// bf16 / f16 result not stored. Returns false, k unchanged, for another kernel or result type.
+bool dot_round_epilogue(Kernel& k, int32_t v);
 // Makes a oneDNN forward convolution kernel (conv_dnnl.cpp, NCHW f32) add v, an f32 [O]
 // per-channel bias, to its output as each batch chunk is written (one IEEE add per element, as
 // the separate add: the same bits). Returns false, k unchanged, for any other kernel or a

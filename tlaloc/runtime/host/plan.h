@@ -33,4 +33,9 @@ struct Plan {
 // options.num_threads is already resolved (compile() turns 0 into OpenMP's default).
 Plan make_plan(const ir::Function& f, const Options& options);
 
+// The storage part of make_plan, once p's steps are planned: storage, arena_offset,
+// arena_bytes, scratch_bytes, output_direct, alias_in_place. Throws tlaloc::Error when a
+// function donates an input twice or a step reads a value that has no storage.
+void assign_storage(const ir::Function& f, Plan& p);
+
 }  // namespace tlaloc::runtime::host
