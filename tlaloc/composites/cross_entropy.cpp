@@ -15,9 +15,12 @@
 // writes d_loss · (e / Σe - one_hot) (the decomposition's exp(s - lse), rounded differently).
 // exp is the fused loops' own (ir/scalar.h: exp_f32) for f32; sums use 8 interleaved partials
 // added pairwise, so every row's result is fixed by its values alone, whatever the threads.
+// An f32 gradient whose only reader is its convert to bf16 (autocast's LM head) is written as
+// that bf16 (Kernel::write_converted: the convert's bits, half the bytes), e in scratch rows.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "tlaloc/autodiff/rules.h"
 #include "tlaloc/composites/composites.h"
@@ -108,6 +111,10 @@ struct CrossEntropyKernel : Kernel {
   int32_t x = -1, labels = -1, dl = -1, res = -1, loss = -1;  // loss: the gradient's second
   int64_t N = 0, C = 0;
   bool parallel = false;
+  // write_converted: the f32 gradient's bf16 convert is written to res instead (the two
+  // GEMMs of an autocast LM head read it), e in per-thread scratch rows.
+  bool grad_bf16 = false;
+  int threads = 1;
 };
 
 // NaN-propagating max: a NaN operand wins.
@@ -151,8 +158,25 @@ TLALOC_CLONES void rows(const CrossEntropyKernel& k, const Frame& fr, int64_t r0
       static_cast<F*>(fr.ptr[k.res])[r] = in ? -((x[label] - shift) - lse) : -F(0);
       continue;
     }
-    F* d = static_cast<F*>(fr.ptr[k.res]) + r * C;
     F* loss = static_cast<F*>(fr.ptr[k.loss]) + r;
+    if constexpr (std::is_same_v<F, float>)
+      if (k.grad_bf16) {
+        uint16_t* h = static_cast<uint16_t*>(fr.ptr[k.res]) + r * C;
+        if (!in) {
+          std::fill(h, h + C, uint16_t(0));
+          *loss = -F(0);
+          continue;
+        }
+        const F sum = row_exp(x, C, shift, buf);
+        *loss = -((x[label] - shift) - std::log(sum));
+        const F dl = static_cast<const F*>(fr.ptr[k.dl])[r];
+        const F el = buf[label];
+        for (int64_t i = 0; i < C; ++i) buf[i] = dl * (buf[i] / sum);
+        buf[label] = dl * (el / sum - F(1));
+        for (int64_t i = 0; i < C; ++i) h[i] = runtime::host::to_bf16(buf[i]);
+        continue;
+      }
+    F* d = static_cast<F*>(fr.ptr[k.res]) + r * C;
     if (!in) {
       std::fill(d, d + C, F(0));
       *loss = -F(0);
@@ -194,7 +218,19 @@ std::unique_ptr<Kernel> make_kernel(const ir::Function& f, ValueId id, int num_t
   k->C = xs[1];
   k->parallel = num_threads != 1 && k->N * k->C >= runtime::host::kParallelElements;
   const int64_t elem = f.type(k->x).dtype == DType::f64 ? 8 : 4;
-  if (k->dl < 0) k->scratch_bytes = std::max(num_threads, 1) * k->C * elem;  // one row each
+  k->threads = std::max(num_threads, 1);
+  if (k->dl < 0) k->scratch_bytes = k->threads * k->C * elem;  // one row each
+  if (k->dl >= 0 && elem == 4)
+    k->write_converted = [](Kernel& kk, int32_t from, int32_t to, DType dt) {
+      auto& c = static_cast<CrossEntropyKernel&>(kk);
+      if (dt != DType::bf16 || from != c.res || c.grad_bf16) return false;
+      c.grad_bf16 = true;
+      c.res = to;
+      c.writes = {to, c.loss};
+      c.scratch_bytes = c.threads * c.C * 4;
+      c.label += " -> bf16";
+      return true;
+    };
   k->reads.assign(n.operands.begin(), n.operands.end());
   k->writes = ir::results_of(f, id);
   k->run = f.type(k->x).dtype == DType::f64 ? run<double> : run<float>;

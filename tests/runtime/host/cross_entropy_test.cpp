@@ -53,5 +53,38 @@ KERNEL_TEST(cross_entropy_grad, infinities_nan_large_labels_out_of_range) {
     check(dt, 6, 5, x, {2, 0, 1, 0, -1, 5}, dt == DType::f64 ? 1e-12 : 2e-5);
 }
 
+// The gradient converted to bf16 (autocast's LM head: its two GEMMs read it), through a reshape
+// or not, with the loss beside it: fused, the kernel writes the bf16 itself; the bits of the
+// unfused convert (run_all), near the decomposition's gradient rounded to bf16; rows with a NaN
+// logit and an out-of-range label included.
+KERNEL_TEST(cross_entropy_grad, gradient_converted_to_bf16) {
+  const int64_t N = 6, C = 40;
+  std::vector<double> x = lcg_doubles(N * C, 21, -6, 6);
+  x[size_t(2 * C + 7)] = kNaN;
+  std::vector<int32_t> l = labels(N, C);
+  l[4] = -1;
+  const std::vector<Array> in = {Array::from_doubles(DType::f32, {N, C}, x),
+                                 Array::from(Shape{N}, l),
+                                 Array::from_doubles(DType::f32, {N}, lcg_doubles(N, 22, 0.5, 2))};
+  const std::vector<ir::TensorType> types = {
+      {DType::f32, {N, C}}, {DType::s32, {N}}, {DType::f32, {N}}};
+  auto plain = one_op(
+      types, [](ir::Builder& b, auto& p) { return cop::cross_entropy_grad(b, p[0], p[1], p[2]); });
+  const Array g = passes::interpret(passes::expand_composites(plain), in)[0];
+  for (bool reshaped : {false, true}) {
+    SCOPED_TRACE(reshaped);
+    auto f = one_op_results(types, [&](ir::Builder& b, auto& p) {
+      auto r = b.composite(ir::Op::cross_entropy_grad, {p[0], p[1], p[2]});
+      const ir::ValueId d = reshaped ? b.reshape(r[0], Shape{2, N / 2, C}) : r[0];
+      return std::vector<ir::ValueId>{b.convert(d, DType::bf16), r[1]};
+    });
+    const std::vector<Array> got = run_all(f, in);
+    ASSERT_EQ(got[0].dtype(), DType::bf16);
+    std::vector<double> want;
+    for (int64_t i = 0; i < N * C; ++i) want.push_back(round_to(DType::bf16, g.at(i)));
+    expect_values(got[0], want, 0x1p-7);
+  }
+}
+
 }  // namespace
 }  // namespace tlaloc::host_test

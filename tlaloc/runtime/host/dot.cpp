@@ -165,7 +165,7 @@ struct DotKernel : Kernel {
   int64_t pre_off = -1;                   // bf16: the shared operand pre-packed, or -1
   bool split_rows = true;                 // tiles split the result's rows (else columns)
   int32_t out = -1;
-  // dot_round_epilogue: `out` is the f32 convert of the bf16 / f16 result, written directly.
+  // write_converted: `out` is the f32 convert of the bf16 / f16 result, written directly.
   bool round_f32 = false;
   int32_t bias = -1;    // dot_add_epilogue: [N] added to every result row, or -1
   int32_t addend = -1;  // dot_add_epilogue: the result's type, added after the bias, or -1
@@ -303,27 +303,23 @@ bool dot_add_epilogue(Kernel& k, int32_t v, bool row) {
   return true;
 }
 
-bool dot_round_epilogue(Kernel& k, int32_t v) {
-  if (k.run != &DotKernel::exec) return false;
-  auto& d = static_cast<DotKernel&>(k);
-  if ((d.dtype != DType::bf16 && d.dtype != DType::f16) || d.round_f32) return false;
-  d.round_f32 = true;
-  d.out = v;
-  d.writes = {v};
-  d.label += " -> f32";
-  return true;
-}
-
 std::vector<ir::ValueId> kernel_operands(const ir::Function& f, int32_t id) {
   const ir::Node& n = f.nodes[size_t(id)];
   std::vector<ir::ValueId> ops = n.operands;
   const bool attention = n.op == ir::Op::attention || n.op == ir::Op::attention_grad;
   if ((n.op != ir::Op::dot_general && !attention) || f.type(ops[0]).dtype != DType::bf16)
     return ops;
-  auto source = [&](ir::ValueId o) {  // o's f32 operand when o is a convert from f32, else -1
+  // o's f32 operand when o is a convert from f32, else -1; not a cross-entropy gradient's (or
+  // a reshape of it), which its kernel writes as bf16 (Kernel::write_converted) for the two
+  // GEMMs that read it.
+  auto source = [&](ir::ValueId o) {
     const ir::Node& c = f.nodes[size_t(o)];
-    return c.op == ir::Op::convert && f.type(c.operands[0]).dtype == DType::f32 ? c.operands[0]
-                                                                                : -1;
+    if (c.op != ir::Op::convert || f.type(c.operands[0]).dtype != DType::f32) return -1;
+    const ir::Node* s = &f.nodes[size_t(c.operands[0])];
+    if (s->op == ir::Op::reshape) s = &f.nodes[size_t(s->operands[0])];
+    if (s->op == ir::Op::result && f.nodes[size_t(s->operands[0])].op == ir::Op::cross_entropy_grad)
+      return -1;
+    return c.operands[0];
   };
   if (attention) {  // q, k, v: all three, or none
     if (source(ops[0]) >= 0 && source(ops[1]) >= 0 && source(ops[2]) >= 0)
@@ -430,6 +426,19 @@ std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_thre
         (bf16_gemm_prepacked_bytes(k->split_rows ? k->N : k->M, k->K) + 63) / 64 * 64;
   }
   k->run = &DotKernel::exec;
+  // A bf16 / f16 result converted to f32: the f32 result, each tile rounded to bf16 / f16 and
+  // back in place (the convert's bits), no bf16 / f16 result stored and no pass to widen it.
+  k->write_converted = [](Kernel& kk, int32_t from, int32_t to, DType dt) {
+    auto& d = static_cast<DotKernel&>(kk);
+    if (dt != DType::f32 || from != d.out || d.round_f32 ||
+        (d.dtype != DType::bf16 && d.dtype != DType::f16))
+      return false;
+    d.round_f32 = true;
+    d.out = to;
+    d.writes = {to};
+    d.label += " -> f32";
+    return true;
+  };
   k->reads = reads;
   k->writes = {id};
   return k;

@@ -28,6 +28,10 @@ struct Kernel {
   std::vector<int32_t> writes;    // values whose storage this kernel writes
   std::vector<int32_t> in_place;  // reads that are read element-wise in write order (fused)
   std::string label;              // for profiles: "fused x12 n=4096: add multiply ..."
+  // Optional (null: none): makes the kernel write value `to`, the convert of its result `from`
+  // to dtype `dt` that is `from`'s only reader, in place of `from` (which it then no longer
+  // writes), with the convert's bits; false, the kernel unchanged, when it cannot.
+  bool (*write_converted)(Kernel& self, int32_t from, int32_t to, DType dt) = nullptr;
 };
 
 template <class K>

@@ -44,7 +44,9 @@ FusedReduce fused_reduce(ir::ReduceKind kind, DType dtype);
 // The values node `id`'s kernel reads: its operands, except that an operand convert(x) from f32
 // to bf16 of a bf16 dot is read as x, rounded to bf16 as the GEMM packs it (the bits of the
 // convert; the convert is then not computed for the dot), and so are bf16 attention's (and its
-// gradient's) q, k, v when all three are such converts. Other nodes: their operands.
+// gradient's) q, k, v when all three are such converts. Not a convert of a cross-entropy
+// gradient (or of a reshape of one): its kernel writes the bf16 itself. Other nodes: their
+// operands.
 std::vector<ir::ValueId> kernel_operands(const ir::Function& f, int32_t id);
 std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_threads);
 // f32 C[m0:m1, 0:N] = op(A) op(B), + bias[0:N] on every row when bias is not null, then +
@@ -69,10 +71,6 @@ void sgemm_rows(bool ta, bool tb, int64_t m0, int64_t m1, int64_t N, int64_t K, 
 // unchanged, for another kernel, a bf16 / f16 dot, or an addend of that kind already there (or
 // a bias after a matrix addend: the adds' order would change).
 bool dot_add_epilogue(Kernel& k, int32_t v, bool row);
-// Makes dot kernel k, whose result is bf16 / f16, write value v, the f32 convert of that result,
-// instead: each tile rounded to bf16 / f16 and back in place (the bits of the convert), and the
-// bf16 / f16 result not stored. Returns false, k unchanged, for another kernel or result type.
-bool dot_round_epilogue(Kernel& k, int32_t v);
 // Makes a oneDNN forward convolution kernel (conv_dnnl.cpp, NCHW f32) add v, an f32 [O]
 // per-channel bias, to its output as each batch chunk is written (one IEEE add per element, as
 // the separate add: the same bits). Returns false, k unchanged, for any other kernel or a

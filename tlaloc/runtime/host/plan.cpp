@@ -249,18 +249,26 @@ class Planner {
     return false;
   }
 
-  // convert(dot) to f32 of a bf16 / f16 GEMM result nothing else reads (the cotangent of an
-  // autocast matmul's operand, converted back to f32): the GEMM writes the f32 convert, each
-  // tile rounded as it is computed (dot_round_epilogue): no bf16 result, no pass to widen it.
-  bool round_epilogue(int32_t id) {
+  // A convert whose operand is a kernel's result nothing else reads (autocast's cotangents
+  // widened to f32, a cross-entropy gradient narrowed to bf16): that kernel writes the convert
+  // itself (Kernel::write_converted), with its bits; no pass over the result.
+  bool convert_epilogue(int32_t id) {
     const ir::Node& n = f_.nodes[size_t(id)];
-    if (!fuse_ || n.op != Op::convert || n.type.dtype != DType::f32) return false;
-    const int32_t d = n.operands[0];
-    if (f_.nodes[size_t(d)].op != Op::dot_general || state_[size_t(d)] != State::stored ||
-        is_result_[size_t(d)] || users_[size_t(d)].size() != 1)
-      return false;
+    if (!fuse_ || n.op != Op::convert) return false;
+    int32_t d = n.operands[0];
+    if (is_result_[size_t(d)] || users_[size_t(d)].size() != 1) return false;
+    // A reshape of the result, read by the convert alone: the same buffer.
+    if (const ir::Node& r = f_.nodes[size_t(d)];
+        state_[size_t(d)] == State::view && r.op == Op::reshape && view_[size_t(d)].contiguous() &&
+        view_[size_t(d)].src == r.operands[0]) {
+      d = r.operands[0];
+      if (is_result_[size_t(d)] || users_[size_t(d)].size() != 1) return false;
+    }
+    if (state_[size_t(d)] != State::stored) return false;
     const size_t s = step_writing(d);
-    if (s >= p_.steps.size() || !dot_round_epilogue(*p_.steps[s], id)) return false;
+    if (s >= p_.steps.size()) return false;
+    Kernel& k = *p_.steps[s];
+    if (!k.write_converted || !k.write_converted(k, d, id, n.type.dtype)) return false;
     state_[size_t(id)] = State::stored;
     return true;
   }
@@ -315,7 +323,7 @@ class Planner {
   }
 
   void elementwise(int32_t id) {
-    if (round_epilogue(id) || epilogue(id)) return;
+    if (convert_epilogue(id) || epilogue(id)) return;
     const ir::Node& n = f_.nodes[size_t(id)];
     int64_t size = n.type.shape.numel();
     std::vector<int> gs;
