@@ -115,6 +115,28 @@ TEST(HostBf16Dot, MatchesF64OnRoundedOperandsInEveryLayout) {
   }
 }
 
+// A bf16 result with NaNs (a NaN operand, inf - inf), infinities and values that round up to
+// inf converted back to f32: the GEMM's in-place rounding gives the separate convert's bits
+// (run_all: fused and not), a quiet NaN where the result is NaN.
+TEST(HostBf16Dot, ConvertedResultKeepsNonFiniteBits) {
+  const int64_t M = 6, K = 4, N = 40;
+  std::vector<double> xv = lcg_doubles(M * K, 41), wv = lcg_doubles(K * N, 42);
+  xv[0] = kNaN;      // row 0: NaN
+  xv[K] = kInf;      // row 1: ±inf, or NaN where w has both signs
+  xv[2 * K] = 3e38;  // row 2: beyond bf16's largest finite once summed
+  xv[2 * K + 1] = 3e38;
+  ir::Builder b("bf16_dot_nonfinite");
+  auto x = b.convert(b.parameter({DType::f32, Shape{M, K}}), DType::bf16);
+  auto w = b.convert(b.parameter({DType::f32, Shape{K, N}}), DType::bf16);
+  auto up = b.convert(b.dot_general(x, w, {{}, {}, {1}, {0}}), DType::f32);
+  const Array r = run_all(b.build({up}), {Array::from_doubles(DType::f32, {M, K}, xv),
+                                          Array::from_doubles(DType::f32, {K, N}, wv)})[0];
+  for (int64_t j = 0; j < N; ++j) {
+    EXPECT_TRUE(std::isnan(r.at(j))) << j;
+    EXPECT_FALSE(std::isfinite(r.at(N + j))) << j;
+  }
+}
+
 TEST(HostBf16Dot, PreferredElementTypeIsCheckedByTheVerifier) {
   ir::Builder b("bad");
   auto x = b.parameter({DType::f32, Shape{2, 3}}), w = b.parameter({DType::f32, Shape{3, 4}});

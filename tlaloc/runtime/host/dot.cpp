@@ -38,6 +38,17 @@ struct Tile {
   int64_t b, m0, m1, n0, n1;
 };
 
+// c[0:n] = from_bf16(to_bf16(c)), on the bits so that it vectorizes: a NaN quieted, else
+// rounded to nearest even, the low half cleared.
+TLALOC_CLONES void round_bf16_in_place(float* c, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const uint32_t u = f32_bits(c[j]);
+    const uint32_t r =
+        (u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u);
+    c[j] = bits_f32(r & 0xffff0000u);
+  }
+}
+
 struct DotKernel : Kernel {
   std::vector<Tile> tiles;  // fixed by the shapes, so results do not depend on threads
 
@@ -122,7 +133,7 @@ struct DotKernel : Kernel {
       auto* c = static_cast<float*>(f.ptr[out]) + c_off;
       for (int64_t i = 0; i < t.m1 - t.m0; ++i)
         if (dtype == DType::bf16)
-          for (int64_t j = 0; j < n; ++j) c[i * N + j] = from_bf16(to_bf16(c[i * N + j]));
+          round_bf16_in_place(c + i * N, n);
         else
           for (int64_t j = 0; j < n; ++j) c[i * N + j] = from_f16(to_f16(c[i * N + j]));
       return;
