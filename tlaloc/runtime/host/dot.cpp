@@ -49,6 +49,16 @@ TLALOC_CLONES void round_bf16_in_place(float* c, int64_t n) {
   }
 }
 
+// o[0:n] = to_bf16(s[0:n]), on the bits as above.
+TLALOC_CLONES void round_bf16_to(const float* s, uint16_t* o, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const uint32_t u = f32_bits(s[j]);
+    const uint32_t r =
+        (u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u);
+    o[j] = uint16_t(r >> 16);
+  }
+}
+
 struct DotKernel : Kernel {
   std::vector<Tile> tiles;  // fixed by the shapes, so results do not depend on threads
 
@@ -141,7 +151,7 @@ struct DotKernel : Kernel {
     auto* o = static_cast<uint16_t*>(f.ptr[out]) + c_off;
     for (int64_t i = 0; i < t.m1 - t.m0; ++i)
       if (dtype == DType::bf16)
-        for (int64_t j = 0; j < n; ++j) o[i * N + j] = to_bf16(s[i * N + j]);
+        round_bf16_to(s + i * N, o + i * N, n);
       else
         for (int64_t j = 0; j < n; ++j) o[i * N + j] = to_f16(s[i * N + j]);
   }
