@@ -131,6 +131,7 @@ struct AttentionKernel : Kernel {
   double scale = 1;
   bool causal = false, grad = false, parallel = false;
   bool f32_qkv = false;  // bf16 kernel: q, k, v read as f32 (converts folded), rounded as packed
+  bool wide[3] = {};     // bf16 gradient: result i written as its f32 convert (write_converted)
 
   // Keys visible to query row i are j < end(i) with mask[j] set.
   int64_t end(int64_t i) const { return causal ? std::clamp<int64_t>(i + T - S + 1, 0, T) : T; }
@@ -426,10 +427,8 @@ void run_bf16_dense(const AttentionKernel& a, const Frame& fr) {
   }
   run<float>(a, Frame{ptr.data(), fr.scratch, fr.num_threads});
   if (a.grad)
-    for (auto [id, g] : {std::pair{a.r0, &dq}, {a.r1, &dk}, {a.r2, &dv}}) {
-      auto* o = static_cast<uint16_t*>(fr.ptr[id]);
-      for (size_t i = 0; i < g->size(); ++i) o[i] = runtime::host::to_bf16((*g)[i]);
-    }
+    for (auto [i, id, g] : {std::tuple{0, a.r0, &dq}, {1, a.r1, &dk}, {2, a.r2, &dv}})
+      attention_gemm::store_bf16(fr.ptr[id], a.wide[i], 0, g->data(), int64_t(g->size()));
 }
 
 // Bytes of Frame::scratch each thread of run_bf16 takes: its f32 buffers (the backward's dk / dv
@@ -456,7 +455,10 @@ void run_bf16_as(const AttentionKernel& a, const Frame& fr) {
     char* mine = fr.scratch + runtime::host::team_thread() * per;
     float* buf = reinterpret_cast<float*>(mine);
     void* pack = mine + (bf16_floats(a) * 4 + 63) / 64 * 64;
-    auto at = [&](int32_t v, int64_t off) { return static_cast<uint16_t*>(fr.ptr[v]) + off; };
+    auto dq_at = [&](int64_t off) -> void* {
+      return a.wide[0] ? static_cast<void*>(static_cast<float*>(fr.ptr[a.r0]) + off)
+                       : static_cast<uint16_t*>(fr.ptr[a.r0]) + off;
+    };
     auto in_at = [&](int32_t v, int64_t off) { return static_cast<const T*>(fr.ptr[v]) + off; };
     auto with_mask = [&](int64_t b) {
       attention_gemm::Dims db = d;
@@ -482,12 +484,11 @@ void run_bf16_as(const AttentionKernel& a, const Frame& fr) {
             with_mask(b), in_at(a.q, h * a.S * a.D), in_at(a.k, (b * a.Hkv + kvh) * a.T * a.D),
             in_at(a.v, (b * a.Hkv + kvh) * a.T * a.Dv), in<float>(fr, a.out) + h * a.S * a.Dv,
             in<float>(fr, a.lse) + h * a.S, in<float>(fr, a.dout) + h * a.S * a.Dv,
-            at(a.r0, h * a.S * a.D), dK, dV, dK + acc, pack);
+            dq_at(h * a.S * a.D), a.wide[0], dK, dV, dK + acc, pack);
       }
-      uint16_t* oK = at(a.r1, (b * a.Hkv + kvh) * a.T * a.D);
-      uint16_t* oV = at(a.r2, (b * a.Hkv + kvh) * a.T * a.Dv);
-      for (int64_t j = 0; j < a.T * a.D; ++j) oK[j] = runtime::host::to_bf16(dK[j]);
-      for (int64_t j = 0; j < a.T * a.Dv; ++j) oV[j] = runtime::host::to_bf16(dV[j]);
+      const int64_t kv = b * a.Hkv + kvh;
+      attention_gemm::store_bf16(fr.ptr[a.r1], a.wide[1], kv * a.T * a.D, dK, a.T * a.D);
+      attention_gemm::store_bf16(fr.ptr[a.r2], a.wide[2], kv * a.T * a.Dv, dV, a.T * a.Dv);
     }
   });
 }
@@ -530,6 +531,16 @@ std::unique_ptr<Kernel> make_kernel(const ir::Function& f, ValueId id, int num_t
   k->writes = ir::results_of(f, id);
   k->run = bf16 ? run_bf16 : n.type.dtype == DType::f64 ? run<double> : run<float>;
   if (bf16) k->scratch_bytes = std::max(num_threads, 1) * bf16_thread_bytes(*k);
+  if (bf16 && k->grad)  // a bf16 gradient widened to f32 (autocast): written as f32
+    k->write_converted = [](Kernel& kk, int32_t from, int32_t to, DType dt) {
+      auto& a = static_cast<AttentionKernel&>(kk);
+      const int i = from == a.r0 ? 0 : from == a.r1 ? 1 : from == a.r2 ? 2 : -1;
+      if (dt != DType::f32 || i < 0 || a.wide[i]) return false;
+      a.wide[i] = true;
+      (i == 0 ? a.r0 : i == 1 ? a.r1 : a.r2) = to;
+      std::replace(a.writes.begin(), a.writes.end(), from, to);
+      return true;
+    };
   return k;
 }
 

@@ -230,9 +230,16 @@ void forward_bf16(const Dims& d, const T* Q, const T* K, const T* V, float* O, f
   }
 }
 
+void store_bf16(void* dst, bool wide, int64_t off, const float* src, int64_t n) {
+  runtime::host::round_to_bf16(
+      src,
+      wide ? static_cast<void*>(static_cast<float*>(dst) + off) : static_cast<uint16_t*>(dst) + off,
+      wide, n);
+}
+
 template <class T>
 void backward_bf16(const Dims& d, const T* Q, const T* K, const T* V, const float* O,
-                   const float* L, const float* dO, uint16_t* dQ, float* dK, float* dV,
+                   const float* L, const float* dO, void* dQ, bool dQ_wide, float* dK, float* dV,
                    float* scratch, void* pack) {
   float* P = scratch;
   float* dS = P + kQueryBlock * d.T;
@@ -244,7 +251,8 @@ void backward_bf16(const Dims& d, const T* Q, const T* K, const T* V, const floa
   for (int64_t i0 = 0; i0 < d.S; i0 += kQueryBlock) {
     const int64_t rows = std::min(kQueryBlock, d.S - i0), n = d.end(i0 + rows - 1);
     if (n == 0) {
-      std::fill(dQ + i0 * d.D, dQ + (i0 + rows) * d.D, uint16_t(0));
+      std::fill(dq, dq + rows * d.D, 0.0f);
+      store_bf16(dQ, dQ_wide, i0 * d.D, dq, rows * d.D);
       continue;
     }
     gemm16(false, true, rows, n, d.D, Q + i0 * d.D, d.D, K, d.D, P, n, pk.gemm, pk.k);
@@ -252,7 +260,7 @@ void backward_bf16(const Dims& d, const T* Q, const T* K, const T* V, const floa
     softmax_grad_block(d, i0, rows, n, P, dS, O, L, dO, d.scale);
     // dQ = dS K (rounded to bf16); dK += dSᵀ Q; dV += Pᵀ dO
     gemm16(false, false, rows, d.D, n, dS, n, K, d.D, dq, d.D, pk.gemm);
-    for (int64_t j = 0; j < rows * d.D; ++j) dQ[i0 * d.D + j] = runtime::host::to_bf16(dq[j]);
+    store_bf16(dQ, dQ_wide, i0 * d.D, dq, rows * d.D);
     gemm16_add(n, d.D, rows, dS, n, Q + i0 * d.D, dK, tmp, pk.gemm);
     gemm16_add(n, d.Dv, rows, P, n, dO + i0 * d.Dv, dV, tmp, pk.gemm);
   }
@@ -263,9 +271,9 @@ template void forward_bf16(const Dims&, const uint16_t*, const uint16_t*, const 
 template void forward_bf16(const Dims&, const float*, const float*, const float*, float*, float*,
                            float*, void*);
 template void backward_bf16(const Dims&, const uint16_t*, const uint16_t*, const uint16_t*,
-                            const float*, const float*, const float*, uint16_t*, float*, float*,
+                            const float*, const float*, const float*, void*, bool, float*, float*,
                             float*, void*);
 template void backward_bf16(const Dims&, const float*, const float*, const float*, const float*,
-                            const float*, const float*, uint16_t*, float*, float*, float*, void*);
+                            const float*, const float*, void*, bool, float*, float*, float*, void*);
 
 }  // namespace tlaloc::composites::attention_gemm

@@ -52,10 +52,15 @@ int64_t backward_bf16_scratch(const Dims& d);  // floats
 template <class T>
 void forward_bf16(const Dims& d, const T* Q, const T* K, const T* V, float* O, float* L,
                   float* scratch, void* pack);
-// Writes dQ [S, D] (bf16) and adds into the f32 accumulators dK [T, D], dV [T, Dv].
+// Writes dQ [S, D] (rounded to bf16: store_bf16, at dQ_wide) and adds into the f32
+// accumulators dK [T, D], dV [T, Dv].
 template <class T>
 void backward_bf16(const Dims& d, const T* Q, const T* K, const T* V, const float* O,
-                   const float* L, const float* dO, uint16_t* dQ, float* dK, float* dV,
+                   const float* L, const float* dO, void* dQ, bool dQ_wide, float* dK, float* dV,
                    float* scratch, void* pack);
+
+// src[0:n] rounded to bf16 (nearest even, NaN quieted) into dst[off:off + n]: bf16 bit patterns,
+// or with `wide` f32 values (the bf16 widened: a convert of the result to f32 folded in).
+void store_bf16(void* dst, bool wide, int64_t off, const float* src, int64_t n);
 
 }  // namespace tlaloc::composites::attention_gemm

@@ -173,7 +173,7 @@ TLALOC_CLONES void rows(const CrossEntropyKernel& k, const Frame& fr, int64_t r0
         const F el = buf[label];
         for (int64_t i = 0; i < C; ++i) buf[i] = dl * (buf[i] / sum);
         buf[label] = dl * (el / sum - F(1));
-        for (int64_t i = 0; i < C; ++i) h[i] = runtime::host::to_bf16(buf[i]);
+        runtime::host::round_to_bf16(buf, h, false, C);
         continue;
       }
     F* d = static_cast<F*>(fr.ptr[k.res]) + r * C;

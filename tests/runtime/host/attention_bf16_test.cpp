@@ -292,6 +292,23 @@ TEST(HostBf16Attention, ConvertsFromF32GiveTheBitsOfBf16Inputs) {
     const std::vector<Array> gwant = run_all(program(gb, true), gb);
     const std::vector<Array> ggot = run_all(program(gf, true), gf);
     for (size_t r = 0; r < 3; ++r) EXPECT_TRUE(ggot[r].bitwise_equal(gwant[r])) << "gradient " << r;
+    // The bf16 gradients converted to f32 (autocast's VJP; fused, the kernel writes the f32
+    // itself): the bf16 values widened, fused or not (run_all), with inf / NaN inputs too.
+    std::vector<ir::TensorType> types;
+    for (auto& a : gf) types.push_back({a.dtype(), a.shape()});
+    const std::vector<Array> wide =
+        run_all(one_op_results(types,
+                               [&](ir::Builder& b, auto& p) {
+                                 for (int i = 0; i < 3; ++i)
+                                   p[size_t(i)] = b.convert(p[size_t(i)], DType::bf16);
+                                 std::vector<ir::ValueId> g = cop::attention_grad(
+                                     b, p[0], p[1], p[2], p[3], p[4], p[5], -1, 0.4, true);
+                                 for (auto& v : g) v = b.convert(v, DType::f32);
+                                 return g;
+                               }),
+                gf);
+    for (size_t r = 0; r < 3; ++r)
+      EXPECT_TRUE(wide[r].bitwise_equal(gwant[r].astype(DType::f32))) << "widened " << r;
   }
 }
 

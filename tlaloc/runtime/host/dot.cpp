@@ -38,27 +38,6 @@ struct Tile {
   int64_t b, m0, m1, n0, n1;
 };
 
-// c[0:n] = from_bf16(to_bf16(c)), on the bits so that it vectorizes: a NaN quieted, else
-// rounded to nearest even, the low half cleared.
-TLALOC_CLONES void round_bf16_in_place(float* c, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) {
-    const uint32_t u = f32_bits(c[j]);
-    const uint32_t r =
-        (u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u);
-    c[j] = bits_f32(r & 0xffff0000u);
-  }
-}
-
-// o[0:n] = to_bf16(s[0:n]), on the bits as above.
-TLALOC_CLONES void round_bf16_to(const float* s, uint16_t* o, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) {
-    const uint32_t u = f32_bits(s[j]);
-    const uint32_t r =
-        (u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u);
-    o[j] = uint16_t(r >> 16);
-  }
-}
-
 struct DotKernel : Kernel {
   std::vector<Tile> tiles;  // fixed by the shapes, so results do not depend on threads
 
@@ -143,7 +122,7 @@ struct DotKernel : Kernel {
       auto* c = static_cast<float*>(f.ptr[out]) + c_off;
       for (int64_t i = 0; i < t.m1 - t.m0; ++i)
         if (dtype == DType::bf16)
-          round_bf16_in_place(c + i * N, n);
+          round_to_bf16(c + i * N, c + i * N, true, n);
         else
           for (int64_t j = 0; j < n; ++j) c[i * N + j] = from_f16(to_f16(c[i * N + j]));
       return;
@@ -151,7 +130,7 @@ struct DotKernel : Kernel {
     auto* o = static_cast<uint16_t*>(f.ptr[out]) + c_off;
     for (int64_t i = 0; i < t.m1 - t.m0; ++i)
       if (dtype == DType::bf16)
-        round_bf16_to(s + i * N, o + i * N, n);
+        round_to_bf16(s + i * N, o + i * N, false, n);
       else
         for (int64_t j = 0; j < n; ++j) o[i * N + j] = to_f16(s[i * N + j]);
   }
@@ -322,6 +301,19 @@ bool dot_add_epilogue(Kernel& k, int32_t v, bool row) {
   d.reads.push_back(v);
   d.label += row ? " + bias" : " + addend";
   return true;
+}
+
+TLALOC_CLONES void round_to_bf16(const float* src, void* dst, bool wide, int64_t n) {
+  // On the bits, so that it vectorizes: a NaN quieted, else nearest even, the low half cleared.
+  auto bits = [](float x) {
+    const uint32_t u = f32_bits(x);
+    return ((u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u)) &
+           0xffff0000u;
+  };
+  if (wide)
+    for (int64_t j = 0; j < n; ++j) static_cast<float*>(dst)[j] = bits_f32(bits(src[j]));
+  else
+    for (int64_t j = 0; j < n; ++j) static_cast<uint16_t*>(dst)[j] = uint16_t(bits(src[j]) >> 16);
 }
 
 std::vector<ir::ValueId> kernel_operands(const ir::Function& f, int32_t id) {

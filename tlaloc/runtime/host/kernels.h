@@ -48,6 +48,9 @@ FusedReduce fused_reduce(ir::ReduceKind kind, DType dtype);
 // gradient (or of a reshape of one): its kernel writes the bf16 itself. Other nodes: their
 // operands.
 std::vector<ir::ValueId> kernel_operands(const ir::Function& f, int32_t id);
+// src[0:n] rounded to bf16 (to_bf16's bits: nearest even, NaN quieted) into dst[0:n]: bf16 bit
+// patterns, or with `wide` the f32 values of those bf16 (dst may be src then). Vectorized.
+void round_to_bf16(const float* src, void* dst, bool wide, int64_t n);
 std::unique_ptr<Kernel> make_dot(const ir::Function& f, int32_t id, int num_threads);
 // f32 C[m0:m1, 0:N] = op(A) op(B), + bias[0:N] on every row when bias is not null, then +
 // add[i * ldc + j] when add is not null: A [M, K] (lda), or [K, M] when ta; B [K, N] (ldb), or
