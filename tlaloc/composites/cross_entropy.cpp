@@ -159,35 +159,23 @@ TLALOC_CLONES void rows(const CrossEntropyKernel& k, const Frame& fr, int64_t r0
       continue;
     }
     F* loss = static_cast<F*>(fr.ptr[k.loss]) + r;
-    if constexpr (std::is_same_v<F, float>)
-      if (k.grad_bf16) {
-        uint16_t* h = static_cast<uint16_t*>(fr.ptr[k.res]) + r * C;
-        if (!in) {
-          std::fill(h, h + C, uint16_t(0));
-          *loss = -F(0);
-          continue;
-        }
-        const F sum = row_exp(x, C, shift, buf);
-        *loss = -((x[label] - shift) - std::log(sum));
-        const F dl = static_cast<const F*>(fr.ptr[k.dl])[r];
-        const F el = buf[label];
-        for (int64_t i = 0; i < C; ++i) buf[i] = dl * (buf[i] / sum);
-        buf[label] = dl * (el / sum - F(1));
-        runtime::host::round_to_bf16(buf, h, false, C);
-        continue;
-      }
-    F* d = static_cast<F*>(fr.ptr[k.res]) + r * C;
+    // grad_bf16: the row in scratch, then rounded into the bf16 result.
+    const bool narrow = std::is_same_v<F, float> && k.grad_bf16;
+    F* d = narrow ? buf : static_cast<F*>(fr.ptr[k.res]) + r * C;
     if (!in) {
       std::fill(d, d + C, F(0));
       *loss = -F(0);
-      continue;
+    } else {
+      const F sum = row_exp(x, C, shift, d);
+      *loss = -((x[label] - shift) - std::log(sum));
+      const F dl = static_cast<const F*>(fr.ptr[k.dl])[r];
+      const F el = d[label];
+      for (int64_t i = 0; i < C; ++i) d[i] = dl * (d[i] / sum);
+      d[label] = dl * (el / sum - F(1));
     }
-    const F sum = row_exp(x, C, shift, d);
-    *loss = -((x[label] - shift) - std::log(sum));
-    const F dl = static_cast<const F*>(fr.ptr[k.dl])[r];
-    const F el = d[label];
-    for (int64_t i = 0; i < C; ++i) d[i] = dl * (d[i] / sum);
-    d[label] = dl * (el / sum - F(1));
+    if constexpr (std::is_same_v<F, float>)
+      if (narrow)
+        runtime::host::round_to_bf16(d, static_cast<uint16_t*>(fr.ptr[k.res]) + r * C, false, C);
   }
 }
 

@@ -279,17 +279,15 @@ void pack_panels(uint32_t* dst, int64_t W, const View<T>& v, int64_t k0, int64_t
     pack_scalar(dst, W, v, k0, kc, x0, xn);
 }
 
-template void pack_panels<Bf16GemmPath::native>(uint32_t*, int64_t, const View<float>&, int64_t,
-                                                int64_t, int64_t, int64_t);
-template void pack_panels<Bf16GemmPath::native>(uint32_t*, int64_t, const View<uint16_t>&, int64_t,
-                                                int64_t, int64_t, int64_t);
-template void pack_panels<Bf16GemmPath::avx2>(uint32_t*, int64_t, const View<float>&, int64_t,
-                                              int64_t, int64_t, int64_t);
-template void pack_panels<Bf16GemmPath::avx2>(uint32_t*, int64_t, const View<uint16_t>&, int64_t,
-                                              int64_t, int64_t, int64_t);
-template void pack_panels<Bf16GemmPath::scalar>(uint32_t*, int64_t, const View<float>&, int64_t,
-                                                int64_t, int64_t, int64_t);
-template void pack_panels<Bf16GemmPath::scalar>(uint32_t*, int64_t, const View<uint16_t>&, int64_t,
-                                                int64_t, int64_t, int64_t);
+#define TLALOC_PACK_PANELS(P, T)                                                              \
+  template void pack_panels<P>(uint32_t*, int64_t, const View<T>&, int64_t, int64_t, int64_t, \
+                               int64_t);
+TLALOC_PACK_PANELS(Bf16GemmPath::native, float)
+TLALOC_PACK_PANELS(Bf16GemmPath::native, uint16_t)
+TLALOC_PACK_PANELS(Bf16GemmPath::avx2, float)
+TLALOC_PACK_PANELS(Bf16GemmPath::avx2, uint16_t)
+TLALOC_PACK_PANELS(Bf16GemmPath::scalar, float)
+TLALOC_PACK_PANELS(Bf16GemmPath::scalar, uint16_t)
+#undef TLALOC_PACK_PANELS
 
 }  // namespace tlaloc::runtime::host::bf16
