@@ -189,6 +189,23 @@ KERNEL_TEST(reduce, column_folds_split_over_threads) {
   }
 }
 
+// A full reduction fused into the group of an empty operand (sum, max and min of exponential over
+// [0, 5]) is its init value (0, -inf, inf), not what an earlier reduction left in the scratch: the
+// program first sums a non-empty input.
+KERNEL_TEST(reduce, fused_over_an_empty_operand_is_its_init) {
+  const std::vector<ir::TensorType> types = {{DType::f32, {1000}}, {DType::f32, {0, 5}}};
+  ir::Builder b("empty_reduce");
+  auto x = b.parameter(types[0]), y = b.parameter(types[1]);
+  std::vector<ir::ValueId> out = {b.reduce(b.unary(Op::exponential, x), ir::ReduceKind::sum, {0})};
+  for (auto k : {ir::ReduceKind::sum, ir::ReduceKind::max, ir::ReduceKind::min})
+    out.push_back(b.reduce(b.unary(Op::exponential, y), k, {0, 1}));
+  const std::vector<Array> got =
+      run_all(b.build(out), {lcg_array(DType::f32, {1000}, 3), Array(DType::f32, {0, 5})});
+  expect_values(got[1], {0.0});
+  expect_values(got[2], {-kInf});
+  expect_values(got[3], {kInf});
+}
+
 std::vector<double> naive_dot(const Array& l, const Array& r, const ir::DotDims& d,
                               const Shape& os);
 

@@ -93,6 +93,9 @@ struct GroupKernel : Kernel {
         }
       }
     }
+    if (nb == 0)  // an empty operand: each reduction is its init value (lanes just reset)
+      for (size_t r = 0; r < pg.reduces.size(); ++r)
+        pg.reduces[r].finish_chunk(lanes + r * kLaneBytes, partials + int64_t(r) * nchunks * 8, 0);
   }
   int64_t thread_bytes() const {
     return int64_t(nscratch) * kSlotBytes + int64_t(nslots) * 8 + int64_t(nreduces) * kLaneBytes;
