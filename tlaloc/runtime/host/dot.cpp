@@ -304,16 +304,10 @@ bool dot_add_epilogue(Kernel& k, int32_t v, bool row) {
 }
 
 TLALOC_CLONES void round_to_bf16(const float* src, void* dst, bool wide, int64_t n) {
-  // On the bits, so that it vectorizes: a NaN quieted, else nearest even, the low half cleared.
-  auto bits = [](float x) {
-    const uint32_t u = f32_bits(x);
-    return ((u & 0x7fffffffu) > 0x7f800000u ? u | 0x00400000u : u + 0x7fffu + ((u >> 16) & 1u)) &
-           0xffff0000u;
-  };
   if (wide)
-    for (int64_t j = 0; j < n; ++j) static_cast<float*>(dst)[j] = bits_f32(bits(src[j]));
+    for (int64_t j = 0; j < n; ++j) static_cast<float*>(dst)[j] = from_bf16(to_bf16(src[j]));
   else
-    for (int64_t j = 0; j < n; ++j) static_cast<uint16_t*>(dst)[j] = uint16_t(bits(src[j]) >> 16);
+    for (int64_t j = 0; j < n; ++j) static_cast<uint16_t*>(dst)[j] = to_bf16(src[j]);
 }
 
 std::vector<ir::ValueId> kernel_operands(const ir::Function& f, int32_t id) {

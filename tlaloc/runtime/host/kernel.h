@@ -59,10 +59,11 @@ using Compute = std::conditional_t<
 // Fast inline bf16 / f16 rounding (same results as core's f32_to_bf16 / f32_to_f16).
 using ir::scalar::bits_f32;
 using ir::scalar::f32_bits;
+// Both cases computed and one selected (no branch), so loops over it vectorize.
 inline uint16_t to_bf16(float f) {
-  uint32_t u = f32_bits(f);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
-  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  const uint32_t u = f32_bits(f);
+  const uint32_t nan = (u >> 16) | 0x40u, rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return uint16_t((u & 0x7fffffffu) > 0x7f800000u ? nan : rounded);
 }
 inline float from_bf16(uint16_t h) { return bits_f32(uint32_t(h) << 16); }
 // f16 without branches, so loops over them vectorize: each case computed, one selected.
