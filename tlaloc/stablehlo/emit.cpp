@@ -9,6 +9,7 @@
 
 #include "tlaloc/ir/builder.h"
 #include "tlaloc/passes/expand.h"
+#include "tlaloc/passes/passes.h"
 #include "tlaloc/stablehlo/parse_ast.h"
 
 namespace tlaloc::stablehlo {
@@ -512,8 +513,13 @@ std::string dense_literal(const Array& a) {
 std::string emit(const Function& f, const EmitOptions& options) {
   ir::verify(f);
   // Composites print as their decomposition into plain StableHLO ops: chlo or
-  // stablehlo.composite would tie the module to one consumer's extensions.
-  return Printer(passes::expand_composites(f), options).run();
+  // stablehlo.composite would tie the module to one consumer's extensions. The expanded
+  // program is simplified again: a gradient composite's decomposition recomputes what its
+  // forward's also computes (attention's scores), which cse then shares.
+  const bool composites = std::any_of(f.nodes.begin(), f.nodes.end(),
+                                      [](const ir::Node& n) { return ir::is_composite(n.op); });
+  if (!composites) return Printer(f, options).run();
+  return Printer(passes::simplify(passes::expand_composites(f)), options).run();
 }
 
 int64_t num_replicas(const ir::Function& f) {
