@@ -15,9 +15,11 @@
 // count). lr inputs are f64 scalars, one per resolved parameter group; grad_scale is an f64
 // scalar that gradients are divided by (1 without loss scaling). found_inf is an i1 scalar:
 // true when any gradient holds an inf or NaN, in which case params', state' (step included)
-// equal params, state bit for bit. It is computed as "Σg is not finite" per gradient tensor
-// (one read of g, no temporary), so a finite gradient whose f32 sum overflows (|Σg| ≥ 2^128,
-// entries beyond ~1e34) also counts; gradients that only overflow when unscaled by a
+// equal params, state bit for bit. It is computed as "Σ of every gradient's elements is not
+// finite", one reduction over the gradients flattened and concatenated (in f32, f64 when a
+// parameter is f64; XLA reads them in one kernel, the host lane sums each gradient in the loop
+// that produces it and copies nothing), so finite gradients whose sum overflows (|Σ| ≥ 2^128,
+// entries beyond ~1e34) also count; gradients that only overflow when unscaled by a
 // grad_scale < 1 do not. grad_norm (f32 scalar, present when max_norm is
 // set) is the global L2 norm of the unscaled gradients before clipping, their squares summed in
 // f32 as torch.nn.utils.clip_grad_norm_ sums f32 gradients (so it is inf past ~1.8e19 per

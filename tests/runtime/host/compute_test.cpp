@@ -2,6 +2,7 @@
 #include <numeric>
 
 #include "kernel_test_util.h"
+#include "tlaloc/runtime/host/rewrite.h"
 
 namespace tlaloc::host_test {
 namespace {
@@ -204,6 +205,49 @@ KERNEL_TEST(reduce, fused_over_an_empty_operand_is_its_init) {
   expect_values(got[1], {0.0});
   expect_values(got[2], {-kInf});
   expect_values(got[3], {kInf});
+}
+
+// A full reduction of a concatenation (the train step's found-inf over every gradient) is
+// reduced piece by piece inside each piece's producer (rewrite.h): sum, max and min of
+// exp(x) ++ [] ++ 2·y ++ z by hand, an inf and a NaN piece, and the concatenation also read
+// elsewhere.
+KERNEL_TEST(reduce, of_a_concatenation_piece_by_piece) {
+  const std::vector<ir::TensorType> types = {
+      {DType::f32, {2, 2}}, {DType::f32, {0}}, {DType::f32, {3}}, {DType::f32, {1}}};
+  ir::Builder b("found_inf_like");
+  std::vector<ir::ValueId> p;
+  for (const auto& t : types) p.push_back(b.parameter(t));
+  auto two = b.broadcast_in_dim(b.scalar(DType::f32, 2.0), {3}, {});
+  auto all = b.concatenate({b.reshape(b.unary(Op::exponential, p[0]), {4}), p[1],
+                            b.binary(Op::multiply, p[2], two), p[3]},
+                           0);
+  std::vector<ir::ValueId> out;
+  for (auto k : {ir::ReduceKind::sum, ir::ReduceKind::max, ir::ReduceKind::min})
+    out.push_back(b.reduce(all, k, {0}));
+  const ir::Function f = b.build(out);
+  int reduces = 0;  // 4 pieces for each of the 3 reductions
+  for (const ir::Node& n : runtime::host::split_reductions_of_concatenations(f).nodes)
+    reduces += n.op == Op::reduce;
+  EXPECT_EQ(reduces, 12);
+  auto inputs = [](float last) {
+    return std::vector<Array>{Array::from<float>({2, 2}, {0, 0, 0, 0}), Array(DType::f32, {0}),
+                              Array::from<float>({3}, {1, -3, 4}), Array::from<float>({1}, {last})};
+  };
+  // exp(0) x 4 = 1, 1, 1, 1; 2, -6, 8; 0.5: sum 8.5, max 8, min -6.
+  std::vector<Array> got = run_all(f, inputs(0.5f));
+  expect_values(got[0], {8.5});
+  expect_values(got[1], {8});
+  expect_values(got[2], {-6});
+  got = run_all(f, inputs(kInf));
+  expect_values(got[0], {kInf});
+  expect_values(got[1], {kInf});
+  got = run_all(f, inputs(std::nanf("")));
+  expect_values(got[0], {kNaN});
+  // The concatenation itself as an output too.
+  const ir::Function g = b.build({out[0], all});
+  got = run_all(g, inputs(0.5f));
+  expect_values(got[0], {8.5});
+  expect_values(got[1], {1, 1, 1, 1, 2, -6, 8, 0.5});
 }
 
 std::vector<double> naive_dot(const Array& l, const Array& r, const ir::DotDims& d,

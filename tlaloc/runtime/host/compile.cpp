@@ -298,7 +298,8 @@ std::unique_ptr<Executable> compile(const ir::Function& f, Options options) {
     openblas_set_num_threads(1);
   });
   if (options.num_threads <= 0) options.num_threads = default_threads;
-  auto e = std::make_unique<HostExecutable>(expand_for_host(f), options);
+  auto e = std::make_unique<HostExecutable>(split_reductions_of_concatenations(expand_for_host(f)),
+                                            options);
   ++g_compiled;
   return e;
 }

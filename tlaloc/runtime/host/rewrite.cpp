@@ -86,4 +86,72 @@ ir::Function fold_transposes_into_dots(const ir::Function& in) {
   return f;
 }
 
+namespace {
+
+bool reduces_a_concatenation(const ir::Function& f, const ir::Node& n) {
+  if (n.op != Op::reduce || n.operands.size() != 1) return false;
+  const ir::Node& c = f.nodes[size_t(n.operands[0])];
+  return c.op == Op::concatenate && c.type.shape.rank() == 1 && n.attrs.dimensions == Dims{0};
+}
+
+Op combine_op(ir::ReduceKind k) {
+  switch (k) {
+    case ir::ReduceKind::sum:
+      return Op::add;
+    case ir::ReduceKind::max:
+      return Op::maximum;
+    case ir::ReduceKind::min:
+      return Op::minimum;
+  }
+  return Op::add;
+}
+
+}  // namespace
+
+ir::Function split_reductions_of_concatenations(const ir::Function& f) {
+  if (std::none_of(f.nodes.begin(), f.nodes.end(),
+                   [&](const ir::Node& n) { return reduces_a_concatenation(f, n); }))
+    return f;
+  ir::Function out;
+  out.name = f.name;
+  out.input_names = f.input_names;
+  out.output_names = f.output_names;
+  out.aliases = f.aliases;
+  std::vector<ir::ValueId> map(f.nodes.size(), -1);
+  auto emit = [&](ir::Node n) {
+    out.nodes.push_back(std::move(n));
+    return ir::ValueId(out.nodes.size() - 1);
+  };
+  for (size_t i = 0; i < f.nodes.size(); ++i) {
+    const ir::Node& n = f.nodes[i];
+    if (!reduces_a_concatenation(f, n)) {
+      ir::Node c = n;
+      for (ir::ValueId& o : c.operands) o = map[size_t(o)];
+      map[i] = emit(std::move(c));
+      continue;
+    }
+    // One reduction per piece (a dead concatenation is skipped by the planner), then the
+    // partial results combined left to right.
+    ir::ValueId acc = -1;
+    for (ir::ValueId piece : f.nodes[size_t(n.operands[0])].operands) {
+      ir::Node r = n;
+      r.operands = {map[size_t(piece)]};
+      ir::ValueId part = emit(std::move(r));
+      if (acc < 0) {
+        acc = part;
+        continue;
+      }
+      ir::Node add;
+      add.op = combine_op(n.attrs.reduce_kind);
+      add.type = n.type;
+      add.operands = {acc, part};
+      acc = emit(std::move(add));
+    }
+    map[i] = acc;
+  }
+  for (ir::ValueId v : f.inputs) out.inputs.push_back(map[size_t(v)]);
+  for (ir::ValueId v : f.results) out.results.push_back(map[size_t(v)]);
+  return out;
+}
+
 }  // namespace tlaloc::runtime::host

@@ -11,4 +11,12 @@ namespace tlaloc::runtime::host {
 
 ir::Function fold_transposes_into_dots(const ir::Function& f);
 
+// reduce(concatenate(x_1, ..., x_n)) over its one dim (a full reduction of a rank-1
+// concatenation, as the train step's found-inf) -> the x_i reduced one by one, combined in
+// order by the reduction's op. StableHLO leaves a reduction's order to the implementation, so
+// this is the same value; each x_i is then reduced inside the loop that produces it instead of
+// being copied into the concatenation. Returns f itself when nothing matches; value ids are
+// renumbered otherwise (inputs, results, names and aliases kept).
+ir::Function split_reductions_of_concatenations(const ir::Function& f);
+
 }  // namespace tlaloc::runtime::host
