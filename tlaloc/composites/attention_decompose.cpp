@@ -1,6 +1,7 @@
 // The attention composites' decompositions (attention.cpp's header states them): the textbook
-// masked softmax in plain ops, a 5-D [B, Hkv, G, S, *] layout for the query heads that share a kv
-// head; bf16 q, k, v with preferred-f32 dots and the bf16 roundings of the mixed-precision rule.
+// masked softmax in plain ops; the query heads that share a kv head in a 5-D [B, Hkv, G, S, *]
+// layout, the operands' own 4-D one when each kv head serves one query head; bf16 q, k, v with
+// preferred-f32 dots and the bf16 roundings of the mixed-precision rule.
 #include <cmath>
 #include <optional>
 
@@ -15,6 +16,14 @@ using trace::Tensor;
 
 struct Dims {
   int64_t B, Hq, S, D, Hkv, T, Dv, G;
+  // Grouped layout [B, Hkv, G, S, w] when G > 1, else [B, Hq, S, w]: g is the extra dim's count,
+  // so a query-side tensor's S dim is 2 + g.
+  int64_t g() const { return G > 1 ? 1 : 0; }
+  Shape rows(int64_t w) const { return G > 1 ? Shape{B, Hkv, G, S, w} : Shape{B, Hq, S, w}; }
+  // The (G, S) dims a kv-side result sums over.
+  std::vector<int64_t> group_rows() const {
+    return G > 1 ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{2};
+  }
 };
 
 // bf16 operands accumulate and return f32 (preferred_element_type).
@@ -36,26 +45,28 @@ Dims dims_of(const Tensor& q, const Tensor& k, const Tensor& v) {
   return d;
 }
 
-// Visibility i1 [B,Hkv,G,S,T] (or nullopt: everything visible).
+// Visibility i1 rows(T) (or nullopt: everything visible).
 std::optional<Tensor> visible(const Dims& d, const std::optional<Tensor>& key_mask, bool causal) {
   std::optional<Tensor> vis;
-  Shape full{d.B, d.Hkv, d.G, d.S, d.T};
+  const Shape full = d.rows(d.T);
   if (causal) {
     Tensor i = trace::iota(Shape{d.S, d.T}, 0), j = trace::iota(Shape{d.S, d.T}, 1);
     vis = broadcast_to(i + double(d.T - d.S) >= j, full);
   }
   if (key_mask) {
-    Tensor km = broadcast_to(reshape(*key_mask, {d.B, 1, 1, 1, d.T}), full);
+    std::vector<int64_t> km_dims(size_t(full.rank()), 1);
+    km_dims.front() = d.B;
+    km_dims.back() = d.T;
+    Tensor km = broadcast_to(reshape(*key_mask, km_dims), full);
     vis = vis ? (*vis & km) : km;
   }
   return vis;
 }
 
-// Scores scale·q·kᵀ [B,Hkv,G,S,T] with hidden entries -inf.
-Tensor masked_scores(const Dims& d, const Tensor& q, const Tensor& k,
+// Scores scale·q·kᵀ rows(T) with hidden entries -inf; `qr` is q in rows(D).
+Tensor masked_scores(const Dims& d, const Tensor& qr, const Tensor& k,
                      const std::optional<Tensor>& vis, double scale) {
-  Tensor q5 = reshape(q, {d.B, d.Hkv, d.G, d.S, d.D});
-  Tensor s = dot(q5, k, {{0, 1}, {0, 1}, {4}, {3}}) * scale;
+  Tensor s = dot(qr, k, {{0, 1}, {0, 1}, {3 + d.g()}, {3}}) * scale;
   return vis ? where(*vis, s, full_like(s, -INFINITY)) : s;
 }
 
@@ -67,15 +78,15 @@ std::vector<ValueId> decompose(ir::Builder& b, const ir::Node& n, std::span<cons
   std::optional<Tensor> mask;
   if (ops.size() == 4) mask = Tensor(&b, ops[3]);
   const Dims d = dims_of(q, k, v);
-  Tensor s = masked_scores(d, q, k, visible(d, mask, n.attrs.params[kCausal] != 0),
-                           n.attrs.params[kScale]);
+  Tensor s = masked_scores(d, reshape(q, d.rows(d.D).dims), k,
+                           visible(d, mask, n.attrs.params[kCausal] != 0), n.attrs.params[kScale]);
   Tensor m = max(s, {-1}, true);
   Tensor m0 = where(m > -INFINITY, m, zeros_like(m));
   Tensor e = exp(s - m0);
   Tensor l = sum(e, {-1}, true);
   Tensor nonempty = l > 0.0;
   Tensor l1 = where(nonempty, l, ones_like(l));
-  Tensor o = dot(like_v(e / l1, v), v, {{0, 1}, {0, 1}, {4}, {2}});  // [B,Hkv,G,S,Dv]
+  Tensor o = dot(like_v(e / l1, v), v, {{0, 1}, {0, 1}, {3 + d.g()}, {2}});  // rows(Dv)
   Tensor lse = where(nonempty, m0 + log(l1), full_like(l, -INFINITY));
   return {reshape(o, {d.B, d.Hq, d.S, d.Dv}).id(), reshape(lse, {d.B, d.Hq, d.S}).id()};
 }
@@ -87,30 +98,30 @@ std::vector<ValueId> decompose_grad(ir::Builder& b, const ir::Node& n,
   std::optional<Tensor> mask;
   if (ops.size() == 7) mask = Tensor(&b, ops[6]);
   const Dims d = dims_of(q, k, v);
-  auto heads5 = [&](ValueId x, int64_t w) {
-    return reshape(Tensor(&b, x), {d.B, d.Hkv, d.G, d.S, w});
-  };
-  Tensor o = heads5(ops[3], d.Dv), lse = heads5(ops[4], 1), dout = heads5(ops[5], d.Dv);
-  Tensor s = masked_scores(d, q, k, visible(d, mask, n.attrs.params[kCausal] != 0),
+  auto rows = [&](ValueId x, int64_t w) { return reshape(Tensor(&b, x), d.rows(w).dims); };
+  Tensor o = rows(ops[3], d.Dv), lse = rows(ops[4], 1), dout = rows(ops[5], d.Dv);
+  const Tensor qr = reshape(q, d.rows(d.D).dims);
+  Tensor s = masked_scores(d, qr, k, visible(d, mask, n.attrs.params[kCausal] != 0),
                            n.attrs.params[kScale]);
   Tensor lse0 = where(lse > -INFINITY, lse, zeros_like(lse));
   Tensor p = exp(s - lse0);  // hidden entries: exp(-inf) = 0
   const Tensor dout_v = like_v(dout, v);
-  Tensor dv = dot(like_v(p, v), dout_v, {{0, 1}, {0, 1}, {2, 3}, {2, 3}});  // [B,Hkv,T,Dv]
-  Tensor dp = dot(dout_v, v, {{0, 1}, {0, 1}, {4}, {3}});                   // [B,Hkv,G,S,T]
+  const std::vector<int64_t> gs = d.group_rows();
+  const int64_t last = 3 + d.g();
+  Tensor dv = dot(like_v(p, v), dout_v, {{0, 1}, {0, 1}, gs, gs});  // [B,Hkv,T,Dv]
+  Tensor dp = dot(dout_v, v, {{0, 1}, {0, 1}, {last}, {3}});        // rows(T)
   Tensor delta = sum(dout * o, {-1}, true);
   const double scale = n.attrs.params[kScale];
-  Tensor q5 = reshape(q, {d.B, d.Hkv, d.G, d.S, d.D});
   Tensor dq, dk;
   if (v.dtype() == DType::bf16) {  // scale·ds rounded once for both dots
     Tensor ds = astype(p * (dp - delta) * scale, DType::bf16);
-    dq = astype(dot(ds, k, {{0, 1}, {0, 1}, {4}, {2}}), DType::bf16);
-    dk = astype(dot(ds, q5, {{0, 1}, {0, 1}, {2, 3}, {2, 3}}), DType::bf16);
+    dq = astype(dot(ds, k, {{0, 1}, {0, 1}, {last}, {2}}), DType::bf16);
+    dk = astype(dot(ds, qr, {{0, 1}, {0, 1}, gs, gs}), DType::bf16);
     dv = astype(dv, DType::bf16);
   } else {
     Tensor ds = p * (dp - delta);
-    dq = dot(ds, k, {{0, 1}, {0, 1}, {4}, {2}}) * scale;         // [B,Hkv,G,S,D]
-    dk = dot(ds, q5, {{0, 1}, {0, 1}, {2, 3}, {2, 3}}) * scale;  // [B,Hkv,T,D]
+    dq = dot(ds, k, {{0, 1}, {0, 1}, {last}, {2}}) * scale;  // rows(D)
+    dk = dot(ds, qr, {{0, 1}, {0, 1}, gs, gs}) * scale;      // [B,Hkv,T,D]
   }
   return {reshape(dq, {d.B, d.Hq, d.S, d.D}).id(), dk.id(), dv.id()};
 }
