@@ -301,3 +301,44 @@ TEST(Collectives, AttrsCompareGroupsAndChannel) {
   EXPECT_FALSE(a == b);
   EXPECT_EQ(all_replicas(3), (std::vector<std::vector<int64_t>>{{0, 1, 2}}));
 }
+
+// The cotangent of a value sliced in three (a fused QKV projection's): three zero pads summed.
+// simplify makes it one concatenation; the values are the pieces side by side, by hand.
+TEST(Fold, PadsSideBySideBecomeOneConcatenation) {
+  Builder b;
+  auto q = b.parameter({DType::f32, {2, 1}});
+  auto k = b.parameter({DType::f32, {2, 2}});
+  auto v = b.parameter({DType::f32, {2, 1}});
+  auto zero = b.scalar(DType::f32, 0.0);
+  auto pq = b.pad(q, zero, {0, 0}, {0, 3}, {0, 0});
+  auto pk = b.pad(k, zero, {0, 1}, {0, 1}, {0, 0});
+  auto pv = b.pad(v, zero, {0, 3}, {0, 0}, {0, 0});
+  Function f = b.build({b.binary(Op::add, pv, b.binary(Op::add, pq, pk))});
+  Function g = passes::simplify(f);
+  EXPECT_EQ(count(g, Op::pad), 0);
+  EXPECT_EQ(count(g, Op::add), 0);
+  EXPECT_EQ(count(g, Op::concatenate), 1);
+  std::vector<Array> in{f32({2, 1}, {1, 2}), f32({2, 2}, {3, 4, 5, 6}), f32({2, 1}, {-7, 8})};
+  EXPECT_EQ(passes::interpret(g, in)[0].to_vector<float>(),
+            (std::vector<float>{1, 3, 4, -7, 2, 5, 6, 8}));
+}
+
+// Pads that overlap, leave a gap, pad with a non-zero value or interleave are not pieces side by
+// side: left as they are.
+TEST(Fold, PadsThatAreNotSideBySideStayAdds) {
+  auto build = [](int64_t lo_b, double value, int64_t interior) {
+    Builder b;
+    auto x = b.parameter({DType::f32, {3}});
+    auto y = b.parameter({DType::f32, {2}});
+    auto c = b.scalar(DType::f32, value);
+    const int64_t n = 3 + 2 * interior;
+    auto px = b.pad(x, c, {0}, {7 - n}, {interior});
+    auto py = b.pad(y, c, {lo_b}, {5 - lo_b}, {0});
+    return passes::simplify(b.build({b.binary(Op::add, px, py)}));
+  };
+  EXPECT_EQ(count(build(3, 0.0, 0), Op::concatenate), 1);  // side by side
+  EXPECT_EQ(count(build(4, 0.0, 0), Op::concatenate), 0);  // a gap
+  EXPECT_EQ(count(build(2, 0.0, 0), Op::concatenate), 0);  // overlap
+  EXPECT_EQ(count(build(3, 1.0, 0), Op::concatenate), 0);  // padding value 1
+  EXPECT_EQ(count(build(5, 0.0, 1), Op::concatenate), 0);  // interior padding
+}

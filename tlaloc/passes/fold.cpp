@@ -95,6 +95,63 @@ class Folder {
     return emit(std::move(b));
   }
 
+  // add(pad(a, 0), pad(b, 0)) where a and b lie side by side along one dim (the cotangents of
+  // slices of one value, a fused projection's) -> pad(concatenate(a, b), 0): the same elements,
+  // each x + 0 taken as x (as above). Interior padding and overlaps are left alone.
+  std::optional<ValueId> pads_side_by_side(const Node& n) {
+    if (node(n.operands[0]).op != Op::pad || node(n.operands[1]).op != Op::pad) return std::nullopt;
+    const Node A = node(n.operands[0]), B = node(n.operands[1]);  // copies: emit() reallocates
+    if (A.op != Op::pad || B.op != Op::pad || !is_splat_of(A.operands[1], 0) ||
+        !is_splat_of(B.operands[1], 0))
+      return std::nullopt;
+    const ir::Attrs &a = A.attrs, &b = B.attrs;
+    const int64_t rank = n.type.shape.rank();
+    int64_t dim = -1;
+    for (int64_t d = 0; d < rank; ++d) {
+      const size_t i = size_t(d);
+      if (a.interior_padding[i] != 0 || b.interior_padding[i] != 0) return std::nullopt;
+      if (a.edge_padding_low[i] == b.edge_padding_low[i] &&
+          a.edge_padding_high[i] == b.edge_padding_high[i])
+        continue;
+      if (dim >= 0) return std::nullopt;
+      dim = d;
+    }
+    if (dim < 0) return std::nullopt;
+    const size_t i = size_t(dim);
+    const Node* first = &A;
+    const Node* second = &B;
+    if (a.edge_padding_low[i] + node(A.operands[0]).type.shape[dim] != b.edge_padding_low[i])
+      std::swap(first, second);
+    if (first->attrs.edge_padding_low[i] + node(first->operands[0]).type.shape[dim] !=
+        second->attrs.edge_padding_low[i])
+      return std::nullopt;
+    ir::TensorType ct = node(first->operands[0]).type;
+    ct.shape.dims[i] += node(second->operands[0]).type.shape[dim];
+    Node c{Op::concatenate, ct, {first->operands[0], second->operands[0]}, {}};
+    c.attrs.dimension = dim;
+    Node p{Op::pad, n.type, {emit(std::move(c)), first->operands[1]}, first->attrs};
+    p.attrs.edge_padding_high[i] = second->attrs.edge_padding_high[i];
+    return emit(std::move(p));
+  }
+
+  // concatenate(..., concatenate(x, y), ...) along the same dim -> concatenate(..., x, y, ...).
+  std::optional<ValueId> flatten_concatenate(const Node& n) {
+    std::vector<ValueId> flat;
+    bool nested = false;
+    for (ValueId o : n.operands) {
+      const Node& in = node(o);
+      if (in.op == Op::concatenate && in.attrs.dimension == n.attrs.dimension) {
+        flat.insert(flat.end(), in.operands.begin(), in.operands.end());
+        nested = true;
+      } else {
+        flat.push_back(o);
+      }
+    }
+    if (!nested) return std::nullopt;
+    Node c{Op::concatenate, n.type, std::move(flat), n.attrs};
+    return emit(std::move(c));
+  }
+
   std::optional<ValueId> identity(const Node& n) {
     auto& ops = n.operands;
     auto keep = [&](ValueId v) -> std::optional<ValueId> {
@@ -109,7 +166,7 @@ class Folder {
       case Op::add:
         if (is_splat_of(ops[1], 0)) return keep(ops[0]);
         if (is_splat_of(ops[0], 0)) return keep(ops[1]);
-        break;
+        return pads_side_by_side(n);
       case Op::subtract:
         if (is_splat_of(ops[1], 0)) return keep(ops[0]);
         break;
@@ -167,6 +224,8 @@ class Folder {
       case Op::pad:
         if (node(ops[0]).type == n.type) return same(ops[0]);
         break;
+      case Op::concatenate:
+        return flatten_concatenate(n);
       case Op::select:
         if (ops[1] == ops[2]) return same(ops[1]);
         if (auto p = splat(ops[0])) return same(p->v != 0 ? ops[1] : ops[2]);

@@ -37,7 +37,11 @@ inline constexpr int64_t kMaxFoldOperandElements = 16 * kMaxFoldElements;
 //   convert to the same dtype, reshape to the same shape, identity transpose / broadcast /
 //   slice / zero pad -> x; reshape of reshape, transpose of transpose and broadcast of
 //   broadcast compose into one op; select with a constant/splat pred, or with equal branches,
-//   -> the chosen branch.
+//   -> the chosen branch;
+// * add(pad(a, 0), pad(b, 0)) with a and b side by side along one dim (no interior padding)
+//   -> pad(concatenate(a, b), 0) (the cotangent of a value sliced in pieces, such as a fused
+//   QKV projection's, becomes one concatenation); a concatenate of a concatenate along the
+//   same dim -> one concatenate.
 // Leaves replaced nodes dead (run dce).
 ir::Function fold_constants(const ir::Function& f);
 
