@@ -1,6 +1,7 @@
 // nn layers and losses against hand computations and PyTorch's definitions.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 
 #include "tlaloc/autodiff/autodiff.h"
@@ -37,6 +38,47 @@ TEST(Linear, ForwardIsXWtPlusB) {
   auto out = run(f, {Array::from<float>({2, 3}, {1, 1, 1, 2, 0, -1}), named[0].param->value,
                      named[1].param->value});
   EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{6.5f, -0.5f, -0.5f, -3.5f}));
+}
+
+// Linear::forward_fused (the fused QKV projection): x·Wᵢᵀ + bᵢ for widths 2, 1, 3 by hand, as one
+// GEMM over the concatenated weights; a layer with a LoRA adapter makes the three run one by one.
+TEST(Linear, ForwardFusedIsEachLayersXWtPlusB) {
+  for (bool lora : {false, true}) {
+    SCOPED_TRACE(lora ? "with LoRA" : "fused");
+    nn::Linear a(3, 2), b(3, 1), c(3, 3);
+    if (lora) b.add_lora(1, 2.0, 0.0);
+    std::vector<Array> values = {
+        Array::from<float>({2, 3}, {1, 2, 3, -1, 0, 1}), Array::from<float>({2}, {0.5f, -0.5f}),
+        Array::from<float>({1, 3}, {0, 1, -2}), Array::from<float>({1}, {4})};
+    if (lora) {  // lora_A [1, 3], lora_B [1, 1]: adds 2 · (x·Aᵀ)·Bᵀ = 2 · (x0 + x1 + x2)
+      values.push_back(Array::from<float>({1, 3}, {1, 1, 1}));
+      values.push_back(Array::from<float>({1, 1}, {1}));
+    }
+    values.push_back(Array::from<float>({3, 3}, {1, 0, 0, 0, 1, 0, 0, 0, 1}));
+    values.push_back(Array::from<float>({3}, {0, 0, 1}));
+    std::vector<ir::TensorType> types = {{DType::f32, {2, 3}}};
+    for (const Array& v : values) types.push_back({v.dtype(), v.shape()});
+    ir::Function f = trace::capture(
+        [&](std::span<const Tensor> in) {
+          const size_t nb = lora ? 4 : 2;
+          a.bind(in.subspan(1, 2));
+          b.bind(in.subspan(3, nb));
+          c.bind(in.subspan(3 + nb, 2));
+          std::array<nn::Linear*, 3> layers{&a, &b, &c};
+          return nn::Linear::forward_fused(layers, in[0]);
+        },
+        types);
+    int dots = 0;
+    for (const ir::Node& n : f.nodes) dots += n.op == ir::Op::dot_general;
+    EXPECT_EQ(dots, lora ? 5 : 1);
+    std::vector<Array> in = {Array::from<float>({2, 3}, {1, 1, 1, 2, 0, -1})};
+    for (Array& v : values) in.push_back(std::move(v));
+    auto out = run(f, in);
+    EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{6.5f, -0.5f, -0.5f, -3.5f}));
+    EXPECT_EQ(out[1].to_vector<float>(),
+              (std::vector<float>{lora ? 9.0f : 3.0f, lora ? 8.0f : 6.0f}));
+    EXPECT_EQ(out[2].to_vector<float>(), (std::vector<float>{1, 1, 2, 2, 0, 0}));
+  }
 }
 
 TEST(Sequential, DottedNamesAndPrintout) {

@@ -8,6 +8,7 @@
 #include "tlaloc/recipes/disc.h"
 #include "tlaloc/recipes/fmnist.h"
 #include "tlaloc/recipes/lm.h"
+#include "tlaloc/stablehlo/emit.h"
 
 using namespace tlaloc;
 
@@ -89,4 +90,59 @@ TEST(StableHloSteps, LmTrainStepWithLayerNormTanhGelu) {
   EXPECT_EQ(text.find("tlaloc.gelu"), std::string::npos);
   EXPECT_EQ(text.find("tlaloc.layer_norm"), std::string::npos);
   EXPECT_NE(text.find("stablehlo.tanh"), std::string::npos);
+}
+
+namespace {
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The reductions the found_inf output is computed from: walked back from the output through
+// scalar values, stopping at each reduce.
+std::vector<ir::ValueId> found_inf_reductions(const optim::TrainStep& s) {
+  std::vector<ir::ValueId> reduces, todo{s.fn.results[size_t(s.found_inf_output())]};
+  std::vector<bool> seen(s.fn.nodes.size(), false);
+  while (!todo.empty()) {
+    const ir::ValueId v = todo.back();
+    todo.pop_back();
+    if (seen[size_t(v)]) continue;
+    seen[size_t(v)] = true;
+    const ir::Node& n = s.fn.nodes[size_t(v)];
+    if (n.op == ir::Op::reduce) {
+      reduces.push_back(v);
+      continue;
+    }
+    if (n.type.shape.rank() == 0)
+      for (ir::ValueId o : n.operands) todo.push_back(o);
+  }
+  return reduces;
+}
+
+}  // namespace
+
+// `tlaloc export lm` (bench/lm_step_jax.py's model): no more dot_generals and transposes than
+// JAX's lowering of the same step, and found-inf is one reduction over every gradient. JAX's
+// counts, from its rules: 13 GEMMs forward (per block the QKV projection, q·kᵀ, p·v, the output
+// projection, fc1, fc2; then the head) and two per GEMM in the backward: 39 dot_generals. Per
+// block 5 transposes forward (q, k, v to heads, kᵀ, the output back), their 5 transposes and 2
+// more in the backward (the batched GEMMs' rhs gradients, dot_general's transpose rule), and one
+// per weight gradient of a dense layer (4 per block, the head): 33.
+// scripts/device-check.sh prints JAX's own counts (bench/lm_step_jax.py --count-ops).
+TEST(StableHloSteps, BenchmarkLmStepHasAtMostJaxsGemmsAndTransposesAndOneFoundInf) {
+  auto s = recipes::lm::bench_train_step();
+  const std::string text = stablehlo::emit(s.fn);
+  EXPECT_LE(count(text, "\"stablehlo.dot_general\""), 39);
+  EXPECT_LE(count(text, "\"stablehlo.transpose\""), 33);
+  const std::vector<ir::ValueId> r = found_inf_reductions(s);
+  ASSERT_EQ(r.size(), 1u);
+  const ir::Node& all = s.fn.nodes[size_t(s.fn.nodes[size_t(r[0])].operands[0])];
+  EXPECT_EQ(all.op, ir::Op::concatenate);
+  EXPECT_EQ(int(all.operands.size()), s.num_params);
+  // It still round-trips and agrees with the host lane.
+  Array tokens = random::randint(random::key(9), Shape{4096}, 0, 256);
+  Array starts = Array::from<int32_t>({recipes::lm::kBenchBatch}, {0, 100, 2000, 4000});
+  tlaloc::testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {tokens, starts}));
 }

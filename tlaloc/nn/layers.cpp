@@ -34,6 +34,35 @@ trace::Tensor Linear::forward(const trace::Tensor& x) {
   return y;
 }
 
+std::vector<trace::Tensor> Linear::forward_fused(std::span<Linear* const> layers,
+                                                 const trace::Tensor& x) {
+  bool fuse = layers.size() > 1;
+  for (const Linear* l : layers)
+    fuse = fuse && !l->has_lora() && l->in_ == layers[0]->in_ && l->bias_ == layers[0]->bias_ &&
+           l->param("weight").dtype() == layers[0]->param("weight").dtype();
+  std::vector<trace::Tensor> ys;
+  if (!fuse) {
+    for (Linear* l : layers) ys.push_back(l->forward(x));
+    return ys;
+  }
+  const int64_t in = layers[0]->in_;
+  if (x.rank() < 1 || x.dim(-1) != in)
+    fail("Linear(in_features={}): input {} does not end in {}", in, ir::to_string(x.type()), in);
+  std::vector<trace::Tensor> ws, bs;
+  for (const Linear* l : layers) {
+    ws.push_back(l->param("weight"));
+    if (l->bias_) bs.push_back(l->param("bias"));
+  }
+  trace::Tensor y = trace::dot_general(x, trace::concat(ws, 0), {{}, {}, {x.rank() - 1}, {1}});
+  if (!bs.empty()) y = y + trace::concat(bs, 0);
+  int64_t at = 0;
+  for (const Linear* l : layers) {
+    ys.push_back(trace::slice(y, y.rank() - 1, at, at + l->out_));
+    at += l->out_;
+  }
+  return ys;
+}
+
 std::string Linear::repr() const {
   std::string lora;
   if (lora_r_ > 0) lora = fmt::format(", lora_r={}, lora_scaling={}", lora_r_, lora_scaling_);

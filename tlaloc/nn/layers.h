@@ -2,6 +2,8 @@
 // with weight [out_features, in_features] and bias [out_features].
 #pragma once
 
+#include <span>
+
 #include <initializer_list>
 
 #include "tlaloc/nn/module.h"
@@ -31,6 +33,13 @@ class Linear : public Module {
   bool has_lora() const { return lora_r_ > 0; }
   int64_t lora_r() const { return lora_r_; }
   double lora_scaling() const { return lora_scaling_; }
+
+  // x through each of `layers` (x [..., in]; one result [..., out_i] per layer) as one GEMM: the
+  // weights concatenated along out in the program (the parameters keep their own names) and the
+  // result sliced, as the fused QKV projection of GPT-style models. Layers with a LoRA adapter,
+  // or that differ in in_features, bias or dtype, run one by one. Throws as forward().
+  static std::vector<trace::Tensor> forward_fused(std::span<Linear* const> layers,
+                                                  const trace::Tensor& x);
 
  private:
   int64_t in_, out_;

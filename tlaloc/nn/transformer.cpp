@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cmath>
 
 #include "tlaloc/composites/composites.h"
@@ -85,9 +86,12 @@ Tensor MultiHeadAttention::forward(const Tensor& x, const std::optional<Tensor>&
          ir::to_string(x.type()), d_);
   const int64_t B = x.dim(0), S = x.dim(1), hd = d_ / h_;
   auto& ch = children();
+  // q, k and v from one GEMM (Linear::forward_fused); the three modules keep their names.
+  std::array<Linear*, 3> proj{};
+  for (size_t i = 0; i < 3; ++i) proj[i] = &dynamic_cast<Linear&>(*ch[i].second);
+  const std::vector<Tensor> qkv = Linear::forward_fused(proj, x);
   auto heads = [&](size_t i, int64_t n) {  // [B,S,n*hd] -> [B,n,S,hd]
-    Tensor y = (*ch[i].second)(x);
-    return trace::transpose(trace::reshape(y, {B, S, n, hd}), {0, 2, 1, 3});
+    return trace::transpose(trace::reshape(qkv[i], {B, S, n, hd}), {0, 2, 1, 3});
   };
   Tensor q = heads(0, h_), k = heads(1, hkv_), v = heads(2, hkv_);
   Tensor o = composites::attention(q, k, v, key_mask, 1.0 / std::sqrt(double(hd)), causal_);
