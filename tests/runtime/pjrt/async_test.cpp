@@ -106,6 +106,26 @@ TEST(PjrtAsync, RunReturnsBeforeTheDeviceRunsIt) {
   EXPECT_EQ(k.pending(), 0u);
 }
 
+// A plugin that gives no completion event: the first output's ready event stands for it.
+TEST(PjrtAsync, WithoutACompletionEventTheOutputsReadyEventIsWaitedOn) {
+  auto c = fake_client();
+  fake_pjrt::Control& k = fake_control();
+  auto exe = runtime::pjrt::compile(step_fn(), *c);
+  std::vector<runtime::Buffer> args;
+  args.push_back(exe->upload(Array::from<float>({4}, {1, 2, 3, 4})));
+  args.push_back(exe->upload(Array::from<float>({4}, {1, 1, 1, 1})));
+  k.hold = true;
+  k.no_complete_events = true;
+  std::vector<runtime::Buffer> out = exe->run(args, true);
+  ASSERT_FALSE(out[1].done().empty());
+  EXPECT_FALSE(out[1].done().ready());
+  EXPECT_EQ(k.pending(), 1u);
+  out[1].done().wait();
+  EXPECT_EQ(k.pending(), 0u);
+  EXPECT_EQ(c->call_times().waits, 1);
+  EXPECT_EQ(exe->download(out[1]).at(0), 10.0);
+}
+
 // A failed execution's error reaches its event, its outputs and every run that reads them.
 TEST(PjrtAsync, AFailedExecutionIsReportedByItsEventAndItsOutputs) {
   auto c = fake_client();

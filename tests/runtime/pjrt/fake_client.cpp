@@ -91,6 +91,7 @@ std::unique_ptr<Client> fake_client() {
   k.forced = 0;
   k.fail_execution = 0;
   k.fail_message.clear();
+  k.no_complete_events = false;
   return Client::create(p);
 }
 

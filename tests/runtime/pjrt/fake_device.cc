@@ -147,6 +147,13 @@ c::Error* buffer_to_host(c::BufferToHostBufferArgs* a) {
   return nullptr;
 }
 
+c::Error* buffer_ready_event(c::BufferReadyEventArgs* a) {
+  if (a->buffer->donated)
+    return make_error("Buffer has been deleted or donated", c::kInvalidArgument);
+  a->event = new c::Event{a->buffer->v->error, a->buffer->v->producer};  // no producer: ready
+  return nullptr;
+}
+
 c::Error* buffer_destroy(c::BufferArgs* a) {
   delete a->buffer;
   return nullptr;
@@ -213,7 +220,8 @@ c::Error* execute(c::LoadedExecutableExecuteArgs* a) {
   }
   for (size_t i = 0; i < job->outs.size(); ++i)
     a->output_lists[0][i] = new c::Buffer{job->outs[i], false};
-  if (a->device_complete_events) a->device_complete_events[0] = new c::Event{{}, job};
+  if (a->device_complete_events && !k.no_complete_events)
+    a->device_complete_events[0] = new c::Event{{}, job};
   queue.push_back(job);
   k.max_pending = std::max(k.max_pending, queue.size());
   if (!k.hold) release(-1);
@@ -228,6 +236,7 @@ void install(void** f) {
   f[c::kClientBufferFromHostBuffer] = reinterpret_cast<void*>(&buffer_from_host);
   f[c::kBufferToHostBuffer] = reinterpret_cast<void*>(&buffer_to_host);
   f[c::kBufferDestroy] = reinterpret_cast<void*>(&buffer_destroy);
+  f[c::kBufferReadyEvent] = reinterpret_cast<void*>(&buffer_ready_event);
   f[c::kClientCompile] = reinterpret_cast<void*>(&compile);
   f[c::kLoadedExecutableDestroy] = reinterpret_cast<void*>(&loaded_destroy);
   f[c::kLoadedExecutableGetExecutable] = reinterpret_cast<void*>(&get_executable);

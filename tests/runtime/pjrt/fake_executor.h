@@ -36,6 +36,7 @@ struct Control {
   int64_t forced = 0;               // pending executions run because something waited on them
   int64_t fail_execution = 0;       // the id of an execution to fail (0: none) ...
   std::string fail_message;         // ... with this message
+  bool no_complete_events = false;  // Execute leaves device_complete_events unset
   size_t (*pending)() = nullptr;    // executions pending now
   int (*release)(int n) = nullptr;  // runs the n oldest pending (all when n < 0); how many ran
 };

@@ -305,6 +305,14 @@ std::vector<Buffer> Client::execute(LoadedExecutable& exe, std::span<Buffer> arg
     results.emplace_back(plugin_, out[i], output_types[i], event);
   for (size_t i = 0; i < args.size(); ++i)
     if (donate[i]) args[i].reset();  // donated: the handle is dead either way
+  if (!event && !results.empty()) {
+    // A plugin that gave no completion event: the first output's ready event stands for it
+    // (an execution's outputs are defined together).
+    capi::BufferReadyEventArgs r{sizeof(r), nullptr, results[0].handle(), nullptr};
+    plugin_->call(capi::kBufferReadyEvent, &r, "PJRT_Buffer_ReadyEvent");
+    event = std::make_shared<Event>(plugin_, r.event, waits_);
+    for (Buffer& b : results) b.done_ = event;
+  }
   ++executes_;
   execute_ns_ += now_ns() - t0;
   return results;

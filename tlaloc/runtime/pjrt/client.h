@@ -89,6 +89,7 @@ class Buffer {
   capi::Buffer* handle_ = nullptr;
   ir::TensorType type_;
   std::shared_ptr<Event> done_;
+  friend class Client;  // sets done_ once the execution's event is known
 };
 
 // A compiled program loaded on the client's devices.
@@ -151,10 +152,11 @@ class Client {
   CallTimes call_times() const;
 
   // Queues `exe` on device 0 and returns its outputs without waiting for the device; each
-  // output's done() is the execution's completion event. `output_types` are the program's
-  // result types. Arguments with donate[i] set are consumed (left empty): XLA reuses those that
-  // the program aliases (tf.aliasing_output) for outputs; the others are read only, and may be
-  // destroyed at once (PJRT keeps what a queued execution reads). Throws tlaloc::Error if an
+  // output's done() is the execution's completion event (from a plugin that gives none, the first
+  // output's PJRT_Buffer_ReadyEvent). `output_types` are the program's result types. Arguments
+  // with donate[i] set are consumed (left empty): XLA reuses those that the program aliases
+  // (tf.aliasing_output) for outputs; the others are read only, and may be destroyed at once
+  // (PJRT keeps what a queued execution reads). Throws tlaloc::Error if an
   // argument is empty or the plugin refuses the call; a failure of the device run itself comes
   // from the completion event (Event::wait) or from reading an output.
   std::vector<Buffer> execute(LoadedExecutable& exe, std::span<Buffer> args,
