@@ -6,14 +6,19 @@
 // pending and forced executions and the client's count of waits, never timing.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 
 #include "fake_client.h"
 #include "support/train_test_util.h"
+#include "tlaloc/io/checkpoint.h"
 #include "tlaloc/ir/builder.h"
 #include "tlaloc/random/random.h"
 #include "tlaloc/recipes/disc.h"
 #include "tlaloc/runtime/pjrt/executable.h"
+#include "tlaloc/train/fit.h"
 #include "tlaloc/train/trainer.h"
 
 using namespace tlaloc;
@@ -302,4 +307,39 @@ TEST(PjrtAsync, ADeviceFailureStopsTheNextStep) {
     EXPECT_EQ(k.executions - before, std::max(K, 1)) << "K " << K;
     EXPECT_EQ(dev.trainer->steps_taken(), std::max(K, 1));
   }
+}
+
+// train::fit saving every 2 steps: step 5 fails on the device, step 6 is dispatched on its lost
+// outputs, and the save after it is refused with the failure, so the checkpoint on disk stays
+// the one of step 4 and fit ends with the one-line error.
+TEST(PjrtAsync, FitKeepsTheLastGoodCheckpointWhenAStepFailsOnTheDevice) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tlaloc_async_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "disc.safetensors").string();
+  auto client = fake_client();
+  fake_pjrt::Control& k = fake_control();
+  Disc dev(client.get());
+  k.hold = true;
+  k.fail_execution = k.executions + 5;
+  k.fail_message = "fake: ECC error";
+  FitOptions o;
+  o.steps = 8;
+  o.log_every = 100;
+  o.save = path;
+  o.save_every = 2;
+  o.progress = false;
+  o.cross_check = false;
+  o.handle_signals = false;
+  std::FILE* out = std::fopen("/dev/null", "w");
+  o.out = out;
+  FitCallbacks cb;
+  cb.batch = [](const StepPosition&) { return Batch{}; };
+  const std::string m = message_of([&] { fit(*dev.trainer, o, cb); });
+  std::fclose(out);
+  EXPECT_EQ(m.rfind("Trainer: step 5 failed on the device: PJRT execution: fake: ECC error", 0), 0u)
+      << m;
+  EXPECT_EQ(dev.trainer->steps_taken(), 6);
+  EXPECT_EQ(io::load_checkpoint(path).step, 4);
+  std::filesystem::remove_all(dir);
 }
