@@ -56,6 +56,7 @@ TEST(PjrtStepBench, ThreeLanesAgreeOnTheLosses) {
   // step, so the time includes the device's), then reports steps dispatched ahead.
   EXPECT_NE(cc.detail.find("1.00 executions (dispatch)"), std::string::npos) << cc.detail;
   EXPECT_NE(cc.detail.find("1.00 waits for the device"), std::string::npos) << cc.detail;
+  EXPECT_NE(b.detail.find("1.00 waits for the device"), std::string::npos) << b.detail;
   EXPECT_NE(cc.detail.find("; dispatched 2 ahead, waited at the end: "), std::string::npos)
       << cc.detail;
 
