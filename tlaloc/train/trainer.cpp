@@ -305,11 +305,6 @@ void Trainer::set_resident(std::string_view name, Array value) {
   put_input(int(i), std::move(value));
 }
 
-void Trainer::set_step_inputs(Batch& inputs) {
-  wait();
-  put_step_inputs(inputs);
-}
-
 void Trainer::put_step_inputs(Batch& inputs) {
   std::vector<const DataInput*> per_step;
   std::vector<int> slots;
@@ -346,8 +341,8 @@ void Trainer::put_step_inputs(Batch& inputs) {
 void Trainer::step(Batch inputs) {
   queue_.make_room();  // refuses to go on after a failed step; keeps max_in_flight
   put_step_inputs(inputs);
-  // Params and state are donated: their new values are written into the same storage. On the
-  // pjrt lane the outputs are the device's promises: the next step takes them as they are.
+  // Params and state are donated: their new values are written into the same storage (on pjrt
+  // once the device gets there: the next step takes the outputs as they are).
   outputs_ = exe_->run(inputs_, true);
   for (int i = 0; i < step_.num_params; ++i)
     inputs_[size_t(step_.param_input(i))] = std::move(outputs_[size_t(step_.param_output(i))]);

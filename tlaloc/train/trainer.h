@@ -257,7 +257,11 @@ class Trainer {
   std::unique_ptr<runtime::Executable> compile(const ir::Function& f) const;
   void put_input(int index, Array value);  // onto the lane
   void put_step_inputs(Batch& inputs);     // per-step data and scalars
-  void set_step_inputs(Batch& inputs);     // the same once every step in flight is done
+  // The same once every step in flight is done (cross_check's).
+  void set_step_inputs(Batch& inputs) {
+    wait();
+    put_step_inputs(inputs);
+  }
 
   nn::Module& model_;
   optim::Optimizer opt_;
