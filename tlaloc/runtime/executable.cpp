@@ -54,6 +54,17 @@ pjrt::Buffer& Buffer::device() {
 
 const pjrt::Buffer& Buffer::device() const { return const_cast<Buffer*>(this)->device(); }
 
+bool Event::ready() const { return !e_ || e_->ready(); }
+
+void Event::wait() const {
+  if (e_) e_->wait();
+}
+
+Event Buffer::done() const {
+  const auto* d = std::get_if<std::unique_ptr<pjrt::Buffer>>(&v_);
+  return d && *d ? Event((*d)->done()) : Event();
+}
+
 std::string Executable::input_label(int i) const {
   const auto& names = fn_.input_names;
   return size_t(i) < names.size() && !names[size_t(i)].empty() ? " (" + names[size_t(i)] + ")" : "";

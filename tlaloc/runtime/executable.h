@@ -12,6 +12,11 @@
 // Donation: with donate set, every input named by an alias of the function (output i <- input
 // j) is consumed: its storage becomes output i (updated in place where the lane can) and the
 // argument is left empty; the other inputs are only read.
+//
+// Completion: the host lane runs synchronously. The pjrt lane's run(buffers) returns as soon as
+// the program is queued on the device; every output's done() is the run's completion Event
+// (wait() on it, or download() an output, to have the values; a device failure surfaces there).
+// Buffers of a pending run can be passed to the next run at once (the device orders them).
 #pragma once
 
 #include <memory>
@@ -26,7 +31,25 @@ namespace tlaloc::runtime {
 
 namespace pjrt {
 class Buffer;
-}
+class Event;
+}  // namespace pjrt
+
+// The completion of the run that produced a buffer. Copyable (shared). Empty, and done, for the
+// host lane's runs (synchronous), for uploads and host arrays.
+class Event {
+ public:
+  Event() = default;
+  explicit Event(std::shared_ptr<pjrt::Event> e) : e_(std::move(e)) {}
+  bool empty() const { return !e_; }
+  // Whether the run is done, without blocking (true when empty).
+  bool ready() const;
+  // Blocks until the run is done. Throws tlaloc::Error with the lane's message when the run
+  // failed on the device (at this and every later call); nothing to do when empty.
+  void wait() const;
+
+ private:
+  std::shared_ptr<pjrt::Event> e_;
+};
 
 // A value on a lane: a host Array, or a device buffer of the pjrt lane. Move-only. Empty when
 // default-constructed, after it was donated to a run, or after its array was taken out.
@@ -54,6 +77,8 @@ class Buffer {
   // The device buffer; throws tlaloc::Error unless it holds one.
   pjrt::Buffer& device();
   const pjrt::Buffer& device() const;
+  // The completion of the run that produced it (empty when there is nothing to wait for).
+  Event done() const;
 
  private:
   std::variant<std::monostate, Array, std::unique_ptr<pjrt::Buffer>> v_;

@@ -5,7 +5,9 @@
 //   (c) pjrt lane, optimizer in the program, state resident and donated (Trainer, Lane::pjrt).
 // Each lane starts from the same initial parameters; the losses of its first kLossSteps steps
 // are recorded (during warm-up, untimed) so the lanes can be compared; then `steps` steps are
-// timed one by one (every pjrt step waits for the device).
+// timed one by one (every pjrt step is waited for: step() itself only dispatches it). Lane (c)
+// then runs `steps` more as a training loop does, dispatched ahead and waited for at the end,
+// and reports their mean time in its detail line.
 #pragma once
 
 #include <functional>
@@ -37,7 +39,7 @@ struct LaneTiming {
   std::string skipped;         // not empty: why the lane did not run
   std::vector<double> ms;      // timed steps, milliseconds, sorted
   std::vector<double> losses;  // the first kLossSteps steps' losses
-  std::string detail;          // pjrt lanes: a step split into uploads / execution / downloads
+  std::string detail;          // pjrt lanes: per step uploads / dispatch / waits / downloads
   double median() const { return ms.empty() ? 0 : ms[ms.size() / 2]; }
 };
 

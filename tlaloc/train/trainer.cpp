@@ -209,7 +209,11 @@ optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
 
 Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, optim::Optimizer opt,
                  TrainerOptions options)
-    : model_(model), opt_(std::move(opt)), options_(std::move(options)), data_(std::move(data)) {
+    : model_(model),
+      opt_(std::move(opt)),
+      options_(std::move(options)),
+      data_(std::move(data)),
+      queue_(options_.max_in_flight) {
   options_.schedule.check();
   if (!(options_.grad_scale > 0) || !std::isfinite(options_.grad_scale))
     fail("Trainer: grad_scale {} must be finite and > 0", options_.grad_scale);
@@ -301,7 +305,7 @@ void Trainer::set_resident(std::string_view name, Array value) {
   put_input(int(i), std::move(value));
 }
 
-void Trainer::set_step_inputs(Batch& inputs) {
+void Trainer::put_step_inputs(Batch& inputs) {
   std::vector<const DataInput*> per_step;
   std::vector<int> slots;
   for (size_t i = 0; i < data_.size(); ++i) {
@@ -335,8 +339,10 @@ void Trainer::set_step_inputs(Batch& inputs) {
 }
 
 void Trainer::step(Batch inputs) {
-  set_step_inputs(inputs);
-  // Params and state are donated: their new values are written into the same storage.
+  queue_.make_room();  // refuses to go on after a failed step; keeps max_in_flight
+  put_step_inputs(inputs);
+  // Params and state are donated: their new values are written into the same storage (on pjrt
+  // once the device gets there: the next step takes the outputs as they are).
   outputs_ = exe_->run(inputs_, true);
   for (int i = 0; i < step_.num_params; ++i)
     inputs_[size_t(step_.param_input(i))] = std::move(outputs_[size_t(step_.param_output(i))]);
@@ -346,10 +352,12 @@ void Trainer::step(Batch inputs) {
   for (size_t k = 0; k < buffer_updates_.size(); ++k)
     inputs_[data_.size() + buffer_updates_[k]] = std::move(outputs_[size_t(1 + user_aux()) + k]);
   ++steps_taken_;
+  queue_.push(steps_taken_, outputs_[size_t(step_.loss_output())].done());
 }
 
 StepReport Trainer::read_last() const {
   if (outputs_.empty()) fail("Trainer::read_last: no step has run yet");
+  wait();
   auto get = [&](int k) { return exe_->download(outputs_[size_t(k)]); };
   StepReport r;
   r.loss = get(step_.loss_output()).at(0);
@@ -362,15 +370,18 @@ StepReport Trainer::read_last() const {
 double Trainer::loss_scale() const {
   const int j = step_.state.find(-1, optim::StateKind::loss_scale);
   if (j < 0) fail("Trainer::loss_scale: this step has no loss scaling");
+  wait();
   return exe_->download(inputs_[size_t(step_.state_input(j))]).at(0);
 }
 
 bool Trainer::last_skipped() const {
   if (outputs_.empty()) fail("Trainer::last_skipped: no step has run yet");
+  wait();
   return exe_->download(outputs_[size_t(step_.found_inf_output())]).at(0) != 0;
 }
 
 int64_t Trainer::optimizer_step() const {
+  wait();
   return int64_t(
       exe_->download(inputs_[size_t(step_.state_input(step_.state.step_index()))]).at(0));
 }
@@ -382,6 +393,7 @@ double Trainer::lr_at(int64_t step) const {
 }
 
 void Trainer::sync_to_model() {
+  wait();
   auto named = model_.named_parameters();
   const size_t nf = frozen_names_.size();
   for (size_t i = 0; i < param_names_.size(); ++i)
@@ -392,6 +404,7 @@ void Trainer::sync_to_model() {
 }
 
 std::vector<std::pair<std::string, Array>> Trainer::named_buffers() const {
+  wait();
   std::vector<std::pair<std::string, Array>> out;
   for (size_t i = 0; i < buffer_names_.size(); ++i)
     out.emplace_back(buffer_names_[i], exe_->download(inputs_[data_.size() + i]));
@@ -406,6 +419,7 @@ std::vector<std::pair<std::string, ir::TensorType>> Trainer::buffer_specs() cons
 }
 
 void Trainer::load_buffers(std::vector<Array> buffers) {
+  wait();
   auto want = buffer_specs();
   std::string problems;
   if (buffers.size() != want.size())
@@ -420,6 +434,7 @@ void Trainer::load_buffers(std::vector<Array> buffers) {
 }
 
 std::vector<std::pair<std::string, Array>> Trainer::frozen_parameters() const {
+  wait();
   std::vector<std::pair<std::string, Array>> out;
   for (size_t k = 0; k < frozen_names_.size(); ++k)
     out.emplace_back(frozen_names_[k], exe_->download(inputs_[first_param() + k]));
@@ -427,6 +442,7 @@ std::vector<std::pair<std::string, Array>> Trainer::frozen_parameters() const {
 }
 
 std::vector<std::pair<std::string, Array>> Trainer::named_parameters() const {
+  wait();
   std::vector<std::pair<std::string, Array>> out;
   for (size_t i = 0; i < param_names_.size(); ++i)
     out.emplace_back(param_names_[i], exe_->download(inputs_[size_t(step_.param_input(int(i)))]));
@@ -445,6 +461,7 @@ std::string Trainer::state_name(int j) const {
 }
 
 std::vector<std::pair<std::string, Array>> Trainer::optimizer_state() const {
+  wait();
   auto slot = [&](int j) { return exe_->download(inputs_[size_t(step_.state_input(j))]); };
   std::vector<Array> local;
   if (step_.zero)  // every rank's shard gathered (a collective: every rank calls it)
@@ -482,6 +499,7 @@ std::vector<std::pair<std::string, ir::TensorType>> Trainer::state_specs() const
 }
 
 void Trainer::load_state(std::vector<Array> params, std::vector<Array> state, int64_t steps_taken) {
+  wait();  // a failure in flight is reported, not covered over
   std::string problems;
   auto check = [&](const std::vector<Array>& got,
                    const std::vector<std::pair<std::string, ir::TensorType>>& want) {
@@ -515,6 +533,7 @@ int Trainer::add_eval(LossFn fn, std::vector<DataInput> data) {
 
 std::vector<Array> Trainer::run_eval(int id, Batch& data) {
   if (id < 0 || size_t(id) >= evals_.size()) fail("Trainer::run_eval: no evaluation {}", id);
+  wait();  // the parameters it borrows are those of the last step
   Eval& e = evals_[size_t(id)];
   std::vector<const DataInput*> want;
   for (const auto& d : e.data) want.push_back(&d);

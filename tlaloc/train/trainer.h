@@ -12,6 +12,12 @@
 // step; per step only the per-step data and the scalar inputs whose value changed go up, and
 // nothing comes back until read_last() / named_parameters() / ... ask for it.
 //
+// Asynchronous steps (pjrt lane): step() returns once the device has queued the step, keeping at
+// most TrainerOptions::max_in_flight steps pending (StepQueue); every read waits for the steps in
+// flight first, and a step that failed on the device is reported there, by its number, as one
+// tlaloc::Error; the trainer then refuses every further step and read. The host lane is
+// synchronous.
+//
 // Data inputs are named (DataInput::name): set_resident("images", a), step({{"idx", i}, ...}),
 // and inside the loss function d["images"].
 //
@@ -38,6 +44,7 @@
 #include "tlaloc/runtime/executable.h"
 #include "tlaloc/runtime/pjrt/executable.h"
 #include "tlaloc/train/lane.h"
+#include "tlaloc/train/step_queue.h"
 
 namespace tlaloc::train {
 
@@ -83,6 +90,10 @@ struct TrainerOptions {
   // pjrt lane: the client (borrowed; must outlive the Trainer). Null: the process-wide client
   // of runtime::pjrt::probe().
   runtime::pjrt::Client* client = nullptr;
+  // pjrt lane: how many steps may be queued on the device at once. step() returns without
+  // waiting for its step; with max_in_flight pending it first waits for the oldest. 0: step()
+  // waits for its own step. >= 0 (tlaloc::Error otherwise). No effect on the host lane.
+  int max_in_flight = 2;
   // Data parallelism runs over distributed::world() (one process unless started by mpirun):
   // every rank runs the step on its rows of each batched input (DataInput::batched) and the
   // program all-reduces the loss, aux outputs and gradients (update.replicas and
@@ -164,6 +175,13 @@ class Trainer {
   // Reads the last step's outputs (loss, found-inf, grad norm, aux); on the pjrt lane this is
   // the only per-step download.
   StepReport read_last() const;
+  // Waits for every step in flight (pjrt lane; nothing to wait for on the host lane). Throws
+  // tlaloc::Error "Trainer: step N failed on the device: <plugin message> ..." for the first step
+  // that failed; from then on step(), wait() and every read below (read_last, named_parameters,
+  // optimizer_state, run_eval, load_state, ...) throw that same error.
+  void wait() const { queue_.wait_all(); }
+  // Steps dispatched and not yet waited for (0 on the host lane).
+  int in_flight() const { return int(queue_.size()); }
   // The lane the step runs on (host or pjrt).
   Lane lane() const { return lane_; }
   // pjrt lane only: runs the step once on the host lane and once on the device from the
@@ -238,7 +256,12 @@ class Trainer {
   std::string state_name(int j) const;
   std::unique_ptr<runtime::Executable> compile(const ir::Function& f) const;
   void put_input(int index, Array value);  // onto the lane
-  void set_step_inputs(Batch& inputs);     // per-step data and scalars
+  void put_step_inputs(Batch& inputs);     // per-step data and scalars
+  // The same once every step in flight is done (cross_check's).
+  void set_step_inputs(Batch& inputs) {
+    wait();
+    put_step_inputs(inputs);
+  }
 
   nn::Module& model_;
   optim::Optimizer opt_;
@@ -273,6 +296,8 @@ class Trainer {
     std::vector<DataInput> data;
   };
   std::vector<Eval> evals_;
+  // The steps in flight; last, so that it is destroyed (waiting for them) before their buffers.
+  mutable StepQueue queue_;
 };
 
 }  // namespace tlaloc::train

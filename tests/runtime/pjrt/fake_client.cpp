@@ -84,7 +84,23 @@ std::unique_ptr<Client> fake_client() {
   auto set = reinterpret_cast<fake_pjrt::SetExecutorFn>(::dlsym(h, "fake_pjrt_set_executor"));
   if (!set) fail("fake device plugin lacks fake_pjrt_set_executor");
   set(&fake_compile, &fake_run);
+  fake_pjrt::Control& k = fake_control();
+  k.release(-1);  // nothing left over from an earlier client
+  k.hold = false;
+  k.max_pending = 0;
+  k.forced = 0;
+  k.fail_execution = 0;
+  k.fail_message.clear();
+  k.no_complete_events = false;
   return Client::create(p);
+}
+
+fake_pjrt::Control& fake_control() {
+  Plugin::load(fake_path());
+  void* h = ::dlopen(fake_path().c_str(), RTLD_NOW | RTLD_NOLOAD);
+  auto get = reinterpret_cast<fake_pjrt::ControlFn>(::dlsym(h, "fake_pjrt_control"));
+  if (!get) fail("fake device plugin lacks fake_pjrt_control");
+  return *get();
 }
 
 }  // namespace tlaloc::testing

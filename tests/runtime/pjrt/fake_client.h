@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "fake_executor.h"
 #include "tlaloc/runtime/pjrt/client.h"
 
 namespace tlaloc::testing {
@@ -15,8 +16,11 @@ namespace tlaloc::testing {
 std::string test_binary_dir();
 // Path of the executing fake plugin library.
 std::string fake_path();
-// A fresh client of the fake device plugin, with the executor installed.
+// A fresh client of the fake device plugin, with the executor installed and the fake's
+// Control reset (executions run at once, none fails; the execution count goes on).
 std::unique_ptr<runtime::pjrt::Client> fake_client();
+// The fake device's asynchrony and failure injection (fake_executor.h).
+fake_pjrt::Control& fake_control();
 // The serialized compile options of the last program the fake compiled.
 extern std::string last_options;
 

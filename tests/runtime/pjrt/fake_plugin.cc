@@ -115,5 +115,8 @@ extern "C" __attribute__((visibility("default"))) void fake_pjrt_set_executor(
     fake_pjrt::CompileFn c, fake_pjrt::RunFn r) {
   fake_pjrt::set_executor(c, r);
 }
+extern "C" __attribute__((visibility("default"))) fake_pjrt::Control* fake_pjrt_control() {
+  return fake_pjrt::control();
+}
 #endif
 #endif

@@ -1,7 +1,8 @@
 // The three-lane step benchmark's lanes run on CPU through the executing fake PJRT plugin: lane
 // (c) reproduces lane (a)'s losses bitwise (same program, host-lane arithmetic), lane (b) has
 // the same first loss (before any update) and then follows the f64 host AdamW reference
-// closely; the table names every lane and carries the RESULT line device-check.sh reads.
+// closely; the table names every lane and carries the RESULT line device-check.sh reads; lane
+// (c) waits for every step it times.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -51,6 +52,13 @@ TEST(PjrtStepBench, ThreeLanesAgreeOnTheLosses) {
   for (int i = 1; i < kLossSteps; ++i)
     EXPECT_NEAR(b.losses[size_t(i)], a.losses[size_t(i)], 1e-4 * a.losses[size_t(i)]) << i;
   EXPECT_LT(a.losses.back(), a.losses.front());  // it learns
+  // Steps are dispatched without waiting: lane (c) waits for each step it times (one wait per
+  // step, so the time includes the device's), then reports steps dispatched ahead.
+  EXPECT_NE(cc.detail.find("1.00 executions (dispatch)"), std::string::npos) << cc.detail;
+  EXPECT_NE(cc.detail.find("1.00 waits for the device"), std::string::npos) << cc.detail;
+  EXPECT_NE(b.detail.find("1.00 waits for the device"), std::string::npos) << b.detail;
+  EXPECT_NE(cc.detail.find("; dispatched 2 ahead, waited at the end: "), std::string::npos)
+      << cc.detail;
 
   std::string t = lane_table({a, b, cc});
   EXPECT_NE(t.find("(b) / (c):"), std::string::npos) << t;

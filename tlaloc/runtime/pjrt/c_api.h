@@ -57,6 +57,7 @@ enum FnIndex : int {
   kErrorGetCode = 2,
   kPluginInitialize = 3,
   kEventDestroy = 5,
+  kEventIsReady = 6,
   kEventAwait = 8,
   kClientCreate = 10,
   kClientDestroy = 11,
@@ -145,6 +146,12 @@ struct EventArgs {  // PJRT_Event_Destroy_Args, PJRT_Event_Await_Args
   size_t struct_size;
   void* extension_start;
   Event* event;
+};
+struct EventIsReadyArgs {
+  size_t struct_size;
+  void* extension_start;
+  Event* event;
+  bool is_ready;  // out
 };
 struct ClientCreateArgs {
   size_t struct_size;
@@ -298,6 +305,7 @@ static_assert(offsetof(NamedValue, type) == 32 && offsetof(NamedValue, int64_val
               sizeof(NamedValue) == 56);
 static_assert(offsetof(ErrorMessageArgs, message_size) == 32);
 static_assert(offsetof(ErrorGetCodeArgs, code) == 24);
+static_assert(offsetof(EventIsReadyArgs, is_ready) == 24 && sizeof(EventIsReadyArgs) == 32);
 static_assert(offsetof(ClientCreateArgs, client) == 64 && sizeof(ClientCreateArgs) == 88);
 static_assert(sizeof(Program) == 48);
 static_assert(offsetof(ClientCompileArgs, executable) == 48 && sizeof(ClientCompileArgs) == 56);

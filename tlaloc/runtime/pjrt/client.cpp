@@ -42,12 +42,14 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     plugin_ = o.plugin_;
     handle_ = o.handle_;
     type_ = std::move(o.type_);
+    done_ = std::move(o.done_);
     o.handle_ = nullptr;
   }
   return *this;
 }
 
 void Buffer::reset() {
+  done_.reset();
   if (!handle_) return;
   capi::BufferArgs a{sizeof(a), nullptr, handle_};
   handle_ = nullptr;
@@ -56,6 +58,37 @@ void Buffer::reset() {
   } catch (const Error&) {
     // Destroy only fails for a plugin bug; nothing to recover in a destructor.
   }
+}
+
+Event::~Event() {
+  capi::EventArgs a{sizeof(a), nullptr, handle_};
+  try {
+    plugin_->call(capi::kEventDestroy, &a, "PJRT_Event_Destroy");
+  } catch (const Error&) {
+  }
+}
+
+bool Event::ready() const {
+  if (done_) return true;
+  capi::EventIsReadyArgs a{sizeof(a), nullptr, handle_, false};
+  plugin_->call(capi::kEventIsReady, &a, "PJRT_Event_IsReady");
+  return a.is_ready;
+}
+
+void Event::wait() const {
+  if (!done_) {
+    const int64_t t0 = now_ns();
+    capi::EventArgs a{sizeof(a), nullptr, handle_};
+    try {
+      plugin_->call(capi::kEventAwait, &a, "PJRT execution");
+    } catch (const Error& e) {
+      error_ = e.what();
+    }
+    done_ = true;
+    ++counter_->waits;
+    counter_->ns += now_ns() - t0;
+  }
+  if (!error_.empty()) fail("{}", error_);
 }
 
 LoadedExecutable::~LoadedExecutable() {
@@ -189,6 +222,8 @@ Client::CallTimes Client::call_times() const {
   t.upload_ms = double(upload_ns_.load()) * 1e-6;
   t.execute_ms = double(execute_ns_.load()) * 1e-6;
   t.download_ms = double(download_ns_.load()) * 1e-6;
+  t.waits = waits_->waits.load();
+  t.wait_ms = double(waits_->ns.load()) * 1e-6;
   return t;
 }
 
@@ -263,11 +298,21 @@ std::vector<Buffer> Client::execute(LoadedExecutable& exe, std::span<Buffer> arg
   a.output_lists = &out_list;
   a.device_complete_events = &done;
   plugin_->call(capi::kLoadedExecutableExecute, &a, "PJRT_LoadedExecutable_Execute");
+  // Owned before anything else can throw; the device may still be running the program.
+  auto event = done ? std::make_shared<Event>(plugin_, done, waits_) : nullptr;
   std::vector<Buffer> results;
-  for (size_t i = 0; i < out.size(); ++i) results.emplace_back(plugin_, out[i], output_types[i]);
+  for (size_t i = 0; i < out.size(); ++i)
+    results.emplace_back(plugin_, out[i], output_types[i], event);
   for (size_t i = 0; i < args.size(); ++i)
     if (donate[i]) args[i].reset();  // donated: the handle is dead either way
-  await(done, "PJRT_LoadedExecutable_Execute (device)");
+  if (!event && !results.empty()) {
+    // A plugin that gave no completion event: the first output's ready event stands for it
+    // (an execution's outputs are defined together).
+    capi::BufferReadyEventArgs r{sizeof(r), nullptr, results[0].handle(), nullptr};
+    plugin_->call(capi::kBufferReadyEvent, &r, "PJRT_Buffer_ReadyEvent");
+    event = std::make_shared<Event>(plugin_, r.event, waits_);
+    for (Buffer& b : results) b.done_ = event;
+  }
   ++executes_;
   execute_ns_ += now_ns() - t0;
   return results;

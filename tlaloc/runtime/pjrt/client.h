@@ -1,7 +1,12 @@
 // A PJRT client on a loaded plugin: device buffers, compilation with a cache keyed by program
-// text, and execution with donation. Every handle is owned by an RAII object (Buffer,
-// LoadedExecutable; errors and events never escape client.cpp), and every PJRT_Error becomes a
-// tlaloc::Error carrying the plugin's message.
+// text, and asynchronous execution with donation. Every handle is owned by an RAII object
+// (Buffer, LoadedExecutable, Event; errors never escape client.cpp), and every PJRT_Error becomes
+// a tlaloc::Error carrying the plugin's message.
+//
+// Execution is asynchronous, as PJRT's is: execute() returns the output buffers as soon as the
+// plugin has queued the program; each output holds the execution's completion Event. Reading an
+// output (to_host) waits for it; Event::wait() waits without reading and reports a failure of
+// the device run.
 #pragma once
 
 #include <atomic>
@@ -29,12 +34,43 @@ struct ClientOptions {
   std::string allocator;                 // "" (default), "platform", "bfc", "cuda_async"
 };
 
-// A buffer on the device, move-only. Empty after it was donated.
+// Waits on events and the time spent, shared by a client and its events (their counters).
+struct WaitCounter {
+  std::atomic<int64_t> waits{0}, ns{0};
+};
+
+// A PJRT event, owned (PJRT_Event_Destroy when the last holder lets go). Its outcome is kept
+// once known, so it is awaited at most once; not thread-safe.
+class Event {
+ public:
+  Event(const Plugin* plugin, capi::Event* handle, std::shared_ptr<WaitCounter> counter)
+      : plugin_(plugin), handle_(handle), counter_(std::move(counter)) {}
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+  // Whether it is done (PJRT_Event_IsReady), without blocking.
+  bool ready() const;
+  // Blocks until done (PJRT_Event_Await, counted by the client's call_times().waits). Throws
+  // tlaloc::Error "PJRT execution: <plugin message> (<code>)" when the event carries an error,
+  // at this and every later call.
+  void wait() const;
+
+ private:
+  const Plugin* plugin_;
+  capi::Event* handle_;
+  std::shared_ptr<WaitCounter> counter_;
+  mutable bool done_ = false;
+  mutable std::string error_;  // the failure, once known ("" = success)
+};
+
+// A buffer on the device, move-only. Empty after it was donated. An execution's output holds
+// that execution's completion event (done()); an uploaded buffer holds none.
 class Buffer {
  public:
   Buffer() = default;
-  Buffer(const Plugin* plugin, capi::Buffer* handle, ir::TensorType type)
-      : plugin_(plugin), handle_(handle), type_(std::move(type)) {}
+  Buffer(const Plugin* plugin, capi::Buffer* handle, ir::TensorType type,
+         std::shared_ptr<Event> done = nullptr)
+      : plugin_(plugin), handle_(handle), type_(std::move(type)), done_(std::move(done)) {}
   Buffer(Buffer&& o) noexcept { *this = std::move(o); }
   Buffer& operator=(Buffer&& o) noexcept;
   Buffer(const Buffer&) = delete;
@@ -44,12 +80,16 @@ class Buffer {
   bool empty() const { return handle_ == nullptr; }
   const ir::TensorType& type() const { return type_; }
   capi::Buffer* handle() const { return handle_; }
+  // The completion event of the execution that produced it (null: an upload, or empty).
+  const std::shared_ptr<Event>& done() const { return done_; }
   void reset();  // PJRT_Buffer_Destroy
 
  private:
   const Plugin* plugin_ = nullptr;
   capi::Buffer* handle_ = nullptr;
   ir::TensorType type_;
+  std::shared_ptr<Event> done_;
+  friend class Client;  // sets done_ once the execution's event is known
 };
 
 // A compiled program loaded on the client's devices.
@@ -100,18 +140,25 @@ class Client {
   // calls): lets tests and reports check that resident state is not re-uploaded every step.
   int64_t uploads() const { return uploads_.load(); }
   int64_t downloads() const { return downloads_.load(); }
-  // Calls so far and the wall time spent in them, waits included (milliseconds), for reports
-  // that split a step into its uploads, execution and downloads.
+  // Calls so far and the wall time spent in them (milliseconds), for reports that split a step
+  // into its uploads, execution and downloads. Uploads and downloads include their transfer
+  // waits (a download also waits for the execution that produces its buffer). execute_ms is
+  // dispatch time only (PJRT_LoadedExecutable_Execute queueing the program), not device time;
+  // waits / wait_ms count the Event::wait() calls on executions and the time blocked in them.
   struct CallTimes {
-    int64_t uploads = 0, executes = 0, downloads = 0;
-    double upload_ms = 0, execute_ms = 0, download_ms = 0;
+    int64_t uploads = 0, executes = 0, downloads = 0, waits = 0;
+    double upload_ms = 0, execute_ms = 0, download_ms = 0, wait_ms = 0;
   };
   CallTimes call_times() const;
 
-  // Runs `exe` on device 0 and waits for it. `output_types` are the program's result types.
-  // Arguments with donate[i] set are consumed (left empty): XLA reuses those that the program
-  // aliases (tf.aliasing_output) for outputs; the others are read only. Throws tlaloc::Error
-  // if an argument is empty or the plugin fails.
+  // Queues `exe` on device 0 and returns its outputs without waiting for the device; each
+  // output's done() is the execution's completion event (from a plugin that gives none, the first
+  // output's PJRT_Buffer_ReadyEvent). `output_types` are the program's result types. Arguments
+  // with donate[i] set are consumed (left empty): XLA reuses those that the program aliases
+  // (tf.aliasing_output) for outputs; the others are read only, and may be destroyed at once
+  // (PJRT keeps what a queued execution reads). Throws tlaloc::Error if an
+  // argument is empty or the plugin refuses the call; a failure of the device run itself comes
+  // from the completion event (Event::wait) or from reading an output.
   std::vector<Buffer> execute(LoadedExecutable& exe, std::span<Buffer> args,
                               std::span<const ir::TensorType> output_types,
                               const std::vector<bool>& donate);
@@ -127,6 +174,7 @@ class Client {
   std::map<std::string, std::shared_ptr<LoadedExecutable>> cache_;
   std::atomic<int64_t> uploads_{0}, downloads_{0}, executes_{0};
   std::atomic<int64_t> upload_ns_{0}, download_ns_{0}, execute_ns_{0};
+  std::shared_ptr<WaitCounter> waits_ = std::make_shared<WaitCounter>();
 };
 
 // Whether the pjrt lane can start: ok, or a one-line reason ("no PJRT plugin: set
