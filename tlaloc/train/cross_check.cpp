@@ -16,6 +16,15 @@ namespace {
 
 constexpr double kTiny = std::numeric_limits<float>::min();  // the zero-norm floor
 
+// Element i of an array as f64; f32 (the common case) read without Array::at's dtype switch.
+struct Values {
+  explicit Values(const Array& a)
+      : a(a), f32(a.dtype() == DType::f32 ? a.data<float>() : nullptr) {}
+  double operator()(int64_t i) const { return f32 ? double(f32[i]) : a.at(i); }
+  const Array& a;
+  const float* f32;
+};
+
 // ‖v‖₂ of n values v(i), accumulated in f64 after scaling by the largest |v(i)|, so neither
 // overflow nor underflow of the squares changes it. Only finite values are passed in.
 template <class F>
@@ -34,8 +43,9 @@ double l2(int64_t n, F v) {
 // "NaN" / "inf" / "" for the first non-finite value of a.
 std::string non_finite(const Array& a) {
   bool inf = false;
+  const Values v(a);
   for (int64_t i = 0; i < a.numel(); ++i) {
-    const double x = a.at(i);
+    const double x = v(i);
     if (std::isnan(x)) return "NaN";
     inf |= std::isinf(x);
   }
@@ -91,8 +101,9 @@ TensorScore relative_l2(std::string name, const Array& device, const Array& host
   TensorScore s;
   s.name = std::move(name);
   if (exact(s, device, host) || non_finite_problem(s, device, host)) return s;
-  s.diff_norm = l2(host.numel(), [&](int64_t i) { return device.at(i) - host.at(i); });
-  s.ref_norm = l2(host.numel(), [&](int64_t i) { return host.at(i); });
+  const Values d(device), h(host);
+  s.diff_norm = l2(host.numel(), [&](int64_t i) { return d(i) - h(i); });
+  s.ref_norm = l2(host.numel(), h);
   s.score = s.diff_norm / std::max(s.ref_norm, kTiny);
   return s;
 }
@@ -104,10 +115,11 @@ TensorScore relative_change(std::string name, const Array& device, const Array& 
   TensorScore s;
   s.name = std::move(name);
   if (exact(s, device, host) || non_finite_problem(s, device, host)) return s;
-  s.diff_norm = l2(host.numel(), [&](int64_t i) { return device.at(i) - host.at(i); });
+  const Values d(device), h(host), b(before);
+  s.diff_norm = l2(host.numel(), [&](int64_t i) { return d(i) - h(i); });
   s.ref_norm = l2(host.numel(), [&](int64_t i) {
-    const double d = host.at(i) - before.at(i);
-    return std::isfinite(d) ? d : 0.0;  // a non-finite `before` is the same on both sides
+    const double c = h(i) - b(i);
+    return std::isfinite(c) ? c : 0.0;  // a non-finite `before` is the same on both sides
   });
   s.score = s.diff_norm / std::max(s.ref_norm, kTiny);
   return s;
