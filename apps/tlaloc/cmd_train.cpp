@@ -39,6 +39,10 @@ void add_common_options(CLI::App* cmd, CommonTrainFlags& f, recipes::Common& c) 
   cmd->add_option("--matmul-precision", f.matmul_precision,
                   "pjrt lane f32 dots: default (XLA may use TF32) | highest (full f32)")
       ->capture_default_str();
+  cmd->add_option("--cross-check", f.cross_check,
+                  "pjrt lane: gradients and update compared with the host lane's before "
+                  "training: off | warn (a failure is a warning) | require (an error)")
+      ->capture_default_str();
   cmd->add_option("--minutes", c.minutes,
                   "time budget: after M minutes of training, report, save and stop (0: none)")
       ->check(finite_non_negative());
@@ -98,6 +102,7 @@ void resolve(const CommonTrainFlags& f, recipes::Common& c) {
   c.lane = train::parse_lane(f.lane);
   c.precision = dtype_from_name(f.precision);
   c.precision_highest = f.matmul_precision == "highest";
+  c.cross_check = train::parse_cross_check_mode(f.cross_check);
   c.save.reset();
   if (f.save_by_default || (f.save_option && f.save_option->count() > 0)) c.save = f.save;
   c.resume.reset();

@@ -14,6 +14,7 @@ struct CommonTrainFlags {
   std::string lane = "host";
   std::string precision = "f32";             // compute type of dots: f32 | bf16 | f16
   std::string matmul_precision = "default";  // pjrt lane f32 dots: default (TF32) | highest
+  std::string cross_check = "warn";          // pjrt lane: off | warn | require
   std::string save, resume;
   CLI::Option* save_option = nullptr;
   CLI::Option* resume_option = nullptr;
@@ -22,7 +23,7 @@ struct CommonTrainFlags {
 };
 
 // Adds --seed --log-every --threads --schedule --warmup --lane --precision --matmul-precision
-// --deterministic
+// --cross-check --deterministic
 // (into `c` and `f`).
 void add_common_options(CLI::App* cmd, CommonTrainFlags& f, recipes::Common& c);
 // Adds --save (default `default_save`; empty: a checkpoint only when --save is given),
@@ -34,7 +35,8 @@ void add_adamw_options(CLI::App* cmd, double& lr, double& wd);
 // Throws tlaloc::Error "<command>: --plot is empty ..." when one of `flags` of `cmd` was given
 // as "" (an unset variable): a picture option names a file or is left out.
 void refuse_empty_outputs(const CLI::App* cmd, std::initializer_list<const char*> flags);
-// Sets c.lane, c.precision, c.precision_highest, c.save and c.resume from the parsed flags (a flag
+// Sets c.lane, c.precision, c.precision_highest, c.cross_check, c.save and c.resume from the
+// parsed flags (a flag
 // given as
 // "" stays "", which the recipe refuses). Throws tlaloc::Error for a bad --lane or --precision,
 // and for a picture option given as "" (--plot, --confusion, --boundary).

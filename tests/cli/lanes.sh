@@ -24,7 +24,7 @@ grep -q "training on the host lane" "$tmp/out" || { echo "FAIL: not trained on h
 TLALOC_LANE=auto "$TLALOC" "${steps[@]}" >"$tmp/out"
 grep -q "^lane: host (pjrt unavailable" "$tmp/out" || { echo "FAIL: TLALOC_LANE ignored"; exit 1; }
 
-for bad in "--lane gpu" "--precision tf32" "--matmul-precision tf32"; do
+for bad in "--lane gpu" "--precision tf32" "--matmul-precision tf32" "--cross-check on"; do
   # shellcheck disable=SC2086
   if "$TLALOC" "${steps[@]}" $bad >"$tmp/out" 2>"$tmp/err"; then
     echo "FAIL: $bad accepted"; exit 1

@@ -56,6 +56,7 @@ train::FitOptions fit_options(const Common& c, std::string name, int64_t steps,
   f.metadata["precision"] = std::string(tlaloc::name(c.precision));  // resume keeps it
   f.metrics = c.metrics;
   f.plot = c.plot;
+  f.cross_check = c.cross_check;
   f.out = c.out;
   return f;
 }

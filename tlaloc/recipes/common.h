@@ -26,6 +26,8 @@ struct Common {
   DType precision = DType::f32;    // compute type of dots (TrainerOptions::precision)
   bool precision_highest = false;  // pjrt lane: full-f32 dots (else XLA may use TF32)
   bool deterministic = false;      // pjrt lane: xla_gpu_deterministic_ops
+  // pjrt lane: the check against the host lane before training (train/cross_check.h).
+  train::CrossCheckMode cross_check = train::CrossCheckMode::warn;
   int zero = 0;  // under mpirun: ZeRO stage (1: optimizer state sharded over the processes)
   // Checkpoints and metrics (train::FitOptions of the same names).
   std::optional<std::string> save, resume;

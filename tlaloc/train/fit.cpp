@@ -236,6 +236,38 @@ io::WriteLock lock_outputs(const FitOptions& o) {
                                           : io::WriteLock();
 }
 
+namespace {
+
+// The check's line; when it failed, a warning naming the worst tensor (warn) or an error.
+void report_cross_check(const CrossCheckReport& r, const FitOptions& o) {
+  fmt::print(o.out, "{}\n", r.summary());
+  if (r.passed()) return;
+  const TensorScore& bad = !r.loss_passed()        ? r.loss
+                           : !r.gradients_passed() ? r.worst_gradient()
+                                                   : r.worst_update();
+  const std::string what =
+      &bad == &r.loss
+          ? std::string("loss")
+          : fmt::format("{} of {}", r.gradients_passed() ? "update" : "gradient", bad.name);
+  const double limit = &bad == &r.loss        ? r.thresholds.loss
+                       : r.gradients_passed() ? r.thresholds.update
+                                              : r.thresholds.gradient;
+  const std::string detail = bad.problem.empty()
+                                 ? fmt::format("relative error {:.1e} > {:.0e}", bad.score, limit)
+                                 : bad.problem;
+  if (o.cross_check == CrossCheckMode::require)
+    fail(
+        "{}: the pjrt lane's {} disagrees with the host lane's ({}); stopped before the first "
+        "step (--cross-check require)",
+        o.name, what, detail);
+  fmt::print(o.out,
+             "warning: the pjrt lane's {} disagrees with the host lane's ({}); training goes on "
+             "(--cross-check require stops here)\n",
+             what, detail);
+}
+
+}  // namespace
+
 FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
   check(o);
   const io::WriteLock lock = lock_outputs(o);  // shared with the caller's, when it took one
@@ -249,13 +281,8 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
   auto batch = [&](int64_t s) {
     return cb.batch ? cb.batch(StepPosition{s, s / spe, s % spe}) : Batch{};
   };
-  if (o.cross_check && t.lane() == Lane::pjrt) {  // one step of both lanes on the next batch
-    CrossCheck c = t.cross_check(batch(first));
-    fmt::print(
-        o.out,
-        "cross-check (one step, host lane vs pjrt lane): max |diff| {:.3e}, relative {:.3e}{}\n",
-        c.max_abs, c.max_rel, c.worst.empty() ? "" : fmt::format(" (largest in {})", c.worst));
-  }
+  if (o.cross_check != CrossCheckMode::off && t.lane() == Lane::pjrt)  // on the next batch
+    report_cross_check(cross_check(t, batch(first)), o);
   // Data parallelism: rank 0 writes the metrics, pictures and checkpoints; stops (a signal, the
   // time limit) are agreed by all ranks at the same step.
   const bool root = distributed::is_root(), many = distributed::world_size() > 1;

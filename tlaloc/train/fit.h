@@ -21,7 +21,8 @@
 //     point (save_every, Ctrl-C, stop_after; one at the last step leaves it to the end) and at
 //     the end, with or without `metrics`, atomically (never a cut picture).
 //
-// Output (to FitOptions::out): "resumed from F at step N", the pjrt lane's cross-check line,
+// Output (to FitOptions::out): "resumed from F at step N", the pjrt lane's cross-check line
+// (CrossCheckReport::summary, and a "warning: ..." line when it failed),
 // the progress bar, "saved F (step N)", "plotted F (step N)", "interrupted at step N: continue with
 // --resume F", "stopped after N steps (--stop-after)". Messages name the options after `tlaloc
 // train`'s flags (--save, --resume, ...), which the options below mirror.
@@ -37,6 +38,7 @@
 
 #include "tlaloc/io/checkpoint.h"
 #include "tlaloc/io/write_lock.h"
+#include "tlaloc/train/cross_check.h"
 #include "tlaloc/train/trainer.h"
 
 namespace tlaloc::train {
@@ -128,7 +130,9 @@ struct FitOptions {
   // atomically at every save point and at the end; empty: none.
   std::string plot;
 
-  bool cross_check = true;     // pjrt lane: one step compared with the host lane first
+  // pjrt lane: the gradient and the update compared with the host lane's before the first step
+  // (train/cross_check.h: what is scored, the thresholds, why warn is the default).
+  CrossCheckMode cross_check = CrossCheckMode::warn;
   bool handle_signals = true;  // SIGINT / SIGTERM as described at the top
   std::FILE* out = stdout;
 };

@@ -194,7 +194,7 @@ optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
                                   const std::vector<DataInput>& data, const optim::Optimizer& opt,
                                   const optim::UpdateOptions& update, int64_t* forward_ops,
                                   int64_t* gradient_ops, std::vector<size_t>* buffer_updates,
-                                  DType compute) {
+                                  DType compute, ir::Function* gradient) {
   optim::validate(opt);
   optim::UpdateOptions u = update;
   if (compute == DType::f16 && !u.loss_scaling) u.loss_scaling.emplace();  // GradScaler's
@@ -204,6 +204,7 @@ optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
   const int num_params = num_trainable(model);
   optim::TrainStep step = optim::append_update(opt, grad, num_params, u);
   step.fn = passes::simplify(step.fn);
+  if (gradient) *gradient = std::move(grad);
   return step;
 }
 
@@ -240,7 +241,7 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
     d.type.shape = Shape(dims);
   }
   step_ = build_train_step(model_, loss, local_data_, opt_, options_.update, &forward_ops_,
-                           &gradient_ops_, &buffer_updates_, options_.precision);
+                           &gradient_ops_, &buffer_updates_, options_.precision, &gradient_);
   auto buffers = model_.named_buffers();
   for (const auto& b : buffers) buffer_names_.push_back(b.name);
   auto named = model_.named_parameters();
@@ -256,6 +257,8 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
         replicas);
   if (lane_ == Lane::pjrt)
     client_ = options_.client ? options_.client : &runtime::pjrt::default_client();
+  else
+    gradient_ = {};  // only the pjrt lane's cross_check reads it
   exe_ = compile(step_.fn);
   inputs_.resize(size_t(step_.fn.num_inputs()));
 
@@ -561,41 +564,6 @@ std::vector<Array> Trainer::run_eval(int id, Batch& data) {
   std::vector<Array> res;
   for (auto& b : out) res.push_back(e.exe->download(std::move(b)));
   return res;
-}
-
-CrossCheck Trainer::cross_check(Batch inputs) {
-  if (lane_ != Lane::pjrt) fail("Trainer::cross_check: the trainer runs on the host lane");
-  set_step_inputs(inputs);  // per-step data and scalars onto the device
-  // The host lane's inputs: every step input read back from the device.
-  std::vector<Array> host_in;
-  for (const auto& b : inputs_) host_in.push_back(exe_->download(b));
-  runtime::host::Options ho;
-  ho.num_threads = options_.num_threads;
-  std::vector<Array> want = runtime::host::compile(step_.fn, ho)->run(host_in);
-  std::vector<runtime::Buffer> got = exe_->run(inputs_, false);  // no donation: state unchanged
-  CrossCheck c;
-  c.max_rel = -1;
-  for (size_t o = 0; o < want.size(); ++o) {
-    Array g = exe_->download(std::move(got[o]));
-    double diff = 0, scale = 0;
-    for (int64_t e = 0; e < g.numel(); ++e) {
-      double h = want[o].at(e), d = g.at(e);
-      double ad = std::isnan(h) && std::isnan(d) ? 0 : std::fabs(d - h);
-      if (std::isnan(ad)) ad = INFINITY;
-      diff = std::max(diff, ad);
-      scale = std::max(scale, std::fabs(h));
-    }
-    double rel = diff / std::max(scale, 1e-30);
-    c.max_abs = std::max(c.max_abs, diff);
-    if (rel > c.max_rel) {
-      c.max_rel = rel;
-      c.worst = step_.fn.output_names.size() > o && !step_.fn.output_names[o].empty()
-                    ? step_.fn.output_names[o]
-                    : fmt::format("output {}", o);
-    }
-  }
-  if (c.max_rel < 0) c.max_rel = 0;
-  return c;
 }
 
 }  // namespace tlaloc::train

@@ -110,15 +110,6 @@ struct TrainerOptions {
   DType precision = DType::f32;
 };
 
-// One step of the host lane and of the pjrt lane from the same state and inputs, compared
-// output by output (loss, aux, params', state', ...). rel = max|device - host| / max|host| of
-// the output where that ratio is largest (max|host| floored at 1e-30).
-struct CrossCheck {
-  double max_abs = 0;
-  double max_rel = 0;
-  std::string worst;  // name of the output with the largest rel
-};
-
 // What one step reports when its outputs are read (see Trainer::read_last()).
 struct StepReport {
   double loss = 0;
@@ -153,7 +144,8 @@ optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
                                   const optim::UpdateOptions& update = {},
                                   int64_t* forward_ops = nullptr, int64_t* gradient_ops = nullptr,
                                   std::vector<size_t>* buffer_updates = nullptr,
-                                  DType compute = DType::f32);  // f16: loss scaling on (defaults)
+                                  DType compute = DType::f32,  // f16: loss scaling on (defaults)
+                                  ir::Function* gradient = nullptr);  // its gradient program
 
 class Trainer {
  public:
@@ -184,10 +176,6 @@ class Trainer {
   int in_flight() const { return int(queue_.size()); }
   // The lane the step runs on (host or pjrt).
   Lane lane() const { return lane_; }
-  // pjrt lane only: runs the step once on the host lane and once on the device from the
-  // current state with `inputs` (as for step()) without changing any state, and compares.
-  // Throws tlaloc::Error on the host lane.
-  CrossCheck cross_check(Batch inputs);
   // The pjrt client in use (null on the host lane).
   runtime::pjrt::Client* client() const { return client_; }
   // Steps taken by this trainer (calls of step(), skipped updates included): drives the
@@ -250,6 +238,7 @@ class Trainer {
   std::vector<Array> run_eval(int id, Batch& data);
 
  private:
+  friend struct CrossCheckAccess;  // train/cross_check.cpp: runs parts of the step on both lanes
   // The state a checkpoint holds (without ZeRO-1, the step's own) and the name of its slot j:
   // "optimizer.<param>.<kind>" or "optimizer.step".
   const optim::StateLayout& full_state_layout() const;
@@ -279,6 +268,7 @@ class Trainer {
   // The model's parameters (named_parameters() indices) in step input order: frozen, trained.
   std::vector<size_t> order_;
   optim::TrainStep step_;
+  ir::Function gradient_;  // the step's gradient program (build_gradient), for cross_check
   Lane lane_ = Lane::host;
   runtime::pjrt::Client* client_ = nullptr;  // pjrt lane
   std::unique_ptr<runtime::Executable> exe_;

@@ -13,6 +13,7 @@
 namespace tlaloc::testing {
 
 std::string last_options;
+Perturbation perturbation;
 
 namespace {
 
@@ -22,7 +23,19 @@ using namespace tlaloc::runtime::pjrt;
 struct Program {
   Function f;
   std::unique_ptr<runtime::Executable> exe;
+  std::string module;  // the name after "module @"
 };
+
+// Output k of `p` as `perturbation` makes it (a copy scaled, or `o` itself).
+Array perturbed(const Program& p, size_t k, Array o) {
+  if (perturbation.program.empty() || perturbation.program != p.module ||
+      p.f.output_names.size() <= k || p.f.output_names[k] != perturbation.output ||
+      !is_floating(o.dtype()))
+    return o;
+  Array f64 = o.astype(DType::f64);
+  for (double& x : f64.span<double>()) x *= perturbation.factor;
+  return f64.astype(o.dtype());
+}
 std::vector<std::unique_ptr<Program>> programs;  // owned here; the fake keeps raw handles
 
 DType dtype_of(int type) {
@@ -37,6 +50,8 @@ void* fake_compile(const std::string& mlir, const std::string& options, std::str
     auto p = std::make_unique<Program>();
     p->f = stablehlo::parse(mlir);
     p->exe = runtime::host::compile(p->f);
+    const size_t at = mlir.find("module @") + 8;
+    p->module = mlir.substr(at, mlir.find_first_of(" {", at) - at);
     *num_outputs = size_t(p->f.num_outputs());
     for (const Alias& a : p->f.aliases) aliased->push_back(a.input);
     last_options = options;
@@ -59,9 +74,13 @@ bool fake_run(void* program, const std::vector<const fake_pjrt::Tensor*>& args,
       if (a.nbytes()) std::memcpy(a.raw(), t->bytes.data(), a.nbytes());
       in.push_back(std::move(a));
     }
-    for (const Array& o : static_cast<Program*>(program)->exe->run(in))
+    const Program& p = *static_cast<Program*>(program);
+    std::vector<Array> results = p.exe->run(in);
+    for (size_t k = 0; k < results.size(); ++k) {
+      const Array o = perturbed(p, k, std::move(results[k]));
       outs->push_back({int(buffer_type(o.dtype())), o.shape().dims,
                        std::string(static_cast<const char*>(o.raw()), o.nbytes())});
+    }
     return true;
   } catch (const Error& e) {
     *error = e.what();

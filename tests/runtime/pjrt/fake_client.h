@@ -23,5 +23,13 @@ std::unique_ptr<runtime::pjrt::Client> fake_client();
 fake_pjrt::Control& fake_control();
 // The serialized compile options of the last program the fake compiled.
 extern std::string last_options;
+// Makes the fake device wrong on purpose (the cross-check's tests): every run of a program whose
+// module is @`program` multiplies its floating output named `output` by `factor`. Empty
+// `program`: off. A test that sets it resets it (a Perturbation{}) before it ends.
+struct Perturbation {
+  std::string program, output;
+  double factor = 1;
+};
+extern Perturbation perturbation;
 
 }  // namespace tlaloc::testing
