@@ -329,7 +329,7 @@ TEST(PjrtAsync, FitKeepsTheLastGoodCheckpointWhenAStepFailsOnTheDevice) {
   o.save = path;
   o.save_every = 2;
   o.progress = false;
-  o.cross_check = false;
+  o.cross_check = train::CrossCheckMode::off;
   o.handle_signals = false;
   std::FILE* out = std::fopen("/dev/null", "w");
   o.out = out;
