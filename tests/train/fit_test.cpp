@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/captured_output.h"
 #include "support/error_of.h"
 #include "support/file_size_limit.h"
 #include "support/train_test_util.h"
@@ -69,20 +70,7 @@ Batch batch_at(const StepPosition& p) {
   return {{"idx", Array::from(Shape{kBatch}, idx)}};
 }
 
-// Captures what fit prints.
-struct Output {
-  char* buf = nullptr;
-  size_t len = 0;
-  std::FILE* f = open_memstream(&buf, &len);
-  ~Output() {
-    std::fclose(f);
-    std::free(buf);
-  }
-  std::string text() {
-    std::fflush(f);
-    return std::string(buf, len);
-  }
-};
+using Output = tlaloc::testing::CapturedOutput;
 
 struct Scratch {
   std::filesystem::path dir =

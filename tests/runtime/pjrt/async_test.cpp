@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "disc_run.h"
 #include "fake_client.h"
 #include "support/train_test_util.h"
 #include "tlaloc/io/checkpoint.h"
@@ -29,28 +30,10 @@ using tlaloc::testing::fake_control;
 
 namespace {
 
-constexpr int64_t kPoints = 64;
-
-// The disc demo's trainer on the host lane (client null) or on the fake device, K in flight.
-struct Disc {
-  std::shared_ptr<nn::Sequential> model = disc::make_model();
-  std::unique_ptr<Trainer> trainer;
-  Disc(runtime::pjrt::Client* client, int max_in_flight = 2) {
-    auto keys = random::split(random::key(7), 2);
-    model->init(keys[1]);
-    TrainerOptions o;
-    o.schedule = optim::parse_schedule("cosine", 20, 0);  // a new lr goes up every step
-    o.max_in_flight = max_in_flight;
-    if (client) {
-      o.lane = Lane::pjrt;
-      o.client = client;
-    }
-    trainer = std::make_unique<Trainer>(*model, disc::mse_loss_fn(), disc::data_inputs(kPoints),
-                                        optim::Adam{.lr = 0.02}, o);
-    disc::Data d = disc::make_data(keys[0], kPoints);
-    trainer->set_resident("x", d.x);
-    trainer->set_resident("y", d.y);
-  }
+// The disc demo's trainer, K in flight, a new lr every step of 20.
+struct Disc : tlaloc::testing::DiscRun {
+  explicit Disc(runtime::pjrt::Client* client, int max_in_flight = 2)
+      : DiscRun(client, 20, max_in_flight) {}
 };
 
 // step(w, g) = (w - g, sum(w)); output 0 aliases (donates) w.
@@ -62,6 +45,14 @@ ir::Function step_fn() {
       {b.binary(ir::Op::subtract, w, g), b.reduce(w, ir::ReduceKind::sum, {0})}, {"w", "sum"});
   f.aliases.push_back({0, 0});
   return f;
+}
+
+// step_fn's arguments on the device: w = [1, 2, 3, 4], g = [1, 1, 1, 1].
+std::vector<runtime::Buffer> device_args(runtime::Executable& exe) {
+  std::vector<runtime::Buffer> args;
+  args.push_back(exe.upload(Array::from<float>({4}, {1, 2, 3, 4})));
+  args.push_back(exe.upload(Array::from<float>({4}, {1, 1, 1, 1})));
+  return args;
 }
 
 std::string message_of(const std::function<void()>& f) {
@@ -116,9 +107,7 @@ TEST(PjrtAsync, WithoutACompletionEventTheOutputsReadyEventIsWaitedOn) {
   auto c = fake_client();
   fake_pjrt::Control& k = fake_control();
   auto exe = runtime::pjrt::compile(step_fn(), *c);
-  std::vector<runtime::Buffer> args;
-  args.push_back(exe->upload(Array::from<float>({4}, {1, 2, 3, 4})));
-  args.push_back(exe->upload(Array::from<float>({4}, {1, 1, 1, 1})));
+  std::vector<runtime::Buffer> args = device_args(*exe);
   k.hold = true;
   k.no_complete_events = true;
   std::vector<runtime::Buffer> out = exe->run(args, true);
@@ -136,9 +125,7 @@ TEST(PjrtAsync, AFailedExecutionIsReportedByItsEventAndItsOutputs) {
   auto c = fake_client();
   fake_pjrt::Control& k = fake_control();
   auto exe = runtime::pjrt::compile(step_fn(), *c);
-  std::vector<runtime::Buffer> args;
-  args.push_back(exe->upload(Array::from<float>({4}, {1, 2, 3, 4})));
-  args.push_back(exe->upload(Array::from<float>({4}, {1, 1, 1, 1})));
+  std::vector<runtime::Buffer> args = device_args(*exe);
   k.hold = true;
   k.fail_execution = k.executions + 1;
   k.fail_message = "fake: illegal memory access";

@@ -10,6 +10,7 @@
 
 #include "fake_client.h"
 #include "nn/llama_util.h"
+#include "support/captured_output.h"
 #include "tlaloc/nn/lora.h"
 #include "tlaloc/random/random.h"
 #include "tlaloc/recipes/disc.h"
@@ -53,20 +54,7 @@ const TensorScore& named(const std::vector<TensorScore>& v, const std::string& n
   throw std::runtime_error("no score named " + name);
 }
 
-// What fit prints, captured.
-struct Output {
-  char* buf = nullptr;
-  size_t len = 0;
-  std::FILE* f = open_memstream(&buf, &len);
-  ~Output() {
-    std::fclose(f);
-    std::free(buf);
-  }
-  std::string text() {
-    std::fflush(f);
-    return std::string(buf, len);
-  }
-};
+using Output = tlaloc::testing::CapturedOutput;
 
 }  // namespace
 

@@ -37,6 +37,15 @@ Function sgd_step() {
   return f;
 }
 
+// sgd_step's arguments on the device: w = [1, 2, 3, 4], g = [1, 1, 1, 1], lr = 0.5.
+std::vector<Buffer> sgd_args(Client& c) {
+  std::vector<Buffer> args;
+  args.push_back(c.to_device(Array::from<float>({4}, {1, 2, 3, 4})));
+  args.push_back(c.to_device(Array::from<float>({4}, {1, 1, 1, 1})));
+  args.push_back(c.to_device(Array::scalar(0.5f)));
+  return args;
+}
+
 // |got - want| <= tol * (1 + |want|) elementwise, NaN matching NaN; integers and i1 exact.
 // tol: a few ulps of the dtype (XLA's GPU transcendental functions are approximations).
 void expect_close(const Array& got, const Array& want, const std::string& what) {
@@ -121,10 +130,7 @@ TEST(PjrtDevice, StateStaysOnDeviceAndIsDonated) {
   REQUIRE_DEVICE();
   Client& c = default_client();
   auto exe = compile(sgd_step(), c);
-  std::vector<Buffer> args;
-  args.push_back(c.to_device(Array::from<float>({4}, {1, 2, 3, 4})));
-  args.push_back(c.to_device(Array::from<float>({4}, {1, 1, 1, 1})));
-  args.push_back(c.to_device(Array::scalar(0.5f)));
+  std::vector<Buffer> args = sgd_args(c);
   for (int step = 0; step < 3; ++step) {
     std::vector<Buffer> out = exe->run_buffers(args, true);
     EXPECT_TRUE(args[0].empty());
@@ -151,10 +157,7 @@ TEST(PjrtDevice, RunsQueueAndOneWaitCoversThem) {
   REQUIRE_DEVICE();
   Client& c = default_client();
   auto exe = compile(sgd_step(), c);
-  std::vector<Buffer> args;
-  args.push_back(c.to_device(Array::from<float>({4}, {1, 2, 3, 4})));
-  args.push_back(c.to_device(Array::from<float>({4}, {1, 1, 1, 1})));
-  args.push_back(c.to_device(Array::scalar(0.5f)));
+  std::vector<Buffer> args = sgd_args(c);
   const int64_t waits0 = c.call_times().waits;
   std::vector<Buffer> out;
   for (int step = 0; step < 20; ++step) {

@@ -4,6 +4,7 @@
 // compiled executable serves the run.
 #include <gtest/gtest.h>
 
+#include "disc_run.h"
 #include "fake_client.h"
 #include "nn/llama_util.h"
 #include "support/train_test_util.h"
@@ -20,27 +21,8 @@ namespace disc = tlaloc::recipes::disc;
 
 namespace {
 
-constexpr int64_t kPoints = 64;
-
-struct DiscRun {
-  std::shared_ptr<nn::Sequential> model = disc::make_model();
-  std::unique_ptr<Trainer> trainer;
-  DiscRun(runtime::pjrt::Client* client) {
-    auto keys = random::split(random::key(7), 2);
-    model->init(keys[1]);
-    TrainerOptions o;
-    o.schedule = optim::parse_schedule("cosine", 10, 0);
-    if (client) {
-      o.lane = Lane::pjrt;
-      o.client = client;
-    }
-    trainer = std::make_unique<Trainer>(*model, disc::mse_loss_fn(), disc::data_inputs(kPoints),
-                                        optim::Adam{.lr = 0.02}, o);
-    disc::Data d = disc::make_data(keys[0], kPoints);
-    trainer->set_resident("x", d.x);
-    trainer->set_resident("y", d.y);
-  }
-};
+constexpr int64_t kPoints = tlaloc::testing::kDiscPoints;
+using tlaloc::testing::DiscRun;
 
 }  // namespace
 
