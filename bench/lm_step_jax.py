@@ -76,6 +76,9 @@ def main():
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--count-ops", action="store_true",
+                    help="print the dot_generals and transposes of the step's StableHLO (jit "
+                         "lowering, before XLA optimizes it) and exit")
     ap.add_argument("--apply-if-finite", action="store_true",
                     help="wrap AdamW in optax.apply_if_finite: a non-finite update is skipped, "
                          "the contract of tlaloc's in-program optimizer (found-inf)")
@@ -99,6 +102,13 @@ def main():
         return optax.apply_updates(p, upd), s, loss
 
     step = jax.jit(step, donate_argnums=(0, 1))
+    if a.count_ops:
+        import re
+        text = step.lower(params, opt_state).as_text()
+        counts = {op: len(re.findall(r"\bstablehlo\." + op + r"\b", text))
+                  for op in ("dot_general", "transpose")}
+        print("OPS jax " + " ".join(f"{k}={v}" for k, v in counts.items()))
+        return 0
     for _ in range(a.warmup):
         params, opt_state, loss = step(params, opt_state)
     jax.block_until_ready(loss)

@@ -140,6 +140,10 @@ fi
 # machines (the CPU arm below has it too); the JAX arms get the same, so no peer runs without it.
 peer_env=(env MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736)
 stage lm_jax_optax 75 "${peer_env[@]}" "$py" bench/lm_step_jax.py --steps 200
+# The two programs' GEMMs and transposes before XLA (tests/recipes/stablehlo_steps_test.cpp
+# bounds tlaloc's by JAX's counts derived from its rules; these are JAX's own).
+stage lm_ops_jax 60 "$py" bench/lm_step_jax.py --count-ops
+stage lm_ops_tlaloc 30 bash -c "build/tlaloc export lm | grep -oE '\"stablehlo\.(dot_general|transpose)\"' | sort | uniq -c"
 stage lm_jax_optax_if_finite 75 "${peer_env[@]}" "$py" bench/lm_step_jax.py --steps 200 \
   --apply-if-finite
 stage lm_torch_fused_adamw 75 "${peer_env[@]}" "$py" bench/lm_step_torch.py --device cuda \
