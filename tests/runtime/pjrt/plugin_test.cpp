@@ -56,10 +56,24 @@ struct TempDir {
 
 // Hand-encoded per https://protobuf.dev/programming-guides/encoding/: tag = field << 3 | wire.
 TEST(PjrtCompileOptions, DefaultBytes) {
-  // executable_build_options (3, LEN 15) { device_ordinal (1) = -1 as a 10-byte varint,
-  // num_replicas (4) = 1, num_partitions (5) = 1 }.
-  EXPECT_EQ(serialize({}), bytes({0x1A, 0x0F, 0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
-                                  0xFF, 0x01, 0x20, 0x01, 0x28, 0x01}));
+  // executable_build_options (3, LEN 18) { device_ordinal (1) = -1 as a 10-byte varint,
+  // num_replicas (4) = 1, num_partitions (5) = 1, memory_fitting_level (25: tag 200 = varint
+  // C8 01) = EFFORT_O2 (29) }.
+  EXPECT_EQ(serialize({}), bytes({0x1A, 0x12, 0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF,
+                                  0xFF, 0xFF, 0x01, 0x20, 0x01, 0x28, 0x01, 0xC8, 0x01, 0x1D}));
+}
+
+// optimization_level (24: tag 192 = varint C0 01) when set; an unknown level is not sent.
+TEST(PjrtCompileOptions, EffortLevels) {
+  CompileOptions o;
+  o.device_ordinal = 0;
+  o.optimization_level = EffortLevel::O3;
+  o.memory_fitting_level = EffortLevel::O0;
+  EXPECT_EQ(serialize(o), bytes({0x1A, 0x0C, 0x08, 0x00, 0x20, 0x01, 0x28, 0x01, 0xC0, 0x01, 0x27,
+                                 0xC8, 0x01, 0x09}));
+  o.optimization_level = EffortLevel::unknown;
+  o.memory_fitting_level = EffortLevel::unknown;
+  EXPECT_EQ(serialize(o), bytes({0x1A, 0x06, 0x08, 0x00, 0x20, 0x01, 0x28, 0x01}));
 }
 
 TEST(PjrtCompileOptions, OverridesAreMapEntries) {
@@ -69,7 +83,7 @@ TEST(PjrtCompileOptions, OverridesAreMapEntries) {
                  {"x", 0.5},
                  {"n", int64_t(300)},
                  {"d", std::string("/c")}};
-  std::string want = bytes({0x1A, 0x06, 0x08, 0x00, 0x20, 0x01, 0x28, 0x01});
+  std::string want = bytes({0x1A, 0x09, 0x08, 0x00, 0x20, 0x01, 0x28, 0x01, 0xC8, 0x01, 0x1D});
   // env_option_overrides (7): entry { key (1) = name, value (2) = OptionOverrideProto }.
   want += bytes({0x3A, 0x1F, 0x0A, 0x19}) + "xla_gpu_deterministic_ops" +
           bytes({0x12, 0x02, 0x10, 0x01});  // bool_field (2) = 1
@@ -169,8 +183,8 @@ TEST(PjrtPlugin, LoadsInitializesOnceAndCarriesPluginErrors) {
   // The plugin's own message and code come through.
   std::string e = error_of([&] { c->compile("module {}"); });
   EXPECT_EQ(e,
-            "PJRT_Client_Compile: fake plugin cannot compile 9 bytes of mlir with 17 bytes of "
-            "options (UNIMPLEMENTED)");
+            "PJRT_Client_Compile: fake plugin cannot compile 9 bytes of mlir with 20 bytes of "
+            "options (UNIMPLEMENTED)");  // DefaultBytes' 20
   EXPECT_EQ(c->cache_size(), 0u);
   e = error_of([&] { c->to_device(Array::scalar(1.0f)); });
   EXPECT_NE(e.find("no device"), std::string::npos) << e;

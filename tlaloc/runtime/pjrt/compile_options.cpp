@@ -35,6 +35,10 @@ std::string serialize(const CompileOptions& o) {
   build.int64_field(1, o.device_ordinal);
   build.int64_field(4, o.num_replicas);
   build.int64_field(5, o.num_partitions);
+  if (o.optimization_level != EffortLevel::unknown)
+    build.int64_field(24, int64_t(o.optimization_level));
+  if (o.memory_fitting_level != EffortLevel::unknown)
+    build.int64_field(25, int64_t(o.memory_fitting_level));
   ProtoWriter top;
   top.bytes_field(3, build.bytes());
   for (const OptionOverride& ov : o.overrides) {
