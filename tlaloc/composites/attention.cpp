@@ -9,7 +9,7 @@
 //   out = e·v / l; lse = m + log l. Where a row can see no key (a key mask, causal with S > T,
 //   or T = 0) it is guarded: m is 0 where it is -inf, and where l = 0 out is 0 and lse -inf.
 //   Otherwise it is the plain softmax as JAX and PyTorch write it (no select for empty rows): a
-//   row whose visible scores are all -inf or hold a NaN gives NaN out and lse.
+//   row whose visible scores are all -inf or hold a NaN or +inf gives NaN out and lse.
 //   bf16 q, k, v (mixed precision, as torch.autocast's bf16 attention): out and lse are f32, the
 //   dots accumulate in f32 (preferred_element_type), softmax is f32, and the probabilities
 //   e / l are rounded to bf16 before the dot with v.
