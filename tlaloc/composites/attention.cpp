@@ -5,17 +5,20 @@
 //     {scale, causal} -> (out [B,Hq,S,Dv], lse [B,Hq,S])
 //   f32, f64 or bf16; Hq a multiple of Hkv: query head h reads kv head h / (Hq / Hkv). Visible:
 //   key j for query i when key_mask[b, j] and, with causal, j <= i + T - S. Its decomposition is
-//   the textbook masked softmax: s = scale·q·kᵀ, hidden entries -inf; m = max s (0 for an empty
-//   row); e = exp(s - m); l = Σe; out = e·v / l (0 when l = 0); lse = m + log l (-inf when l = 0).
+//   the masked softmax: s = scale·q·kᵀ, hidden entries -inf; m = max s; e = exp(s - m); l = Σe;
+//   out = e·v / l; lse = m + log l. Where a row can see no key (a key mask, causal with S > T,
+//   or T = 0) it is guarded: m is 0 where it is -inf, and where l = 0 out is 0 and lse -inf.
+//   Otherwise it is the plain softmax as JAX and PyTorch write it (no select for empty rows): a
+//   row whose visible scores are all -inf or hold a NaN or +inf gives NaN out and lse.
 //   bf16 q, k, v (mixed precision, as torch.autocast's bf16 attention): out and lse are f32, the
 //   dots accumulate in f32 (preferred_element_type), softmax is f32, and the probabilities
 //   e / l are rounded to bf16 before the dot with v.
 // attention_grad (q, k, v, out, lse, d_out, key_mask?) {scale, causal} -> (dq, dk, dv)
-//   recomputes p = exp(s - lse) and dv = pᵀ·do, dp = do·vᵀ, ds = p ∘ (dp - rowsum(do ∘ out)),
-//   dq = scale·ds·k, dk = scale·dsᵀ·q, summed over the query heads that share a kv head. bf16
-//   q, k, v (out, lse, d_out f32): p, d_out and scale·ds rounded to bf16 for the dots, f32
-//   accumulation, dq, dk, dv rounded to bf16 at the end. Its own VJP (second derivatives) is its
-//   decomposition's.
+//   recomputes p = exp(s - lse) (guarded: an lse of -inf or NaN taken as 0) and dv = pᵀ·do,
+//   dp = do·vᵀ, ds = p ∘ (dp - rowsum(do ∘ out)), dq = scale·ds·k, dk = scale·dsᵀ·q, summed
+//   over the query heads that share a kv head. bf16 q, k, v (out, lse, d_out f32): p, d_out and
+//   scale·ds rounded to bf16 for the dots, f32 accumulation, dq, dk, dv rounded to bf16 at the
+//   end. Its own VJP (second derivatives) is its decomposition's.
 // Host kernels: finite inputs take the GEMM path (attention_gemm.h: blocks of query rows, each
 // GEMM at once, a key mask hiding scores); otherwise per (batch, query head, query row) an online
 // softmax over tiles of kTile keys (a running max m, sum l and output accumulator, rescaled by
@@ -34,6 +37,7 @@
 #include "tlaloc/autodiff/rules.h"
 #include "tlaloc/composites/attention_gemm.h"
 #include "tlaloc/composites/attention_internal.h"
+#include "tlaloc/composites/attention_rows.h"
 #include "tlaloc/composites/composites.h"
 #include "tlaloc/ir/composite.h"
 #include "tlaloc/ir/scalar.h"
@@ -44,6 +48,8 @@
 namespace tlaloc::composites {
 namespace {
 
+using attention_detail::any_non_finite;
+using attention_detail::dotp;
 using attention_detail::kCausal;
 using attention_detail::kScale;
 using ir::Op;
@@ -130,6 +136,7 @@ struct AttentionKernel : Kernel {
   int64_t B = 0, Hq = 0, S = 0, D = 0, Hkv = 0, T = 0, Dv = 0, G = 0;
   double scale = 1;
   bool causal = false, grad = false, parallel = false;
+  bool plain = false;    // every row sees a key: the plain softmax (attention_internal.h)
   bool f32_qkv = false;  // bf16 kernel: q, k, v read as f32 (converts folded), rounded as packed
   bool wide[3] = {};     // bf16 gradient: result i written as its f32 convert (write_converted)
 
@@ -137,59 +144,9 @@ struct AttentionKernel : Kernel {
   int64_t end(int64_t i) const { return causal ? std::clamp<int64_t>(i + T - S + 1, 0, T) : T; }
 };
 
-// Dot product in 8 interleaved partial sums (element i into sum i % 8), added pairwise at the
-// end: a fixed order, so results do not depend on threads, and the loop vectorizes without
-// reassociation. The 8 partials are one GCC vector, folded in vector adds:
-// ((s0 + s4) + (s1 + s5)) + ((s2 + s6) + (s3 + s7)), pairs commuted (the same bits).
-using V8f = float __attribute__((vector_size(32)));
-using V4f = float __attribute__((vector_size(16)));
-using V8d = double __attribute__((vector_size(64)));
-using V4d = double __attribute__((vector_size(32)));
-
-template <class F>
-__attribute__((always_inline)) inline F dotp(const F* a, const F* b, int64_t n) {
-  constexpr bool f32 = std::is_same_v<F, float>;
-  using V = std::conditional_t<f32, V8f, V8d>;
-  using H = std::conditional_t<f32, V4f, V4d>;
-  V s = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    V x, y;
-    std::memcpy(&x, a + i, sizeof x);
-    std::memcpy(&y, b + i, sizeof y);
-    s += x * y;
-  }
-  for (; i < n; ++i) s[i % 8] += a[i] * b[i];
-  const H h = __builtin_shufflevector(s, s, 0, 1, 2, 3) + __builtin_shufflevector(s, s, 4, 5, 6, 7);
-  const H q = h + __builtin_shufflevector(h, h, 1, 0, 3, 2);
-  return q[0] + q[2];
-}
-
 template <class F>
 const F* in(const Frame& fr, int32_t v) {
   return static_cast<const F*>(fr.ptr[v]);
-}
-
-// Whether any of the n values at x is an inf or a NaN: a magnitude (the bits without the sign)
-// from the exponent's all-ones on; with as_bf16 (f32 only), from 0x7f7f8000 on, where to_bf16
-// rounds to an inf or NaN. An integer OR over the bits, so the loop vectorizes. F: float,
-// double, or uint16_t for bf16 bit patterns.
-template <class F>
-bool any_non_finite(const F* x, int64_t n, bool as_bf16 = false) {
-  using U = std::conditional_t<sizeof(F) == 2, uint16_t,
-                               std::conditional_t<sizeof(F) == 4, uint32_t, uint64_t>>;
-  constexpr U e = sizeof(F) == 2   ? U(0x7f80u)
-                  : sizeof(F) == 4 ? U(0x7f800000u)
-                                   : U(0x7ff0000000000000ull);
-  constexpr U magnitude = U(~U(0)) >> 1;
-  const U limit = sizeof(F) == 4 && as_bf16 ? U(0x7f7f8000u) : e;
-  U any = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    U u;
-    std::memcpy(&u, x + i, sizeof u);
-    any |= U((u & magnitude) >= limit);
-  }
-  return any != 0;
 }
 
 // M: the key mask's row of the task's batch, or null.
@@ -200,7 +157,8 @@ attention_gemm::Dims gemm_dims(const AttentionKernel& a, const uint8_t* M = null
           .Dv = a.Dv,
           .scale = float(a.scale),
           .causal = a.causal,
-          .mask = M};
+          .mask = M,
+          .plain = a.plain};
 }
 
 // Key j hidden from query row i (masked, or after it with causal).
@@ -275,9 +233,11 @@ __attribute__((always_inline)) inline void forward_task(const AttentionKernel& a
       if (hidden(a, M, i, j))
         for (int64_t d = 0; d < a.Dv; ++d)
           if (!std::isfinite(V[j * a.Dv + d])) oi[d] = F(NAN);
-    if (nan_score) {  // max NaN, l NaN: every column NaN, log-sum-exp -inf
+    // A NaN score: guarded, max NaN and l NaN, so every column NaN and log-sum-exp -inf.
+    // Plain, a NaN score or a max of -inf (l NaN) makes the row and its log-sum-exp NaN.
+    if (nan_score || (a.plain && !(l > 0))) {
       std::fill(oi, oi + a.Dv, F(NAN));
-      L[i] = ninf;
+      L[i] = a.plain ? F(NAN) : ninf;
     }
   }
 }
@@ -322,9 +282,10 @@ __attribute__((always_inline)) inline void backward_task(const AttentionKernel& 
       const F* qi = Q + i * a.D;
       const F* oi = O + i * a.Dv;
       const F* doi = dO + i * a.Dv;
-      // A row with no visible key (lse -inf; NaN taken alike, as the decomposition's
-      // where(lse > -inf) does) has p = exp(s - 0) on hidden keys only, so 0 everywhere.
-      const bool none = !(Lse[i] > ninf);
+      // Guarded, a row with no visible key (lse -inf; NaN taken alike, as the decomposition's
+      // where(lse > -inf) does) has p = exp(s - 0) on hidden keys only, so 0 everywhere. Plain:
+      // p = exp(s - lse) as it comes (NaN for every key with a NaN or -inf lse).
+      const bool none = !a.plain && !(Lse[i] > ninf);
       const F lse = none ? F(0) : Lse[i];
       if (none && !dense) continue;
       const F delta = dotp(doi, oi, a.Dv);
@@ -333,9 +294,9 @@ __attribute__((always_inline)) inline void backward_task(const AttentionKernel& 
       for (int64_t j = 0; j < jend; ++j) p[j] = scale * dotp(qi, K + j * a.D, a.D) - lse;
       for (int64_t j = 0; j < jend; ++j) p[j] = ir::scalar::fexp(p[j]);  // a vector loop
       for (int64_t j = 0; j < jend; ++j) {
-        if (j >= vend || (M && !M[j])) {  // hidden
+        if (j >= vend || (M && !M[j])) {  // hidden: s = -inf
           if (!dense) continue;
-          p[j] = 0;
+          p[j] = a.plain ? ir::scalar::fexp(ninf - lse) : F(0);
         }
         const F* kj = K + j * a.D;
         const F* vj = V + j * a.Dv;
@@ -525,6 +486,7 @@ std::unique_ptr<Kernel> make_kernel(const ir::Function& f, ValueId id, int num_t
   k->Hkv = kv[1], k->T = kv[2], k->Dv = v[3], k->G = k->Hq / k->Hkv;
   k->scale = n.attrs.params[kScale];
   k->causal = n.attrs.params[kCausal] != 0;
+  k->plain = attention_detail::no_empty_rows(k->mask >= 0, k->causal, k->S, k->T);
   k->parallel = num_threads != 1 &&
                 k->B * k->Hq * k->S * k->T * (k->D + k->Dv) >= runtime::host::kParallelElements;
   k->reads = reads;
@@ -555,7 +517,12 @@ std::vector<ir::CompositeExample> examples() {
   const TensorType qs{DType::f64, Shape{1, 2, 4, 3}}, ks{DType::f64, Shape{1, 2, 4, 3}};
   const TensorType qb{DType::bf16, Shape{2, 4, 5, 3}}, kb{DType::bf16, Shape{2, 2, 6, 3}},
       vb{DType::bf16, Shape{2, 2, 6, 4}};
-  return {{{q, k, v, m}, causal}, {{qs, ks, ks}, plain}, {{qb, kb, vb}, causal}};
+  // Causal with S > T and no mask: guarded, its first rows see no key.
+  const TensorType qe{DType::f32, Shape{1, 2, 5, 3}}, ke{DType::f32, Shape{1, 1, 3, 3}};
+  return {{{q, k, v, m}, causal},
+          {{qs, ks, ks}, plain},
+          {{qb, kb, vb}, causal},
+          {{qe, ke, ke}, causal}};
 }
 
 std::vector<ir::CompositeExample> examples_grad() {

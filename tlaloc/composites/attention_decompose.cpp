@@ -1,7 +1,8 @@
-// The attention composites' decompositions (attention.cpp's header states them): the textbook
-// masked softmax in plain ops; the query heads that share a kv head in a 5-D [B, Hkv, G, S, *]
-// layout, the operands' own 4-D one when each kv head serves one query head; bf16 q, k, v with
-// preferred-f32 dots and the bf16 roundings of the mixed-precision rule.
+// The attention composites' decompositions (attention.cpp's header states them): the masked
+// softmax in plain ops, as JAX and PyTorch write it where every row sees a key, guarded by
+// selects against empty rows elsewhere; the query heads that share a kv head in a 5-D
+// [B, Hkv, G, S, *] layout, the operands' own 4-D one when each kv head serves one query head;
+// bf16 q, k, v with preferred-f32 dots and the bf16 roundings of the mixed-precision rule.
 #include <cmath>
 #include <optional>
 
@@ -78,17 +79,29 @@ std::vector<ValueId> decompose(ir::Builder& b, const ir::Node& n, std::span<cons
   std::optional<Tensor> mask;
   if (ops.size() == 4) mask = Tensor(&b, ops[3]);
   const Dims d = dims_of(q, k, v);
-  Tensor s = masked_scores(d, reshape(q, d.rows(d.D).dims), k,
-                           visible(d, mask, n.attrs.params[kCausal] != 0), n.attrs.params[kScale]);
+  const bool causal = n.attrs.params[kCausal] != 0;
+  Tensor s = masked_scores(d, reshape(q, d.rows(d.D).dims), k, visible(d, mask, causal),
+                           n.attrs.params[kScale]);
   Tensor m = max(s, {-1}, true);
-  Tensor m0 = where(m > -INFINITY, m, zeros_like(m));
-  Tensor e = exp(s - m0);
-  Tensor l = sum(e, {-1}, true);
-  Tensor nonempty = l > 0.0;
-  Tensor l1 = where(nonempty, l, ones_like(l));
-  Tensor o = dot(like_v(e / l1, v), v, {{0, 1}, {0, 1}, {3 + d.g()}, {2}});  // rows(Dv)
-  Tensor lse = where(nonempty, m0 + log(l1), full_like(l, -INFINITY));
-  return {reshape(o, {d.B, d.Hq, d.S, d.Dv}).id(), reshape(lse, {d.B, d.Hq, d.S}).id()};
+  const auto pv = [&](const Tensor& p) {  // rows(Dv)
+    return dot(like_v(p, v), v, {{0, 1}, {0, 1}, {3 + d.g()}, {2}});
+  };
+  std::optional<Tensor> o, lse;
+  if (no_empty_rows(mask.has_value(), causal, d.S, d.T)) {  // the plain softmax
+    Tensor e = exp(s - m);
+    Tensor l = sum(e, {-1}, true);
+    o = pv(e / l);
+    lse = m + log(l);
+  } else {  // guarded: an empty row (max -inf, sum 0) gives out 0 and log-sum-exp -inf
+    Tensor m0 = where(m > -INFINITY, m, zeros_like(m));
+    Tensor e = exp(s - m0);
+    Tensor l = sum(e, {-1}, true);
+    Tensor nonempty = l > 0.0;
+    Tensor l1 = where(nonempty, l, ones_like(l));
+    o = pv(e / l1);
+    lse = where(nonempty, m0 + log(l1), full_like(l, -INFINITY));
+  }
+  return {reshape(*o, {d.B, d.Hq, d.S, d.Dv}).id(), reshape(*lse, {d.B, d.Hq, d.S}).id()};
 }
 
 std::vector<ValueId> decompose_grad(ir::Builder& b, const ir::Node& n,
@@ -101,10 +114,13 @@ std::vector<ValueId> decompose_grad(ir::Builder& b, const ir::Node& n,
   auto rows = [&](ValueId x, int64_t w) { return reshape(Tensor(&b, x), d.rows(w).dims); };
   Tensor o = rows(ops[3], d.Dv), lse = rows(ops[4], 1), dout = rows(ops[5], d.Dv);
   const Tensor qr = reshape(q, d.rows(d.D).dims);
-  Tensor s = masked_scores(d, qr, k, visible(d, mask, n.attrs.params[kCausal] != 0),
-                           n.attrs.params[kScale]);
-  Tensor lse0 = where(lse > -INFINITY, lse, zeros_like(lse));
-  Tensor p = exp(s - lse0);  // hidden entries: exp(-inf) = 0
+  const bool causal = n.attrs.params[kCausal] != 0;
+  Tensor s = masked_scores(d, qr, k, visible(d, mask, causal), n.attrs.params[kScale]);
+  // Hidden entries: exp(-inf) = 0. Guarded, a log-sum-exp of -inf (an empty row) shifts by 0,
+  // so that row's p is 0.
+  Tensor p = no_empty_rows(mask.has_value(), causal, d.S, d.T)
+                 ? exp(s - lse)
+                 : exp(s - where(lse > -INFINITY, lse, zeros_like(lse)));
   const Tensor dout_v = like_v(dout, v);
   const std::vector<int64_t> gs = d.group_rows();
   const int64_t last = 3 + d.g();

@@ -65,9 +65,10 @@ void hide_masked(const Dims& d, float* p, int64_t e) {
 }
 
 // Query rows i0 .. i0 + rows - 1's scores in P [rows, n] (multiplied by `scale` first unless it
-// is 1): each row's softmax over its visible keys (the rest 0) and its log-sum-exp into L. The
-// decomposition's guards: a shift of 0 when the row's max is -inf, and log-sum-exp -inf when
-// the sum is not > 0 (no key, or a NaN: the row stays NaN).
+// is 1): each row's softmax over its visible keys (the rest 0) and its log-sum-exp into L.
+// Guarded (not d.plain), the decomposition's guards: a shift of 0 when the row's max is -inf,
+// and log-sum-exp -inf when the sum is not > 0 (no key, or a NaN: the row stays NaN). Plain: a
+// max of -inf or a NaN score makes the sum NaN, so the row's p and log-sum-exp are NaN.
 void softmax_block(const Dims& d, int64_t i0, int64_t rows, int64_t n, float* P, float* L,
                    float scale) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -80,18 +81,19 @@ void softmax_block(const Dims& d, int64_t i0, int64_t rows, int64_t n, float* P,
     }
     if (scale != 1.0f) scale_row(p, e, scale);
     hide_masked(d, p, e);
-    const float m = row_max(p, e), shift = m > kNegInf ? m : 0.0f;
+    const float m = row_max(p, e), shift = d.plain || m > kNegInf ? m : 0.0f;
     exp_shifted(p, e, shift);
     const float l = row_sum(p, e);
-    L[i0 + r] = l > 0 ? shift + std::log(l) : kNegInf;
-    scale_row(p, e, l > 0 ? 1.0f / l : 1.0f);
+    const bool normal = d.plain || l > 0;
+    L[i0 + r] = normal ? shift + std::log(l) : kNegInf;
+    scale_row(p, e, normal ? 1.0f / l : 1.0f);
   }
 }
 
 // The backward's rows i0 .. i0 + rows - 1: from the scores in P [rows, n] (multiplied by `scale`
-// first unless it is 1) and dP = dO Vᵀ in dS, p = exp(s - lse) (a log-sum-exp of -inf or NaN
-// counting as 0, the decomposition's where) and ds = p (dp - do·o) · scale in place; hidden
-// entries 0.
+// first unless it is 1) and dP = dO Vᵀ in dS, p = exp(s - lse) (guarded, a log-sum-exp of
+// -inf or NaN counting as 0, the decomposition's where) and ds = p (dp - do·o) · scale in
+// place; hidden entries 0 (finite inputs only: a finite log-sum-exp).
 void softmax_grad_block(const Dims& d, int64_t i0, int64_t rows, int64_t n, float* P, float* dS,
                         const float* O, const float* L, const float* dO, float scale) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -103,7 +105,7 @@ void softmax_grad_block(const Dims& d, int64_t i0, int64_t rows, int64_t n, floa
     if (e == 0) continue;
     if (scale != 1.0f) scale_row(p, e, scale);
     hide_masked(d, p, e);  // then exp gives them 0
-    exp_shifted(p, e, L[i] > kNegInf ? L[i] : 0.0f);
+    exp_shifted(p, e, d.plain || L[i] > kNegInf ? L[i] : 0.0f);
     softmax_grad_row(p, ds, e, dot(dO + i * d.Dv, O + i * d.Dv, d.Dv), d.scale);
   }
 }

@@ -20,6 +20,9 @@ struct Dims {
   float scale = 1;
   bool causal = false;
   const uint8_t* mask = nullptr;  // key_mask's row for this batch [T] (0: hidden), or none
+  // Every row sees a key (attention_internal.h: no_empty_rows): the plain softmax, whose row of
+  // -inf or NaN scores gives NaN out and log-sum-exp (else the guarded one's 0 and -inf).
+  bool plain = false;
   // Keys visible to query row i: j < end(i), and mask[j] when there is a mask.
   int64_t end(int64_t i) const;
 };
@@ -29,7 +32,7 @@ int64_t forward_scratch(const Dims& d);
 int64_t backward_scratch(const Dims& d);
 
 // One (batch, query head): Q [S, D], K [T, D], V [T, Dv] -> O [S, Dv], L [S] (log-sum-exp;
-// a row with no visible key: O 0, L -inf).
+// a row with no visible key: O 0, L -inf; without plain, a row whose scores are all -inf too).
 void forward(const Dims& d, const float* Q, const float* K, const float* V, float* O, float* L,
              float* scratch);
 

@@ -165,8 +165,8 @@ TEST(HostBf16Attention, ForwardAndGradientMatchF64OnRoundedOperands) {
 // the kernels give NaN and inf where the decomposition does (hidden keys take part with weight 0
 // there, and 0 · NaN is NaN). Their finite values come from the f32 kernel then (p and d_out not
 // rounded to bf16), so they are near the bf16 decomposition's within a few bf16 roundings of
-// sums of up to 128 terms (rows whose log-sum-exp is NaN weigh their keys by unnormalized
-// exp(s), as the decomposition does).
+// sums of up to 128 terms. Causal with S <= T is the plain softmax (a row whose scores hold an
+// inf or NaN is NaN, gradients too); S > T (rows that see no key) the guarded one.
 TEST(HostBf16Attention, NonFiniteInputsAsTheDecomposition) {
   struct Poke {
     int which;  // 0 q, 1 k, 2 v, 3 d_out

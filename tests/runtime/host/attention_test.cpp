@@ -154,9 +154,10 @@ KERNEL_TEST(attention, non_finite_hidden_slots_as_the_decomposition) {
   }
 }
 
-// NaN scores a query sees (a NaN in q, or a whole 32-key tile of NaN keys): the decomposition's
-// row max is NaN, so that row's output is NaN and its log-sum-exp -inf; and a NaN log-sum-exp
-// fed to the gradient counts as -inf (where(lse > -inf, lse, 0)), as in the decomposition.
+// NaN scores a query sees (a NaN in q, or a whole 32-key tile of NaN keys), without a mask or
+// causal, so the plain softmax (every row sees a key): that row's output and log-sum-exp are
+// NaN; and a NaN log-sum-exp fed to the gradient makes that row's p NaN for every key, as in
+// the decomposition. (The guarded softmax's NaN rows: attention_plain_softmax_test.cpp.)
 KERNEL_TEST(attention, nan_scores_as_the_decomposition) {
   for (DType dt : {DType::f64, DType::f32}) {
     for (int which = 0; which < 3; ++which) {
