@@ -91,6 +91,8 @@ def main():
                     help="wrap AdamW in optax.apply_if_finite: a non-finite update is skipped, "
                          "the contract of tlaloc's in-program optimizer (found-inf)")
     a = ap.parse_args()
+    if a.steps < 1 or a.repeats < 1 or a.warmup < 1:
+        ap.error("--steps, --repeats and --warmup (the compiling first step) must be >= 1")
     params = init(jax.random.PRNGKey(0))
     nparams = sum(x.size for x in jax.tree_util.tree_leaves(params))
     tx = optax.adamw(3e-3, weight_decay=0.01)
