@@ -6,8 +6,13 @@ token + position embeddings, 2 pre-norm blocks with LayerNorm, 4-head causal att
 optax.adamw(3e-3, weight_decay=0.01); the whole step is one jax.jit with donate_argnums for
 params and optimizer state, so they are updated in place on the device, as in tlaloc's lane (c).
 With --apply-if-finite the update is skipped when any gradient is non-finite, as tlaloc's
-found-inf does. Prints a final line
-  RESULT jax <platform> optimizer=<adamw|adamw+apply_if_finite> params=N median_ms=.. min_ms=.. max_ms=.. steps=N
+found-inf does. Two modes, as `tlaloc bench step` times lane (c) (--mode, default both):
+  latency: each of --steps steps waited for (jax.block_until_ready), timed one by one;
+  throughput: --repeats runs of --steps steps dispatched back to back, one block_until_ready at
+  the end of each; a run's time / steps is its time per step.
+Prints a RESULT line per mode (latency's keeps the keys it had before the modes):
+  RESULT jax <platform> optimizer=<adamw|adamw+apply_if_finite> params=N median_ms=.. min_ms=.. max_ms=.. steps=N latency_median_ms=.. latency_min_ms=.. latency_max_ms=..
+  RESULT jax <platform> optimizer=.. params=N throughput_median_ms=.. throughput_min_ms=.. throughput_max_ms=.. throughput_steps=N throughput_repeats=R
 """
 import argparse
 import statistics
@@ -75,6 +80,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--mode", choices=("latency", "throughput", "both"), default="both")
+    ap.add_argument("--repeats", type=int, default=5,
+                    help="throughput: runs of --steps steps, each waited for once")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--count-ops", action="store_true",
                     help="print the dot_generals and transposes of the step's StableHLO (jit "
@@ -83,6 +91,8 @@ def main():
                     help="wrap AdamW in optax.apply_if_finite: a non-finite update is skipped, "
                          "the contract of tlaloc's in-program optimizer (found-inf)")
     a = ap.parse_args()
+    if a.steps < 1 or a.repeats < 1 or a.warmup < 1:
+        ap.error("--steps, --repeats and --warmup (the compiling first step) must be >= 1")
     params = init(jax.random.PRNGKey(0))
     nparams = sum(x.size for x in jax.tree_util.tree_leaves(params))
     tx = optax.adamw(3e-3, weight_decay=0.01)
@@ -112,19 +122,44 @@ def main():
     for _ in range(a.warmup):
         params, opt_state, loss = step(params, opt_state)
     jax.block_until_ready(loss)
-    times = []
-    for i in range(a.steps):
-        t0 = time.perf_counter()
-        params, opt_state, loss = step(params, opt_state)
-        jax.block_until_ready(loss)
-        times.append(1e3 * (time.perf_counter() - t0))
-        if a.verbose:
-            print(f"step {i} {times[-1]:.4f} ms")
-    print(f"last loss {float(loss):.6f}")
     variant = "adamw+apply_if_finite" if a.apply_if_finite else "adamw"
-    print(f"RESULT jax {jax.devices()[0].platform} optimizer={variant} params={nparams} "
-          f"median_ms={statistics.median(times):.4f} min_ms={min(times):.4f} "
-          f"max_ms={max(times):.4f} steps={a.steps}")
+    head = f"RESULT jax {jax.devices()[0].platform} optimizer={variant} params={nparams}"
+    lines = []
+    if a.mode in ("latency", "both"):
+        times = []
+        for i in range(a.steps):
+            t0 = time.perf_counter()
+            params, opt_state, loss = step(params, opt_state)
+            jax.block_until_ready(loss)
+            times.append(1e3 * (time.perf_counter() - t0))
+            if a.verbose:
+                print(f"step {i} {times[-1]:.4f} ms")
+        med, lo, hi = statistics.median(times), min(times), max(times)
+        print(f"latency: {a.steps} steps, each waited for: median {med:.4f} ms, "
+              f"min {lo:.4f}, max {hi:.4f}")
+        lines.append(f"{head} median_ms={med:.4f} min_ms={lo:.4f} max_ms={hi:.4f} "
+                     f"steps={a.steps} latency_median_ms={med:.4f} latency_min_ms={lo:.4f} "
+                     f"latency_max_ms={hi:.4f}")
+    if a.mode in ("throughput", "both"):
+        per_step = []
+        for r in range(a.repeats):
+            t0 = time.perf_counter()
+            for _ in range(a.steps):
+                params, opt_state, loss = step(params, opt_state)
+            jax.block_until_ready(loss)  # the last step done: every step is (each reads the last)
+            per_step.append(1e3 * (time.perf_counter() - t0) / a.steps)
+            if a.verbose:
+                print(f"run {r} {per_step[-1]:.4f} ms per step")
+        med, lo, hi = statistics.median(per_step), min(per_step), max(per_step)
+        print(f"throughput: {a.repeats} runs of {a.steps} steps, one wait each: median "
+              f"{med:.4f} ms per step, min {lo:.4f}, max {hi:.4f}")
+        lines.append(f"{head} throughput_median_ms={med:.4f} throughput_min_ms={lo:.4f} "
+                     f"throughput_max_ms={hi:.4f} throughput_steps={a.steps} "
+                     f"throughput_repeats={a.repeats}")
+    print(f"last loss {float(loss):.6f}")
+    for line in lines:
+        print(line)
+    return 0
 
 
 if __name__ == "__main__":

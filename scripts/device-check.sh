@@ -2,7 +2,10 @@
 # The pjrt lane on a GPU machine, in one run of under 8 minutes: the pjrt tests, `tlaloc bench
 # step` (three lanes), `tlaloc train disc|fmnist --lane pjrt` (with the host/device cross-check),
 # and the benchmark LM in JAX + Optax (jax.jit, donate_argnums) and PyTorch (fused AdamW) on the
-# same GPU, and on two of the CPU's cores against PyTorch on the CPU; then step times and ratios. Runs the PREBUILT binaries in build/ (carried from the
+# same GPU, and on two of the CPU's cores against PyTorch on the CPU; then step times and ratios
+# in two modes (latency: every step waited for; throughput: runs of steps dispatched back to
+# back, one wait each) and the kernels XLA made of tlaloc's and JAX's programs
+# (bench/hlo_kernels.py on their optimized-HLO dumps). Runs the PREBUILT binaries in build/ (carried from the
 # build machine after scripts/bundle-runtime-libs.sh: no compiler, no apt, no network needed
 # here; carry build/tlaloc, build/tests/test_runtime_pjrt, build/tests/fake_pjrt and
 # build/runtime-libs with the source tree).
@@ -10,7 +13,8 @@
 # Needs: x86-64, an NVIDIA GPU with CUDA 13, Python 3.12 with jax, jax-cuda13-pjrt (tlaloc finds
 # its plugin in site-packages, or set TLALOC_PJRT_PLUGIN), optax and torch.
 # Usage: scripts/device-check.sh [REPORT.md]   (default: device-check-<UTC time>.md)
-# Env:   PYTHON (python3), FMNIST_DIR (/usr/share/datasets/fashion-mnist), BUDGET_S (450)
+# Env:   PYTHON (python3), FMNIST_DIR (/usr/share/datasets/fashion-mnist), BUDGET_S (450),
+#        HLO_DUMP_DIR (where XLA's dumps are kept; default: a temporary folder, removed)
 # The report is Markdown, ready to paste into docs/benchmarks.md. Every stage has a timeout; a
 # failing stage is reported and the script goes on; the exit code is 1 if any stage failed.
 set -euo pipefail
@@ -54,11 +58,6 @@ stage() {
     failed+=("$name (exit $rc)")
   fi
   return 0
-}
-# field NAME KEY: the value of KEY=... on the RESULT line of stage NAME's log (empty if none).
-field() {
-  [ -f "$logs/$1.log" ] || return 0
-  grep -h '^RESULT' "$logs/$1.log" | grep -o "$2=[^ ]*" | head -1 | cut -d= -f2 || true
 }
 
 : >"$report"
@@ -117,8 +116,13 @@ check_exports() {
 export -f check_exports
 export py logs
 stage stablehlo_jax_check 60 bash -c check_exports
+# XLA's optimized programs are dumped as text (one folder per run) for bench/hlo_kernels.py.
+hlo=${HLO_DUMP_DIR:-$logs/hlo}
+rm -rf "$hlo/tlaloc" "$hlo/jax" "$hlo/jax_if_finite" # a kept folder's older dumps would count
+mkdir -p "$hlo"
+dump() { echo "XLA_FLAGS=${XLA_FLAGS:+$XLA_FLAGS }--xla_dump_to=$hlo/$1 --xla_dump_hlo_as_text"; }
 if build/tlaloc bench step --help >/dev/null 2>&1; then
-  stage bench_step 100 build/tlaloc bench step --model lm
+  stage bench_step 100 env "$(dump tlaloc)" build/tlaloc bench step --model lm --mode both
 else
   say ""
   say "### bench_step"
@@ -139,13 +143,18 @@ fi
 # The Python peers run with glibc keeping freed memory, part of PyTorch's best setting on these
 # machines (the CPU arm below has it too); the JAX arms get the same, so no peer runs without it.
 peer_env=(env MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736)
-stage lm_jax_optax 75 "${peer_env[@]}" "$py" bench/lm_step_jax.py --steps 200
+stage lm_jax_optax 75 "${peer_env[@]}" "$(dump jax)" "$py" bench/lm_step_jax.py --steps 200 \
+  --mode both
 # The two programs' GEMMs and transposes before XLA (tests/recipes/stablehlo_steps_test.cpp
 # bounds tlaloc's by JAX's counts derived from its rules; these are JAX's own).
 stage lm_ops_jax 60 "$py" bench/lm_step_jax.py --count-ops
 stage lm_ops_tlaloc 30 bash -c "build/tlaloc export lm | grep -oE '\"stablehlo\.(dot_general|transpose)\"' | sort | uniq -c"
-stage lm_jax_optax_if_finite 75 "${peer_env[@]}" "$py" bench/lm_step_jax.py --steps 200 \
-  --apply-if-finite
+stage lm_jax_optax_if_finite 75 "${peer_env[@]}" "$(dump jax_if_finite)" "$py" \
+  bench/lm_step_jax.py --steps 200 --mode both --apply-if-finite
+# The kernels XLA made of each program (the largest module of each dump: the train step).
+for d in tlaloc jax jax_if_finite; do
+  stage "hlo_kernels_$d" 30 "$py" bench/hlo_kernels.py "$hlo/$d"
+done
 stage lm_torch_fused_adamw 75 "${peer_env[@]}" "$py" bench/lm_step_torch.py --device cuda \
   --steps 200
 
@@ -174,30 +183,77 @@ say ""
 title=$(grep -m1 -E '^[a-zA-Z].*step \(' "$logs/bench_step.log" 2>/dev/null || true)
 say "tlaloc rows: ${title:-no tlaloc bench step output}"
 say ""
-c=$(field bench_step lane_c_median_ms)
-b=$(field bench_step lane_b_median_ms)
-a=$(field bench_step lane_a_median_ms)
-j=$(field lm_jax_optax median_ms)
-jf=$(field lm_jax_optax_if_finite median_ms)
-t=$(field lm_torch_fused_adamw median_ms)
 ratio() { if [ -n "$1" ] && [ -n "$2" ]; then awk -v x="$1" -v y="$2" 'BEGIN {printf "%.2f", x / y}'; else echo "n/a"; fi; }
-say "| run | median ms |"
-say "| --- | --- |"
-say "| tlaloc (a) host lane | ${a:-n/a} |"
-say "| tlaloc (b) pjrt, grads downloaded + host AdamW | ${b:-n/a} |"
-say "| tlaloc (c) pjrt, AdamW in the program | ${c:-n/a} |"
-say "| JAX + Optax (jit, donated) | ${j:-n/a} |"
-say "| JAX + Optax, apply_if_finite (skips non-finite updates, as tlaloc's found-inf) | ${jf:-n/a} |"
-say "| PyTorch, fused AdamW | ${t:-n/a} |"
-say ""
-say "- (b) / (c): $(ratio "$b" "$c")  (goal >= 5)"
-if [[ "$title" == *LM* ]]; then
-  say "- JAX / (c): $(ratio "$j" "$c")  (goal >= 1: tlaloc no slower)"
-  say "- JAX apply_if_finite / (c): $(ratio "$jf" "$c")  (the same skip-on-non-finite contract)"
-  say "- PyTorch / (c): $(ratio "$t" "$c")"
-else
-  say "- JAX / (c), PyTorch / (c): n/a (tlaloc bench step timed another model than the benchmark LM)"
-fi
+# Both modes' table and ratios from the RESULT lines of the logs (a missing line: n/a).
+summary=$("$py" - "$logs" <<'PY' 2>&1 || echo "summary failed"
+import os, sys
+
+logs = sys.argv[1]
+
+
+def fields(stage):
+    """key=value pairs of a stage's RESULT lines (the first of each key)."""
+    out = {}
+    try:
+        with open(os.path.join(logs, stage + ".log"), errors="replace") as f:
+            for line in f:
+                if line.startswith("RESULT"):
+                    for tok in line.split():
+                        k, eq, v = tok.partition("=")
+                        if eq:
+                            out.setdefault(k, v)
+    except OSError:
+        pass
+    return out
+
+
+def num(d, k):
+    try:
+        return float(d[k])
+    except (KeyError, ValueError):
+        return None
+
+
+def cell(d, p):
+    m = num(d, p + "median_ms")
+    if m is None:
+        return "n/a"
+    lo, hi = num(d, p + "min_ms"), num(d, p + "max_ms")
+    return f"{m:.4f}" + (f" ({lo:.4f}-{hi:.4f})" if lo is not None and hi is not None else "")
+
+
+def ratio(x, y):
+    return f"{x / y:.2f}" if x is not None and y else "n/a"
+
+
+t, j, jf, pt = (fields(s) for s in ("bench_step", "lm_jax_optax", "lm_jax_optax_if_finite",
+                                   "lm_torch_fused_adamw"))
+sync = "= latency (synchronous)"
+print("| run | latency: median ms (min-max) | throughput: median ms per step (min-max) |")
+print("| --- | --- | --- |")
+print(f"| tlaloc (a) host lane | {cell(t, 'lane_a_')} | {sync} |")
+print(f"| tlaloc (b) pjrt, grads downloaded + host AdamW | {cell(t, 'lane_b_')} | {sync} |")
+print(f"| tlaloc (c) pjrt, AdamW in the program | {cell(t, 'lane_c_latency_')} | "
+      f"{cell(t, 'lane_c_throughput_')} |")
+print(f"| JAX + Optax (jit, donated) | {cell(j, 'latency_')} | {cell(j, 'throughput_')} |")
+print(f"| JAX + Optax, apply_if_finite (as tlaloc's found-inf) | {cell(jf, 'latency_')} | "
+      f"{cell(jf, 'throughput_')} |")
+print(f"| PyTorch, fused AdamW | {cell(pt, '')} | n/a |")
+print()
+runs = (f"throughput: {t.get('lane_c_throughput_repeats', '?')} runs of "
+        f"{t.get('lane_c_throughput_steps', '?')} steps (tlaloc), "
+        f"{j.get('throughput_repeats', '?')} of {j.get('throughput_steps', '?')} (JAX)")
+print(f"- {runs}")
+c_lat, c_thr = num(t, "lane_c_latency_median_ms"), num(t, "lane_c_throughput_median_ms")
+print(f"- (b) / (c), latency: {ratio(num(t, 'lane_b_median_ms'), c_lat)}  (goal >= 5)")
+for name, d in (("JAX", j), ("JAX apply_if_finite", jf)):
+    print(f"- (c) / {name}: latency {ratio(c_lat, num(d, 'latency_median_ms'))}, throughput "
+          f"{ratio(c_thr, num(d, 'throughput_median_ms'))}  (<= 1: tlaloc no slower)")
+print(f"- PyTorch / (c), latency: {ratio(num(pt, 'median_ms'), c_lat)}")
+PY
+)
+say "$summary"
+[[ "$title" == *LM* ]] || say "- the JAX and PyTorch ratios are n/a: tlaloc bench step did not time the benchmark LM"
 if [[ "$cpus" == *,* ]]; then
   # best_of PREFIX KEY: the smallest KEY over the stages named PREFIX*.
   best_of() {

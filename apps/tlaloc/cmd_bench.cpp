@@ -2,7 +2,7 @@
 // disc demo's step, the benchmark LM (--model lm) or a Llama preset's step (--model llama
 // --preset P, the LlamaDecoder matrix); the cases are the recipes' bench_case():
 // (a) host lane, (b) pjrt with gradients downloaded and AdamW on the host, (c) pjrt with the
-// optimizer in the program.
+// optimizer in the program, timed in latency and / or throughput mode (--mode).
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -19,6 +19,8 @@ namespace {
 
 struct BenchOptions {
   int64_t steps = 300, warmup = 30;
+  std::string mode = "both";  // lane (c): latency|throughput|both
+  int64_t repeats = train::kThroughputRepeats;
   int threads = 0;
   std::string model = "disc";
   std::string preset = "small";  // --model llama
@@ -42,6 +44,7 @@ void run_bench_step(const BenchOptions& o) {
   if (o.precision != "f32" && o.precision != "bf16" && o.precision != "f16")
     fail("bench step: --precision must be f32, bf16 or f16, got '{}'", o.precision);
   c.precision = dtype_from_name(o.precision);
+  const StepBenchMode mode = parse_step_bench_mode(o.mode);
   if (c.precision != DType::f32) c.title += fmt::format(", --precision {}", o.precision);
   Lane requested = parse_lane(o.lane);
   std::string reason;
@@ -52,8 +55,11 @@ void run_bench_step(const BenchOptions& o) {
   }
   fmt::print(
       "{}\ntimes of one whole train step (forward, gradient, optimizer update, inputs in and "
-      "outputs out), {} timed steps after {} warm-up steps\n",
-      c.title, o.steps, o.warmup);
+      "outputs out), {} timed steps after {} warm-up steps{}\n",
+      c.title, o.steps, o.warmup,
+      !reason.empty() || requested == Lane::host || mode == StepBenchMode::latency
+          ? ""
+          : fmt::format("; lane (c) throughput: {} runs of {} steps", o.repeats, o.steps));
   std::vector<LaneTiming> lanes{bench_host_lane(c, o.steps, o.warmup)};
   if (requested == Lane::host) {
     lanes.push_back(skipped_lane('b', "--lane host"));
@@ -68,7 +74,7 @@ void run_bench_step(const BenchOptions& o) {
                     : c.precision == DType::f16
                         ? skipped_lane('b', "--precision f16 (loss scaling is in the program)")
                         : bench_pjrt_host_optimizer(c, client, o.steps, o.warmup));
-    lanes.push_back(bench_pjrt_in_program(c, client, o.steps, o.warmup));
+    lanes.push_back(bench_pjrt_in_program(c, client, o.steps, o.warmup, mode, o.repeats));
   }
   fmt::print("{}", lane_table(lanes));
   // ru_maxrss is in KiB on Linux (getrusage(2)).
@@ -98,6 +104,13 @@ void register_bench(CLI::App& app) {
   step->add_option("--warmup", o.warmup, "untimed steps first (at least 10: losses compared)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+  step->add_option("--mode", o.mode,
+                   "lane (c): latency (each step waited for), throughput (--repeats runs of "
+                   "--steps steps in flight, one wait each) or both")
+      ->capture_default_str();
+  step->add_option("--repeats", o.repeats, "lane (c) throughput: runs of --steps steps")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   step->add_option("--precision", o.precision, "compute type of matmuls: f32|bf16|f16")
       ->capture_default_str();
   step->add_option("--threads", o.threads, "host threads (0: OpenMP default)")

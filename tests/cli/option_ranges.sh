@@ -15,6 +15,7 @@ refused "--batch: Value 0 not in range 1 to" "${fm[@]}" --batch 0
 refused "--warmup: Value -1 not in range 0 to" train disc --warmup -1
 refused "--warmup: Value -1 not in range 0 to" bench step --warmup -1
 refused "--threads: Value -1 not in range 0 to 4096" bench step --threads -1
+refused "--repeats: Value 0 not in range 1 to" bench step --repeats 0
 refused "--layers: Value 0 not in range 1 to" train lm --layers 0
 refused "--context: Value 0 not in range 1 to" train lm --context 0
 refused "--context: Value 0 not in range 1 to" train llama --context 0

@@ -23,14 +23,17 @@ double now_ms() {
       .count();
 }
 
-// Runs warm-up (recording kLossSteps losses via `loss_of`) then `steps` timed steps.
+// Runs warm-up (recording kLossSteps losses via `loss_of`), then `at_timed` (if any), then
+// `steps` timed steps.
 LaneTiming run_lane(int lane, int64_t steps, int64_t warmup,
                     const std::function<void(int64_t)>& step,
-                    const std::function<double()>& loss_of) {
+                    const std::function<double()>& loss_of,
+                    const std::function<void()>& at_timed = {}) {
   LaneTiming t;
   t.name = kNames[lane];
   warmup = std::max<int64_t>(warmup, kLossSteps);
   for (int64_t s = 0; s < warmup + steps; ++s) {
+    if (s == warmup && at_timed) at_timed();
     double t0 = now_ms();
     step(s);
     double t1 = now_ms();
@@ -42,12 +45,14 @@ LaneTiming run_lane(int lane, int64_t steps, int64_t warmup,
 }
 
 std::unique_ptr<Trainer> make_trainer(const StepBenchCase& c, nn::Module& m, Lane lane,
-                                      runtime::pjrt::Client* client) {
+                                      runtime::pjrt::Client* client,
+                                      int max_in_flight = TrainerOptions{}.max_in_flight) {
   TrainerOptions o;
   o.num_threads = c.num_threads;
   o.precision = c.precision;
   o.lane = lane;
   o.client = client;
+  o.max_in_flight = max_in_flight;
   auto t = std::make_unique<Trainer>(m, c.loss, c.data, c.opt, o);
   for (const auto& [name, value] : c.resident) t->set_resident(name, value);
   return t;
@@ -61,8 +66,11 @@ LaneTiming run_pjrt_lane(int lane, runtime::pjrt::Client& client, int64_t steps,
                          const std::function<void(int64_t)>& step,
                          const std::function<double()>& loss_of) {
   const auto a = client.call_times();
-  LaneTiming t = run_lane(lane, steps, warmup, step, loss_of);
+  int64_t timed_waits = 0;
+  LaneTiming t = run_lane(lane, steps, warmup, step, loss_of,
+                          [&] { timed_waits = client.call_times().waits; });
   const auto b = client.call_times();
+  t.latency_waits = steps > 0 ? b.waits - timed_waits : 0;
   const double k = 1.0 / double(std::max<int64_t>(warmup, kLossSteps) + steps);
   // Executions are asynchronous: their call is the dispatch; the device time shows in the waits
   // (lane (c) waits for every step it times) and in downloads (which wait for their producer).
@@ -93,28 +101,57 @@ LaneTiming bench_host_lane(const StepBenchCase& c, int64_t steps, int64_t warmup
       [&] { return t->read_last().loss; });
 }
 
+StepBenchMode parse_step_bench_mode(const std::string& s) {
+  if (s == "latency") return StepBenchMode::latency;
+  if (s == "throughput") return StepBenchMode::throughput;
+  if (s == "both") return StepBenchMode::both;
+  fail("bench step: --mode must be latency, throughput or both, got '{}'", s);
+}
+
 LaneTiming bench_pjrt_in_program(const StepBenchCase& c, runtime::pjrt::Client& client,
-                                 int64_t steps, int64_t warmup) {
+                                 int64_t steps, int64_t warmup, StepBenchMode mode,
+                                 int64_t repeats) {
+  const bool latency = mode != StepBenchMode::throughput;
+  const bool throughput = mode != StepBenchMode::latency && steps > 0 && repeats > 0;
   auto m = c.make_model();
-  auto t = make_trainer(c, *m, Lane::pjrt, &client);
-  // Each timed step is waited for, so its time includes the device's work (step() alone would
-  // only dispatch it).
+  // A throughput run keeps all its steps in flight (JAX too dispatches without a bound); the
+  // latency steps wait for each.
+  const int default_in_flight = TrainerOptions{}.max_in_flight;
+  auto t = make_trainer(
+      c, *m, Lane::pjrt, &client,
+      throughput ? int(std::clamp<int64_t>(steps, default_in_flight, 1 << 30)) : default_in_flight);
+  // Latency: each timed step is waited for, so its time includes the device's work (step()
+  // alone would only dispatch it).
+  const int64_t timed = latency ? steps : 0;
   LaneTiming r = run_pjrt_lane(
-      2, client, steps, warmup,
+      2, client, timed, warmup,
       [&](int64_t s) {
         t->step(per_step(c, s));
         t->wait();
       },
       [&] { return t->read_last().loss; });
-  // Then as a training loop runs: `steps` more steps dispatched up to max_in_flight ahead and
-  // waited for once at the end (the median above stays the waited step).
-  const int64_t first = std::max<int64_t>(warmup, kLossSteps) + steps;
-  const double t0 = now_ms();
-  for (int64_t s = first; s < first + steps; ++s) t->step(per_step(c, s));
-  t->wait();
-  if (steps > 0)
-    r.detail += fmt::format("; dispatched {} ahead, waited at the end: {:.4f} ms per step",
-                            TrainerOptions{}.max_in_flight, (now_ms() - t0) / double(steps));
+  if (!throughput) return r;
+  // Throughput: `repeats` runs of `steps` steps dispatched back to back, one wait at the end.
+  int64_t s = std::max<int64_t>(warmup, kLossSteps) + timed;
+  const auto a = client.call_times();
+  for (int64_t k = 0; k < repeats; ++k) {
+    const double t0 = now_ms();
+    for (int64_t i = 0; i < steps; ++i) t->step(per_step(c, s++));
+    t->wait();
+    r.throughput_ms.push_back((now_ms() - t0) / double(steps));
+  }
+  const auto b = client.call_times();
+  std::sort(r.throughput_ms.begin(), r.throughput_ms.end());
+  r.throughput_steps = steps;
+  r.throughput_waits = b.waits - a.waits;
+  const double k = 1.0 / double(repeats);
+  r.throughput_detail = fmt::format(
+      "per run of {} steps: {:.2f} uploads {:.4f} ms, {:.2f} executions (dispatch) {:.4f} ms, "
+      "{:.2f} waits for the device {:.4f} ms, {:.2f} downloads {:.4f} ms",
+      steps, double(b.uploads - a.uploads) * k, (b.upload_ms - a.upload_ms) * k,
+      double(b.executes - a.executes) * k, (b.execute_ms - a.execute_ms) * k,
+      double(b.waits - a.waits) * k, (b.wait_ms - a.wait_ms) * k,
+      double(b.downloads - a.downloads) * k, (b.download_ms - a.download_ms) * k);
   return r;
 }
 
@@ -163,39 +200,80 @@ LaneTiming bench_pjrt_host_optimizer(const StepBenchCase& c, runtime::pjrt::Clie
 }
 
 std::string lane_table(const std::vector<LaneTiming>& lanes) {
-  std::string s = fmt::format("{:<58} {:>10} {:>10} {:>10}  {}\n", "lane", "median ms", "min ms",
+  constexpr int w = 64;  // the lane column
+  std::string s = fmt::format("{:<{}} {:>10} {:>10} {:>10}  {}\n", "lane", w, "median ms", "min ms",
                               "max ms", "loss vs (a), 10 steps");
-  const LaneTiming* a = nullptr;
-  for (const auto& l : lanes)
-    if (l.name == kNames[0] && l.skipped.empty()) a = &l;
-  std::string result = "RESULT tlaloc";
-  for (const auto& l : lanes) {
-    if (!l.skipped.empty()) {
-      s += fmt::format("{:<58} skipped: {}\n", l.name, l.skipped);
-      continue;
-    }
-    std::string cmp = "-";
-    if (a && &l != a && l.losses.size() == a->losses.size()) {
-      double rel = 0;
-      for (size_t i = 0; i < l.losses.size(); ++i)
-        rel = std::max(
-            rel, std::fabs(l.losses[i] - a->losses[i]) / std::max(std::fabs(a->losses[i]), 1e-30));
-      cmp = fmt::format("max rel diff {:.2e}", rel);
-    }
-    s += fmt::format("{:<58} {:>10.4f} {:>10.4f} {:>10.4f}  {}\n", l.name, l.median(), l.ms.front(),
-                     l.ms.back(), cmp);
-    result += fmt::format(" lane_{}_median_ms={:.4f}", l.name[1], l.median());
-  }
   auto find = [&](char c) -> const LaneTiming* {
     for (const auto& l : lanes)
       if (l.name[1] == c && l.skipped.empty()) return &l;
     return nullptr;
   };
   const LaneTiming *la = find('a'), *lb = find('b'), *lc = find('c');
+  // One row of sorted times; "key" names its RESULT fields (lane_c_latency_median_ms, ...).
+  std::string result = "RESULT tlaloc";
+  auto row = [&](const std::string& name, const std::vector<double>& ms, const std::string& cmp,
+                 const std::string& key) {
+    if (ms.empty()) {
+      s += fmt::format("{:<{}} not run\n", name, w);
+      return;
+    }
+    const double med = ms[ms.size() / 2];
+    s += fmt::format("{:<{}} {:>10.4f} {:>10.4f} {:>10.4f}  {}\n", name, w, med, ms.front(),
+                     ms.back(), cmp);
+    if (!key.empty())
+      result += fmt::format(" {0}_median_ms={1:.4f} {0}_min_ms={2:.4f} {0}_max_ms={3:.4f}", key,
+                            med, ms.front(), ms.back());
+  };
+  for (const auto& l : lanes) {
+    if (!l.skipped.empty()) {
+      s += fmt::format("{:<{}} skipped: {}\n", l.name, w, l.skipped);
+      continue;
+    }
+    std::string cmp = "-";
+    if (la && &l != la && l.losses.size() == la->losses.size()) {
+      double rel = 0;
+      for (size_t i = 0; i < l.losses.size(); ++i)
+        rel = std::max(rel, std::fabs(l.losses[i] - la->losses[i]) /
+                                std::max(std::fabs(la->losses[i]), 1e-30));
+      cmp = fmt::format("max rel diff {:.2e}", rel);
+    }
+    if (&l != lc) {  // synchronous: one measurement for both modes
+      row(l.name, l.ms, cmp, "");
+      if (!l.ms.empty()) result += fmt::format(" lane_{}_median_ms={:.4f}", l.name[1], l.median());
+      continue;
+    }
+    if (!l.ms.empty()) result += fmt::format(" lane_c_median_ms={:.4f}", l.median());
+    if (!l.ms.empty() || l.throughput_ms.empty()) {
+      row(l.name + ", latency", l.ms, cmp, "lane_c_latency");
+      cmp = "-";
+    }
+    if (!l.throughput_ms.empty()) {
+      row(fmt::format("(c) throughput: {} runs of {} steps in flight, time / steps",
+                      l.throughput_ms.size(), l.throughput_steps),
+          l.throughput_ms, cmp, "lane_c_throughput");
+      result += fmt::format(" lane_c_throughput_steps={} lane_c_throughput_repeats={}",
+                            l.throughput_steps, l.throughput_ms.size());
+    }
+  }
+  if (la || lb)
+    s += fmt::format(
+        "{}: synchronous (a step is done when it returns), one measurement is both latency and "
+        "throughput\n",
+        la && lb ? "(a), (b)"
+        : la     ? "(a)"
+                 : "(b)");
+  if (lc)
+    s += "(c) latency: each step waited for, from dispatch to its results ready; throughput: the "
+         "steps of a run dispatched back to back, one wait at the end\n";
   for (const LaneTiming* l : {lb, lc})
     if (l && !l->detail.empty()) s += fmt::format("{} {}\n", l->name.substr(0, 3), l->detail);
-  if (lb && lc) s += fmt::format("(b) / (c): {:.2f}x\n", lb->median() / lc->median());
-  if (la && lc) s += fmt::format("(a) / (c): {:.2f}x\n", la->median() / lc->median());
+  if (lc && !lc->throughput_detail.empty())
+    s += fmt::format("(c) throughput {}\n", lc->throughput_detail);
+  const bool lat = lc && !lc->ms.empty(), thr = lc && !lc->throughput_ms.empty();
+  if (lb && lat) s += fmt::format("(b) / (c): {:.2f}x (latency)\n", lb->median() / lc->median());
+  if (la && lat) s += fmt::format("(a) / (c): {:.2f}x (latency)\n", la->median() / lc->median());
+  if (la && thr)
+    s += fmt::format("(a) / (c) throughput: {:.2f}x\n", la->median() / lc->throughput_median());
   if (la && lb) s += fmt::format("(a) / (b): {:.2f}x\n", la->median() / lb->median());
   if (la) {
     s += "(loss vs (a): the largest relative difference of a lane's first 10 losses from lane "

@@ -49,6 +49,18 @@ void StepQueue::push(int64_t step, runtime::Event done) {
 
 void StepQueue::wait_all() {
   if (failed()) fail("{}", failure_);
+  if (pending_.empty()) return;
+  // Each step reads the one before's outputs (the donated state), so the device completes them
+  // in order and a failed step fails every later one (PJRT propagates an input's error to the
+  // outputs and completion event). The newest done without error thus means all are: one wait
+  // (JAX's block_until_ready on the last output). After a failure the older ones are waited
+  // for, oldest first, to name the step that failed.
+  try {
+    pending_.back().done.wait();
+    pending_.clear();
+    return;
+  } catch (const Error&) {
+  }
   while (!pending_.empty()) wait_oldest();
 }
 

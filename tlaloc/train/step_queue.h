@@ -30,9 +30,11 @@ class StepQueue {
   // complete with `done`: queues it (nothing when done is empty), and waits for it at once when
   // max_in_flight is 0.
   void push(int64_t step, runtime::Event done);
-  // Waits for every queued step, oldest first. Throws tlaloc::Error "Trainer: step N failed on
-  // the device: <the lane's message>; ..." for the first that failed; from then on this and
-  // make_room() throw that same error (the state the step produced is lost, never read).
+  // Waits for every queued step: for the newest only when it succeeded (each step reads the one
+  // before's outputs, so all older ones did too), else oldest first. Throws tlaloc::Error
+  // "Trainer: step N failed on the device: <the lane's message>; ..." for the first that failed;
+  // from then on this and make_room() throw that same error (the state the step produced is
+  // lost, never read).
   void wait_all();
   size_t size() const { return pending_.size(); }
   int max_in_flight() const { return max_; }

@@ -165,7 +165,8 @@ TEST(PjrtAsync, TrainerStepDoesNotWaitForTheDevice) {
 }
 
 // At most K steps pending: step() waits for the oldest (and only it) when K are in flight.
-// K = 0 waits for every step before step() returns. Reads wait for all of them.
+// K = 0 waits for every step before step() returns. Reads wait for all of them, with one wait
+// on the newest (each step reads the one before's outputs, so it is done last).
 TEST(PjrtAsync, AtMostMaxInFlightStepsArePending) {
   for (int K : {0, 1, 2, 3}) {
     auto client = fake_client();
@@ -182,8 +183,10 @@ TEST(PjrtAsync, AtMostMaxInFlightStepsArePending) {
       EXPECT_EQ(client->call_times().waits, std::max(0, s - K));
     }
     EXPECT_EQ(k.max_pending, size_t(std::max(K, 1)));  // the execution being waited on at K = 0
+    const int64_t waits = client->call_times().waits;
     EXPECT_EQ(dev.trainer->read_last().loss, host.trainer->read_last().loss) << "K " << K;
     EXPECT_EQ(k.pending(), 0u);
+    EXPECT_EQ(client->call_times().waits - waits, K > 0 ? 1 : 0) << "K " << K;
     train_test::expect_same_state(*host.trainer, *dev.trainer);
   }
   EXPECT_THROW(Disc(fake_client().get(), -1), Error);
