@@ -411,3 +411,41 @@ TEST(PjrtAsyncHostile, ACrossCheckThatFailsOnTheDevice) {
   EXPECT_EQ(message_of([&] { dev.trainer->step({}); }), "(no error)");
   EXPECT_TRUE(std::isfinite(dev.trainer->read_last().loss));
 }
+
+// Hostile: the last step fails on the device and fit saves only at the end: the save is
+// refused, the checkpoint already on disk (of an earlier run) is left as it was.
+TEST(PjrtAsyncHostile, TheFinalSaveIsRefusedWhenTheLastStepFails) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tlaloc_async_final_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "disc.safetensors").string();
+  auto client = fake_client();
+  fake_pjrt::Control& k = fake_control();
+  FitOptions o;
+  o.log_every = 100;
+  o.save = path;
+  o.progress = false;
+  o.cross_check = train::CrossCheckMode::off;
+  o.handle_signals = false;
+  std::FILE* out = std::fopen("/dev/null", "w");
+  o.out = out;
+  FitCallbacks cb;
+  cb.batch = [](const StepPosition&) { return Batch{}; };
+  {
+    Disc first(client.get());
+    o.steps = 2;
+    fit(*first.trainer, o, cb);
+  }
+  ASSERT_EQ(io::load_checkpoint(path).step, 2);
+  Disc dev(client.get());
+  k.hold = true;
+  k.fail_execution = k.executions + 3;
+  k.fail_message = "fake: last step lost";
+  o.steps = 3;
+  const std::string m = message_of([&] { fit(*dev.trainer, o, cb); });
+  std::fclose(out);
+  k.hold = false;
+  EXPECT_EQ(m.rfind("Trainer: step 3 failed on the device", 0), 0u) << m;
+  EXPECT_EQ(io::load_checkpoint(path).step, 2);
+  std::filesystem::remove_all(dir);
+}
