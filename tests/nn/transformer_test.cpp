@@ -8,6 +8,7 @@
 #include "tlaloc/autodiff/autodiff.h"
 #include "tlaloc/composites/composites.h"
 #include "tlaloc/nn/transformer.h"
+#include "tlaloc/passes/evaluate.h"
 #include "tlaloc/passes/expand.h"
 #include "tlaloc/runtime/host/compile.h"
 
@@ -68,7 +69,8 @@ double naive_loss(const Sizes& z, const std::vector<double>& q, const std::vecto
 }
 
 TEST(Attention, ForwardAndGradientsEqualNaiveF64ForMhaGqaMqa) {
-  for (Sizes z : {Sizes{2, 4, 3, 2, 4, 3}, Sizes{1, 4, 3, 2, 2, 5}, Sizes{1, 4, 2, 3, 1, 4}}) {
+  for (Sizes z : {Sizes{2, 4, 3, 2, 4, 3}, Sizes{1, 4, 3, 2, 2, 5}, Sizes{1, 4, 2, 3, 1, 4},
+                  Sizes{1, 3, 2, 2, 3, 5}, Sizes{2, 2, 4, 3, 2, 3}}) {
     SCOPED_TRACE(fmt::format("Hq {} Hkv {} S {} T {}", z.Hq, z.Hkv, z.S, z.T));
     std::vector<Array> in = {pseudo({z.B, z.Hq, z.S, z.D}, 1), pseudo({z.B, z.Hkv, z.T, z.D}, 2),
                              pseudo({z.B, z.Hkv, z.T, z.D}, 3)};
@@ -86,9 +88,16 @@ TEST(Attention, ForwardAndGradientsEqualNaiveF64ForMhaGqaMqa) {
                         c = ct.to_doubles(), want(c.size());
     naive_loss(z, q, k, v, c, &want);
     for (int64_t i = 0; i < out.numel(); ++i) EXPECT_NEAR(out.at(i), want[size_t(i)], 1e-13);
+    // The decomposition (4-D when Hq == Hkv, else 5-D) run by the interpreter.
+    auto out_ir = passes::interpret(passes::expand_composites(f), in)[0];
+    for (int64_t i = 0; i < out.numel(); ++i) EXPECT_NEAR(out_ir.at(i), want[size_t(i)], 1e-13);
     std::vector<Array> gin = in;
     gin.push_back(ct);
     auto g = runtime::host::compile(autodiff::vjp(f, {0, 1, 2}))->run(gin);
+    auto g_ir = passes::interpret(passes::expand_composites(autodiff::vjp(f, {0, 1, 2})), gin);
+    for (size_t a = 0; a < 3; ++a)
+      for (int64_t e = 0; e < g[a].numel(); ++e)
+        EXPECT_NEAR(g_ir[a].at(e), g[a].at(e), 1e-12) << "operand " << a << " " << e;
     std::vector<std::vector<double>*> xs = {&q, &k, &v};
     for (size_t a = 0; a < 3; ++a)
       for (size_t e = 0; e < xs[a]->size(); ++e) {

@@ -193,6 +193,34 @@ TEST_P(OptimUpdate, FoundInfSkipsEverythingBitwise) {
   }
 }
 
+// found-inf over gradients of several dtypes concatenated (bf16 / f16 / f32 gradients, f32 or
+// f64 parameters, an empty one): true iff some gradient holds an inf or NaN, wherever it is.
+TEST_P(OptimUpdate, FoundInfAcrossGradientDtypesAndAnEmptyParameter) {
+  const std::vector<Shape> shapes{{0}, {3}, {2, 2}};
+  for (DType g : {DType::bf16, DType::f16, DType::f32, DType::f64})
+    for (DType p : {DType::f32, DType::f64}) {
+      SCOPED_TRACE(fmt::format("grads {} params {}", name(g), name(p)));
+      std::vector<Array> init;
+      for (const Shape& s : shapes) init.push_back(Array::filled(p, s, 1.0));
+      Stepper prog(GetParam(), SGD{.lr = 0.1}, {}, init, g, p);
+      const std::vector<double> lr = prog.ts.group_lr();
+      auto grads = [&](size_t param, int64_t index, double bad) {
+        std::vector<Array> out;
+        for (size_t i = 0; i < shapes.size(); ++i) {
+          std::vector<double> v(size_t(shapes[i].numel()), -0.5);
+          if (i == param) v[size_t(index)] = bad;
+          out.push_back(Array::from_doubles(g, shapes[i], v));
+        }
+        return out;
+      };
+      EXPECT_FALSE(prog.step(grads(9, 0, 0), lr));
+      for (double bad : {double(INFINITY), -double(INFINITY), double(NAN)})
+        for (auto [param, index] : {std::pair<size_t, int64_t>{1, 0}, {1, 2}, {2, 3}})
+          EXPECT_TRUE(prog.step(grads(param, index, bad), lr)) << bad << " " << param;
+      EXPECT_FALSE(prog.step(grads(9, 0, 0), lr));
+    }
+}
+
 TEST_P(OptimUpdate, StepCountPast2To24) {
   // β2 = 1 − 1e-8 so the bias correction still matters at t ≈ 2^24 (1 − β2^t ≈ 0.155): an f32
   // step count would stop at 2^24 and an f32 β2 would be 1.

@@ -146,3 +146,20 @@ TEST(StableHloSteps, BenchmarkLmStepHasAtMostJaxsGemmsAndTransposesAndOneFoundIn
   Array starts = Array::from<int32_t>({recipes::lm::kBenchBatch}, {0, 100, 2000, 4000});
   tlaloc::testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {tokens, starts}));
 }
+
+// The LM step under mixed precision (`tlaloc export lm --precision bf16|f16`): bf16 / f16 dots
+// and attention, f16 with loss scaling; the emitted text (composites expanded, then simplified)
+// runs on the host lane to the original's bits.
+TEST(StableHloSteps, LmTrainStepMixedPrecision) {
+  for (DType compute : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(name(compute));
+    nn::CausalLM m(train_test::tiny_lm("layernorm", "tanh", 0));
+    m.init(random::key(7));
+    auto s = train::build_train_step(
+        m, recipes::lm::loss_fn(4), recipes::lm::data_inputs(64, 2, false),
+        recipes::lm::bench_optimizer(), {}, nullptr, nullptr, nullptr, compute);
+    Array tokens = random::randint(random::key(8), Shape{64}, 0, 256);
+    Array starts = Array::from<int32_t>({2}, {5, 31});
+    tlaloc::testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {tokens, starts}));
+  }
+}

@@ -61,3 +61,24 @@ TEST(StablehloRoundTrip, DiscAndFmnistTrainSteps) {
     tlaloc::testing::expect_stablehlo_roundtrip(f, in);
   }
 }
+
+// Hostile for the simplification after expansion: a program with a composite whose outputs
+// simplify away to an input (x + 0), the same value twice, an unused input and a donated
+// input returned as it is; the signature, names and aliases survive.
+TEST(StablehloRoundTrip, SimplifiedAfterExpansionKeepsTheSignature) {
+  Builder b("hostile");
+  auto x = b.parameter({DType::f32, {2, 3}}, "x");
+  auto unused = b.parameter({DType::f32, {4}}, "unused");
+  auto w = b.parameter({DType::f32, {2, 3}}, "w");
+  auto g = b.composite(Op::gelu, {x})[0];
+  auto zero = b.broadcast_in_dim(b.scalar(DType::f32, 0), {2, 3}, {});
+  auto same = b.binary(Op::add, w, zero);  // simplifies to w itself
+  auto pad_a = b.pad(b.slice(g, {0, 0}, {2, 1}), b.scalar(DType::f32, 0), {0, 0}, {0, 2});
+  auto pad_b = b.pad(b.slice(g, {0, 1}, {2, 3}), b.scalar(DType::f32, 0), {0, 1}, {0, 0});
+  auto sum = b.binary(Op::add, pad_a, pad_b);  // pads side by side: a concatenation of g
+  Function f = b.build({g, g, same, sum, x}, {"g", "g2", "w", "sum", "x"});
+  f.aliases.push_back({2, 2});
+  (void)unused;
+  auto in = tlaloc::testing::sample_inputs(f, 5);
+  tlaloc::testing::expect_stablehlo_roundtrip(f, in);
+}

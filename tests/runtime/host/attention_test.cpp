@@ -23,6 +23,8 @@ const Cfg kCfgs[] = {
     {2, 4, 5, 3, 4, 5, 3, true, false},    // MHA causal
     {2, 4, 3, 4, 2, 7, 2, true, true},     // GQA, causal bottom-right, mask
     {1, 3, 4, 2, 1, 4, 5, false, true},    // MQA, mask only
+    {2, 3, 4, 2, 3, 6, 5, true, true},     // MHA (the decomposition's 4-D layout), S < T, mask
+    {2, 3, 6, 2, 3, 4, 3, true, true},     // MHA, causal S > T, mask
     {1, 2, 70, 8, 1, 75, 8, true, false},  // several key tiles
     // f32 without a mask: the GEMM path (attention_gemm.h), blocks of 64 query rows
     {1, 4, 150, 16, 2, 100, 8, true, false},   // causal S > T: rows 0..49 see no key

@@ -2,6 +2,7 @@
 #include <numeric>
 
 #include "kernel_test_util.h"
+#include "tlaloc/passes/evaluate.h"
 #include "tlaloc/runtime/host/rewrite.h"
 
 namespace tlaloc::host_test {
@@ -248,6 +249,25 @@ KERNEL_TEST(reduce, of_a_concatenation_piece_by_piece) {
   got = run_all(g, inputs(0.5f));
   expect_values(got[0], {8.5});
   expect_values(got[1], {1, 1, 1, 1, 2, -6, 8, 0.5});
+}
+
+// A 16-bit reduction of a concatenation keeps its one rounding: the reduce kernel sums bf16 /
+// f16 in f32 and rounds once, so pieces reduced (and rounded) apart, then added in bf16, would
+// differ. bf16 [256, 1] ++ [1]: 258 exactly (256 + 1 alone rounds to 256, then + 1 to 256 again).
+KERNEL_TEST(reduce, of_a_16_bit_concatenation_rounds_once) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    SCOPED_TRACE(name(dt));
+    const double big = dt == DType::bf16 ? 256 : 2048;  // where the spacing is 2
+    ir::Builder b("sum16");
+    auto x = b.parameter({dt, {2}});
+    auto y = b.parameter({dt, {1}});
+    auto all = b.concatenate({x, y}, 0);
+    const ir::Function f = b.build({b.reduce(all, ir::ReduceKind::sum, {0})});
+    const std::vector<Array> in = {Array::from_doubles(dt, {2}, {big, 1}),
+                                   Array::from_doubles(dt, {1}, {1})};
+    expect_values(passes::interpret(f, in)[0], {big + 2});
+    expect_values(run_all(f, in)[0], {big + 2});
+  }
 }
 
 std::vector<double> naive_dot(const Array& l, const Array& r, const ir::DotDims& d,

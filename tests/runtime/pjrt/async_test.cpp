@@ -9,7 +9,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <limits>
+#include <memory>
 
 #include "disc_run.h"
 #include "fake_client.h"
@@ -331,5 +334,121 @@ TEST(PjrtAsync, FitKeepsTheLastGoodCheckpointWhenAStepFailsOnTheDevice) {
       << m;
   EXPECT_EQ(dev.trainer->steps_taken(), 6);
   EXPECT_EQ(io::load_checkpoint(path).step, 4);
+  std::filesystem::remove_all(dir);
+}
+
+// Hostile: a failure in an evaluation's own execution is that evaluation's error, not a step's:
+// the trainer goes on stepping and evaluating.
+TEST(PjrtAsyncHostile, AnEvaluationThatFailsOnTheDeviceLeavesTheTrainerUsable) {
+  auto client = fake_client();
+  fake_pjrt::Control& k = fake_control();
+  Disc dev(client.get());
+  int de = dev.trainer->add_eval(disc::predict_fn(), {{"x", {DType::f32, Shape{20, 2}}}});
+  for (int s = 1; s <= 2; ++s) dev.trainer->step({});
+  dev.trainer->wait();
+  k.hold = true;
+  k.fail_execution = k.executions + 1;
+  k.fail_message = "fake: eval lost";
+  Batch grid{{"x", disc::grid_points(4, 5)}};
+  const std::string m = message_of([&] { dev.trainer->run_eval(de, grid); });
+  EXPECT_NE(m.find("fake: eval lost"), std::string::npos) << m;
+  EXPECT_EQ(m.find("Trainer: step"), std::string::npos) << m;
+  EXPECT_EQ(message_of([&] { dev.trainer->step({}); }), "(no error)");
+  EXPECT_EQ(message_of([&] { dev.trainer->read_last(); }), "(no error)");
+  Batch grid2{{"x", disc::grid_points(4, 5)}};
+  EXPECT_EQ(message_of([&] { dev.trainer->run_eval(de, grid2); }), "(no error)");
+  EXPECT_EQ(dev.trainer->steps_taken(), 3);
+}
+
+// Hostile: a Trainer destroyed with a failed step and later ones pending neither throws nor
+// hangs.
+TEST(PjrtAsyncHostile, DestroyingATrainerWithAFailedStepPending) {
+  auto client = fake_client();
+  fake_pjrt::Control& k = fake_control();
+  auto dev = std::make_unique<Disc>(client.get(), 8);
+  k.hold = true;
+  k.fail_execution = k.executions + 2;
+  k.fail_message = "fake: gone";
+  for (int s = 1; s <= 5; ++s) dev->trainer->step({});
+  EXPECT_EQ(dev->trainer->in_flight(), 5);
+  EXPECT_NO_THROW(dev.reset());
+  k.hold = false;
+}
+
+// Hostile: max_in_flight far beyond the steps taken: nothing is waited for until a read.
+TEST(PjrtAsyncHostile, AHugeMaxInFlight) {
+  auto client = fake_client();
+  fake_pjrt::Control& k = fake_control();
+  Disc dev(client.get(), std::numeric_limits<int>::max());
+  k.hold = true;
+  for (int s = 1; s <= 12; ++s) dev.trainer->step({});
+  EXPECT_EQ(dev.trainer->in_flight(), 12);
+  EXPECT_TRUE(std::isfinite(dev.trainer->read_last().loss));
+  EXPECT_EQ(dev.trainer->in_flight(), 0);
+  k.hold = false;
+}
+
+// Hostile: the cross-check's first device run fails: fit stops with the device's error (warn
+// does not cover over a device failure), and the trainer, whose state the check only lent, can
+// still step.
+TEST(PjrtAsyncHostile, ACrossCheckThatFailsOnTheDevice) {
+  auto client = fake_client();
+  fake_pjrt::Control& k = fake_control();
+  Disc dev(client.get());
+  k.fail_execution = k.executions + 1;
+  k.fail_message = "fake: cross-check lost";
+  FitOptions o;
+  o.steps = 3;
+  o.log_every = 100;
+  o.progress = false;
+  o.cross_check = train::CrossCheckMode::warn;
+  o.handle_signals = false;
+  std::FILE* out = std::fopen("/dev/null", "w");
+  o.out = out;
+  FitCallbacks cb;
+  cb.batch = [](const StepPosition&) { return Batch{}; };
+  const std::string m = message_of([&] { fit(*dev.trainer, o, cb); });
+  std::fclose(out);
+  EXPECT_NE(m.find("fake: cross-check lost"), std::string::npos) << m;
+  EXPECT_EQ(dev.trainer->steps_taken(), 0);
+  EXPECT_EQ(message_of([&] { dev.trainer->step({}); }), "(no error)");
+  EXPECT_TRUE(std::isfinite(dev.trainer->read_last().loss));
+}
+
+// Hostile: the last step fails on the device and fit saves only at the end: the save is
+// refused, the checkpoint already on disk (of an earlier run) is left as it was.
+TEST(PjrtAsyncHostile, TheFinalSaveIsRefusedWhenTheLastStepFails) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("tlaloc_async_final_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "disc.safetensors").string();
+  auto client = fake_client();
+  fake_pjrt::Control& k = fake_control();
+  FitOptions o;
+  o.log_every = 100;
+  o.save = path;
+  o.progress = false;
+  o.cross_check = train::CrossCheckMode::off;
+  o.handle_signals = false;
+  std::FILE* out = std::fopen("/dev/null", "w");
+  o.out = out;
+  FitCallbacks cb;
+  cb.batch = [](const StepPosition&) { return Batch{}; };
+  {
+    Disc first(client.get());
+    o.steps = 2;
+    fit(*first.trainer, o, cb);
+  }
+  ASSERT_EQ(io::load_checkpoint(path).step, 2);
+  Disc dev(client.get());
+  k.hold = true;
+  k.fail_execution = k.executions + 3;
+  k.fail_message = "fake: last step lost";
+  o.steps = 3;
+  const std::string m = message_of([&] { fit(*dev.trainer, o, cb); });
+  std::fclose(out);
+  k.hold = false;
+  EXPECT_EQ(m.rfind("Trainer: step 3 failed on the device", 0), 0u) << m;
+  EXPECT_EQ(io::load_checkpoint(path).step, 2);
   std::filesystem::remove_all(dir);
 }

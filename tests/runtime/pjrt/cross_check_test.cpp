@@ -5,6 +5,7 @@
 // the line, warns or stops.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -258,5 +259,27 @@ TEST(PjrtCrossCheck, FitPrintsWarnsOrStops) {
     fit(*t, fo);
     EXPECT_EQ(quiet.text().find("cross-check"), std::string::npos);
     EXPECT_EQ(t->steps_taken(), 2);
+  }
+}
+
+// Hostile: the first layer frozen (a step input with no gradient): the check runs and passes,
+// and the trainer steps after it; every parameter frozen is refused when the trainer is made.
+TEST(PjrtCrossCheck, FrozenParametersPass) {
+  auto client = tlaloc::testing::fake_client();
+  for (const char* pattern : {"0.*", "*"}) {
+    SCOPED_TRACE(pattern);
+    auto m = disc::make_model();
+    m->init(random::key(3));
+    EXPECT_GT(nn::freeze(*m, {pattern}), 0);
+    if (std::string(pattern) == "*") {
+      EXPECT_THROW(disc_trainer(*m, client.get()), Error);
+      continue;
+    }
+    auto t = disc_trainer(*m, client.get());
+    CrossCheckReport r = cross_check(*t, {});
+    EXPECT_TRUE(r.passed()) << r.summary();
+    EXPECT_EQ(r.gradients.size(), 4u);  // 2.weight, 2.bias, 4.weight, 4.bias
+    t->step({});
+    EXPECT_TRUE(std::isfinite(t->read_last().loss));
   }
 }

@@ -91,7 +91,12 @@ namespace {
 bool reduces_a_concatenation(const ir::Function& f, const ir::Node& n) {
   if (n.op != Op::reduce || n.operands.size() != 1) return false;
   const ir::Node& c = f.nodes[size_t(n.operands[0])];
-  return c.op == Op::concatenate && c.type.shape.rank() == 1 && n.attrs.dimensions == Dims{0};
+  // A 16-bit sum is accumulated in f32 and rounded once: partial sums rounded to bf16 / f16,
+  // then added in bf16 / f16, would round once per piece (max and min round nothing).
+  const bool rounds = n.attrs.reduce_kind == ir::ReduceKind::sum &&
+                      (n.type.dtype == DType::bf16 || n.type.dtype == DType::f16);
+  return !rounds && c.op == Op::concatenate && c.type.shape.rank() == 1 &&
+         n.attrs.dimensions == Dims{0};
 }
 
 Op combine_op(ir::ReduceKind k) {

@@ -15,7 +15,8 @@ ir::Function fold_transposes_into_dots(const ir::Function& f);
 // concatenation, as the train step's found-inf) -> the x_i reduced one by one, combined in
 // order by the reduction's op. StableHLO leaves a reduction's order to the implementation, so
 // this is the same value; each x_i is then reduced inside the loop that produces it instead of
-// being copied into the concatenation. Returns f itself when nothing matches; value ids are
+// being copied into the concatenation. A bf16 / f16 sum is left whole (it rounds once, at the
+// end; partial sums would each round). Returns f itself when nothing matches; value ids are
 // renumbered otherwise (inputs, results, names and aliases kept).
 ir::Function split_reductions_of_concatenations(const ir::Function& f);
 
