@@ -67,6 +67,28 @@ std::string message_of(const std::function<void()>& f) {
   return "(no error)";
 }
 
+// fit on the disc trainer with empty batches, quiet (no progress, no log lines, output to
+// /dev/null, no signal handlers), saving to `save` every `save_every` steps when given; returns
+// fit's error message or "(no error)".
+std::string fit_quietly(Trainer& t, int64_t steps, CrossCheckMode check,
+                        const std::string& save = "", int64_t save_every = 0) {
+  FitOptions o;
+  o.steps = steps;
+  o.log_every = 100;
+  if (!save.empty()) o.save = save;
+  o.save_every = save_every;
+  o.progress = false;
+  o.cross_check = check;
+  o.handle_signals = false;
+  std::FILE* out = std::fopen("/dev/null", "w");
+  o.out = out;
+  FitCallbacks cb;
+  cb.batch = [](const StepPosition&) { return Batch{}; };
+  const std::string m = message_of([&] { fit(t, o, cb); });
+  std::fclose(out);
+  return m;
+}
+
 }  // namespace
 
 // The runtime interface: run() on device buffers returns while the execution is pending; its
@@ -316,20 +338,7 @@ TEST(PjrtAsync, FitKeepsTheLastGoodCheckpointWhenAStepFailsOnTheDevice) {
   k.hold = true;
   k.fail_execution = k.executions + 5;
   k.fail_message = "fake: ECC error";
-  FitOptions o;
-  o.steps = 8;
-  o.log_every = 100;
-  o.save = path;
-  o.save_every = 2;
-  o.progress = false;
-  o.cross_check = train::CrossCheckMode::off;
-  o.handle_signals = false;
-  std::FILE* out = std::fopen("/dev/null", "w");
-  o.out = out;
-  FitCallbacks cb;
-  cb.batch = [](const StepPosition&) { return Batch{}; };
-  const std::string m = message_of([&] { fit(*dev.trainer, o, cb); });
-  std::fclose(out);
+  const std::string m = fit_quietly(*dev.trainer, 8, CrossCheckMode::off, path, 2);
   EXPECT_EQ(m.rfind("Trainer: step 5 failed on the device: PJRT execution: fake: ECC error", 0), 0u)
       << m;
   EXPECT_EQ(dev.trainer->steps_taken(), 6);
@@ -397,18 +406,7 @@ TEST(PjrtAsyncHostile, ACrossCheckThatFailsOnTheDevice) {
   Disc dev(client.get());
   k.fail_execution = k.executions + 1;
   k.fail_message = "fake: cross-check lost";
-  FitOptions o;
-  o.steps = 3;
-  o.log_every = 100;
-  o.progress = false;
-  o.cross_check = train::CrossCheckMode::warn;
-  o.handle_signals = false;
-  std::FILE* out = std::fopen("/dev/null", "w");
-  o.out = out;
-  FitCallbacks cb;
-  cb.batch = [](const StepPosition&) { return Batch{}; };
-  const std::string m = message_of([&] { fit(*dev.trainer, o, cb); });
-  std::fclose(out);
+  const std::string m = fit_quietly(*dev.trainer, 3, CrossCheckMode::warn);
   EXPECT_NE(m.find("fake: cross-check lost"), std::string::npos) << m;
   EXPECT_EQ(dev.trainer->steps_taken(), 0);
   EXPECT_EQ(message_of([&] { dev.trainer->step({}); }), "(no error)");
@@ -424,29 +422,16 @@ TEST(PjrtAsyncHostile, TheFinalSaveIsRefusedWhenTheLastStepFails) {
   const std::string path = (dir / "disc.safetensors").string();
   auto client = fake_client();
   fake_pjrt::Control& k = fake_control();
-  FitOptions o;
-  o.log_every = 100;
-  o.save = path;
-  o.progress = false;
-  o.cross_check = train::CrossCheckMode::off;
-  o.handle_signals = false;
-  std::FILE* out = std::fopen("/dev/null", "w");
-  o.out = out;
-  FitCallbacks cb;
-  cb.batch = [](const StepPosition&) { return Batch{}; };
   {
     Disc first(client.get());
-    o.steps = 2;
-    fit(*first.trainer, o, cb);
+    ASSERT_EQ(fit_quietly(*first.trainer, 2, CrossCheckMode::off, path), "(no error)");
   }
   ASSERT_EQ(io::load_checkpoint(path).step, 2);
   Disc dev(client.get());
   k.hold = true;
   k.fail_execution = k.executions + 3;
   k.fail_message = "fake: last step lost";
-  o.steps = 3;
-  const std::string m = message_of([&] { fit(*dev.trainer, o, cb); });
-  std::fclose(out);
+  const std::string m = fit_quietly(*dev.trainer, 3, CrossCheckMode::off, path);
   k.hold = false;
   EXPECT_EQ(m.rfind("Trainer: step 3 failed on the device", 0), 0u) << m;
   EXPECT_EQ(io::load_checkpoint(path).step, 2);
