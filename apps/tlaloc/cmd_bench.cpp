@@ -56,7 +56,7 @@ void run_bench_step(const BenchOptions& o) {
   fmt::print(
       "{}\ntimes of one whole train step (forward, gradient, optimizer update, inputs in and "
       "outputs out), {} timed steps after {} warm-up steps{}\n",
-      c.title, o.steps, o.warmup,
+      c.title, o.steps, std::max<int64_t>(o.warmup, train::kLossSteps),
       !reason.empty() || requested == Lane::host || mode == StepBenchMode::latency
           ? ""
           : fmt::format("; lane (c) throughput: {} runs of {} steps", o.repeats, o.steps));
@@ -101,7 +101,9 @@ void register_bench(CLI::App& app) {
   step->add_option("--steps", o.steps, "timed steps")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 30));
-  step->add_option("--warmup", o.warmup, "untimed steps first (at least 10: losses compared)")
+  step->add_option("--warmup", o.warmup,
+                   "untimed steps first (raised to 10 if smaller: the first 10 losses are compared "
+                   "across lanes)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
   step->add_option("--mode", o.mode,

@@ -84,7 +84,7 @@ void register_export(CLI::App& app) {
   auto args = std::make_shared<ExportArgs>();
   auto* cmd = app.add_subcommand(
       "export", "print a recipe's train step as StableHLO (MLIR text for any PJRT client)");
-  cmd->add_option("recipe", args->recipe, "recipe whose train step to export (disc, fmnist, lm)")
+  cmd->add_option("recipe", args->recipe, "recipe whose train step to export (disc, fmnist, fmnist-cnn, lm)")
       ->required();
   cmd->add_option("-o,--output", args->output,
                   "write to this file (a regular file, replaced atomically) instead of stdout (-)");

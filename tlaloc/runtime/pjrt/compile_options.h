@@ -6,8 +6,9 @@
 //                                 optimization_level = 24; memory_fitting_level = 25 }
 //   OptionOverrideProto { oneof: string_field = 1; bool_field = 2; int_field = 3;
 //                         double_field = 4 }
-// tlaloc always sends device_ordinal = -1 (XLA's C++ default: "any"), num_replicas = 1 and
-// num_partitions = 1, because proto3 zeros are not XLA's defaults, and memory_fitting_level O2
+// tlaloc always sends device_ordinal (-1, XLA's C++ default: "any"), num_replicas (the
+// program's mhlo.num_replicas, 1 by default) and num_partitions (1), because proto3 zeros are
+// not XLA's defaults, and memory_fitting_level O2
 // as JAX does (jax_memory_fitting_level's default; the proto's zero is EFFORT_UNKNOWN, which is
 // not what ExecutableBuildOptions defaults to); optimization_level stays unset, JAX's default
 // too. Nothing switches XLA's command buffers off. debug_options is never
