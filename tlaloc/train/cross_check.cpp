@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "tlaloc/ir/builder.h"
+#include "tlaloc/passes/expand.h"
 #include "tlaloc/passes/passes.h"
 #include "tlaloc/runtime/host/compile.h"
 
@@ -182,7 +183,7 @@ ir::Function gradient_on_step_inputs(const optim::TrainStep& step, const ir::Fun
                                                         ? step.fn.input_names[size_t(k)]
                                                         : ""));
   const int n = step.num_params, g_other = g.num_inputs() - n;
-  std::vector<ir::ValueId> map(g.nodes.size(), -1);
+  std::vector<ir::ValueId> args;
   for (int k = 0; k < g.num_inputs(); ++k) {
     ir::ValueId v;
     if (k >= g_other) {  // a parameter: its master, converted to the type G takes
@@ -196,18 +197,13 @@ ir::Function gradient_on_step_inputs(const optim::TrainStep& step, const ir::Fun
     if (b.type(v) != g.input_type(k))
       fail("cross-check: the gradient program's input {} is {}, the step's {}", k,
            ir::to_string(g.input_type(k)), ir::to_string(b.type(v)));
-    map[size_t(g.inputs[size_t(k)])] = v;
+    args.push_back(v);
   }
-  for (size_t v = 0; v < g.nodes.size(); ++v) {
-    if (g.nodes[v].op == ir::Op::parameter) continue;
-    ir::Node c = g.nodes[v];
-    for (ir::ValueId& o : c.operands) o = map[size_t(o)];
-    map[v] = b.add(std::move(c));
-  }
-  std::vector<ir::ValueId> results{map[size_t(g.results[0])]};
+  const std::vector<ir::ValueId> out = passes::inline_function(b, g, args);
+  std::vector<ir::ValueId> results{out[0]};
   std::vector<std::string> names{"loss"};
   for (int i = 0; i < n; ++i) {
-    results.push_back(map[size_t(g.results[size_t(1 + step.num_aux + i)])]);
+    results.push_back(out[size_t(1 + step.num_aux + i)]);
     names.push_back(step.fn.input_names[size_t(step.param_input(i))]);
   }
   return passes::simplify(b.build(std::move(results), std::move(names)));
