@@ -1,4 +1,5 @@
-// Internal to passes: rebuilding a function node by node with renumbered ids.
+// Internal to passes (and the host runtime's rewrites, runtime/host/rewrite.cpp): rebuilding a
+// function node by node with renumbered ids.
 #pragma once
 
 #include <vector>

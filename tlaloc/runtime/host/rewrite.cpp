@@ -1,7 +1,9 @@
-// Layout rewrites for BLAS (see rewrite.h).
+// Rewrites before planning (see rewrite.h).
 #include "tlaloc/runtime/host/rewrite.h"
 
 #include <algorithm>
+
+#include "tlaloc/passes/rebuild.h"
 
 namespace tlaloc::runtime::host {
 namespace {
@@ -114,49 +116,36 @@ Op combine_op(ir::ReduceKind k) {
 }  // namespace
 
 ir::Function split_reductions_of_concatenations(const ir::Function& f) {
-  if (std::none_of(f.nodes.begin(), f.nodes.end(),
-                   [&](const ir::Node& n) { return reduces_a_concatenation(f, n); }))
-    return f;
-  ir::Function out;
-  out.name = f.name;
-  out.input_names = f.input_names;
-  out.output_names = f.output_names;
-  out.aliases = f.aliases;
-  std::vector<ir::ValueId> map(f.nodes.size(), -1);
-  auto emit = [&](ir::Node n) {
-    out.nodes.push_back(std::move(n));
-    return ir::ValueId(out.nodes.size() - 1);
-  };
+  // The concatenations' pieces, by the reduction that reads them (read before Rebuild moves the
+  // nodes out).
+  std::vector<std::vector<ir::ValueId>> pieces(f.nodes.size());
+  bool any = false;
+  for (size_t i = 0; i < f.nodes.size(); ++i)
+    if (reduces_a_concatenation(f, f.nodes[i])) {
+      pieces[i] = f.nodes[size_t(f.nodes[i].operands[0])].operands;
+      any = true;
+    }
+  if (!any) return f;
+  passes::detail::Rebuild rb(f);
   for (size_t i = 0; i < f.nodes.size(); ++i) {
-    const ir::Node& n = f.nodes[i];
-    if (!reduces_a_concatenation(f, n)) {
-      ir::Node c = n;
-      for (ir::ValueId& o : c.operands) o = map[size_t(o)];
-      map[i] = emit(std::move(c));
+    if (pieces[i].empty()) {
+      rb.copy(ir::ValueId(i));
       continue;
     }
     // One reduction per piece (a dead concatenation is skipped by the planner), then the
     // partial results combined left to right.
+    const ir::Node n = std::move(rb.f.nodes[i]);
     ir::ValueId acc = -1;
-    for (ir::ValueId piece : f.nodes[size_t(n.operands[0])].operands) {
+    for (ir::ValueId piece : pieces[i]) {
       ir::Node r = n;
-      r.operands = {map[size_t(piece)]};
-      ir::ValueId part = emit(std::move(r));
-      if (acc < 0) {
-        acc = part;
-        continue;
-      }
-      ir::Node add;
-      add.op = combine_op(n.attrs.reduce_kind);
-      add.type = n.type;
-      add.operands = {acc, part};
-      acc = emit(std::move(add));
+      r.operands = {rb.map[size_t(piece)]};
+      const ir::ValueId part = rb.emit(std::move(r));
+      acc = acc < 0 ? part
+                    : rb.emit(ir::Node{combine_op(n.attrs.reduce_kind), n.type, {acc, part}, {}});
     }
-    map[i] = acc;
+    rb.map[i] = acc;
   }
-  for (ir::ValueId v : f.inputs) out.inputs.push_back(map[size_t(v)]);
-  for (ir::ValueId v : f.results) out.results.push_back(map[size_t(v)]);
-  return out;
+  return rb.finish();
 }
 
 }  // namespace tlaloc::runtime::host
