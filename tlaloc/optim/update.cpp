@@ -235,22 +235,21 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
     if (m.dtype == DType::f64) norm_dtype = DType::f64;
   std::vector<Tensor> grads, flat;
   Tensor sumsq;
-  const DType finite_dtype = norm_dtype;  // f32, or f64 when a parameter is f64
   for (int i = 0; i < num_params; ++i) {
     Tensor raw = result(1 + ts.num_aux + i);
     grads.push_back(astype(raw, masters[size_t(i)].dtype));
     if (options.check_finite)
-      flat.push_back(reshape(astype(raw, finite_dtype), {raw.type().shape.numel()}));
+      flat.push_back(reshape(astype(raw, norm_dtype), {raw.type().shape.numel()}));
     if (options.max_norm) {
       Tensor gn = astype(raw, norm_dtype);
       Tensor s = sum(gn * gn);
       sumsq = sumsq.valid() ? sumsq + s : s;
     }
   }
-  // found-inf: Σ over every gradient's elements is inf or NaN iff one holds an inf or NaN (or
-  // the sum overflows, see update.h). One reduction of the gradients concatenated: XLA reads
-  // them all in one kernel; the host lane splits it into one sum per gradient, each inside the
-  // loop that produces the gradient, so nothing is copied.
+  // found-inf: Σ over every gradient's elements (in norm_dtype) is inf or NaN iff one holds an
+  // inf or NaN (or the sum overflows, see update.h). One reduction of the gradients
+  // concatenated: XLA reads them all in one kernel; the host lane splits it into one sum per
+  // gradient, each inside the loop that produces the gradient, so nothing is copied.
   Tensor found_inf = trace::scalar(0, DType::i1);
   if (!flat.empty()) {
     Tensor all = flat.size() == 1 ? flat[0] : trace::concat(flat, 0);
