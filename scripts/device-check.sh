@@ -147,7 +147,7 @@ stage lm_jax_optax 75 "${peer_env[@]}" "$(dump jax)" "$py" bench/lm_step_jax.py 
   --mode both
 # The two programs' GEMMs and transposes before XLA (tests/recipes/stablehlo_steps_test.cpp
 # bounds tlaloc's by JAX's counts derived from its rules; these are JAX's own).
-stage lm_ops_jax 60 "$py" bench/lm_step_jax.py --count-ops
+stage lm_ops_jax 60 "${peer_env[@]}" "$py" bench/lm_step_jax.py --count-ops
 stage lm_ops_tlaloc 30 bash -c "build/tlaloc export lm | grep -oE '\"stablehlo\.(dot_general|transpose)\"' | sort | uniq -c"
 stage lm_jax_optax_if_finite 75 "${peer_env[@]}" "$(dump jax_if_finite)" "$py" \
   bench/lm_step_jax.py --steps 200 --mode both --apply-if-finite
