@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build git ccache pkg-config
-  libopenblas-openmp-dev libdnnl-dev libomp-dev zlib1g-dev
+  libopenblas-openmp-dev libdnnl-dev ocl-icd-opencl-dev libomp-dev zlib1g-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libsentencepiece-dev sentencepiece
   libcairo2-dev fonts-dejavu-core libopenmpi-dev openmpi-bin
   libgtest-dev libgmock-dev libbenchmark-dev
