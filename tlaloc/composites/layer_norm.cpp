@@ -3,16 +3,20 @@
 //
 // layer_norm (x [..., D], weight [D], bias [D]?) {epsilon} -> y (x's type)
 //   f32 / f64. y = (x - mean)·rsqrt(var + epsilon)·weight (+ bias), mean and biased variance of
-//   each row, the variance two-pass (of the centred values, the mean corrected by their mean:
-//   Chan, Golub & LeVeque 1983), so rows with a large mean stay exact.
+//   each row. The decomposition reads each row once for both statistics: the sums of d and d²,
+//   d = x - x[..., 0] (shifted data, Chan, Golub & LeVeque 1983: a row's first value stands in
+//   for its mean, so a large mean cancels exactly), var = max(mean(d²) - mean(d)², 0). One
+//   reduction pass and the normalization, as flax's fast variance, where a mean then a centred
+//   variance would take two dependent reductions (kernels on XLA).
 // layer_norm_grad (x, weight, d_y) {epsilon} -> (d_x [..., D], d_weight [D], d_bias [D])
 //   with xhat = (x - mean)·rstd, g = d_y·weight: d_x = rstd·(g - mean(g) - xhat·mean(g·xhat)),
 //   d_weight = Σrows d_y·xhat, d_bias = Σrows d_y. Its own VJP is its decomposition's.
-// Host kernels: per row the mean, then the variance of the centred values (corrected two-pass),
-// rstd = 1 / sqrt(var + eps). The gradient recomputes each row's statistics; d_weight and d_bias
-// are summed per fixed chunk of kChunkRows rows and the chunks added in order. Row sums use 8
-// interleaved partials added pairwise. Every order is fixed by the shapes, so results do not
-// depend on the thread count.
+// Host kernels: per row the mean, then the variance of the centred values (corrected two-pass:
+// the centred values are centred again by their mean), rstd = 1 / sqrt(var + eps); the same
+// statistics within rounding, and exact for any mean. The gradient recomputes each row's
+// statistics; d_weight and d_bias are summed per fixed chunk of kChunkRows rows and the chunks
+// added in order. Row sums use 8 interleaved partials added pairwise. Every order is fixed by the
+// shapes, so results do not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -56,18 +60,26 @@ std::vector<TensorType> infer_grad(std::span<const TensorType> in, const ir::Att
 
 // ---- decomposition ------------------------------------------------------------------------
 
-// x - mean(x) over the last dim, corrected two-pass: the rounding error of the first mean,
-// mean(x - mean(x)), subtracted too (equal in exact arithmetic).
-Tensor centred(const Tensor& x) {
-  Tensor xc = x - mean(x, {-1}, true);
-  return xc - mean(xc, {-1}, true);
+// A row's centred values x - mean and biased variance from one pass over it: the sums of
+// d = x - x[..., 0] and d² (shifted data), var = max(mean(d²) - mean(d)², 0). An empty row has
+// no first value; it has nothing to normalize either.
+struct RowStats {
+  Tensor xc, var;
+};
+
+RowStats row_stats(const Tensor& x) {
+  const int64_t last = x.rank() - 1;
+  Tensor d = x.dim(last) == 0 ? x : x - slice(x, last, 0, 1);
+  Tensor md = mean(d, {-1}, true);
+  Tensor var = maximum(mean(square(d), {-1}, true) - square(md), zeros_like(md));
+  return {d - md, var};
 }
 
 std::vector<ValueId> decompose(ir::Builder& b, const ir::Node& n, std::span<const ValueId> ops) {
   trace::BuilderScope scope(b);
   const Tensor x(&b, ops[0]), w(&b, ops[1]);
-  Tensor xc = centred(x);  // two-pass: the variance of centred values
-  Tensor y = xc * rsqrt(mean(square(xc), {-1}, true) + n.attrs.params[kEpsilon]) * w;
+  const RowStats s = row_stats(x);
+  Tensor y = s.xc * rsqrt(s.var + n.attrs.params[kEpsilon]) * w;
   if (ops.size() == 3) y = y + Tensor(&b, ops[2]);
   return {y.id()};
 }
@@ -78,9 +90,9 @@ std::vector<ValueId> decompose_grad(ir::Builder& b, const ir::Node& n,
   const Tensor x(&b, ops[0]), w(&b, ops[1]), dy(&b, ops[2]);
   std::vector<int64_t> rows;  // the leading dims, summed over for d_weight and d_bias
   for (int64_t i = 0; i + 1 < x.rank(); ++i) rows.push_back(i);
-  Tensor xc = centred(x);
-  Tensor rstd = rsqrt(mean(square(xc), {-1}, true) + n.attrs.params[kEpsilon]);
-  Tensor xhat = xc * rstd, g = dy * w;
+  const RowStats s = row_stats(x);
+  Tensor rstd = rsqrt(s.var + n.attrs.params[kEpsilon]);
+  Tensor xhat = s.xc * rstd, g = dy * w;
   Tensor dx = rstd * (g - mean(g, {-1}, true) - xhat * mean(g * xhat, {-1}, true));
   Tensor dw = dy * xhat, db = dy;
   if (!rows.empty()) {

@@ -125,6 +125,67 @@ TEST(NormLossEdges, LayerNormLargeMeanF64AgainstExactValues) {
   expect_values(passes::interpret(passes::expand_composites(fwd), in)[0], want, 1e-14);
 }
 
+// The decomposition (the GPU lane's layer_norm) interpreted in f32 against statistics computed
+// here in long double from the published formula. Rows: mean 40000 with noise (the shift by the
+// row's first value cancels the mean exactly), a first value 1000 above the other values' O(1)
+// noise (the shift's worst case: var loses about log2((mean - x0)² / var) bits, here ~10) and a
+// constant row with one spike. y = (x - mean) / sqrt(var + eps), weight 1.
+TEST(NormLossEdges, LayerNormDecompositionInF32AgainstLongDouble) {
+  const int64_t D = 768;
+  const double eps = 1e-5;
+  std::vector<double> x = lcg_doubles(3 * D, 11, -1, 1);
+  for (int64_t i = 0; i < D; ++i) x[size_t(i)] = double(float(40000 + x[size_t(i)]));
+  x[size_t(D)] = 1000;
+  for (int64_t i = 2 * D; i < 3 * D; ++i) x[size_t(i)] = i == 2 * D + 5 ? 7 : 2;
+  std::vector<double> want;
+  for (int64_t r = 0; r < 3; ++r) {
+    long double m = 0, v = 0;
+    for (int64_t i = 0; i < D; ++i) m += x[size_t(r * D + i)];
+    m /= D;
+    for (int64_t i = 0; i < D; ++i) v += (x[size_t(r * D + i)] - m) * (x[size_t(r * D + i)] - m);
+    v /= D;
+    for (int64_t i = 0; i < D; ++i)
+      want.push_back(double((x[size_t(r * D + i)] - m) / std::sqrt(v + eps)));
+  }
+  std::vector<Array> in = {Array::from_doubles(DType::f32, {3, D}, x),
+                           Array::filled(DType::f32, {D}, 1.0)};
+  auto fwd = one_op({{DType::f32, {3, D}}, {DType::f32, {D}}}, [&](ir::Builder& b, auto& p) {
+    return cop::layer_norm(b, p[0], p[1], -1, eps);
+  });
+  const std::vector<double> got =
+      passes::interpret(passes::expand_composites(fwd), in)[0].to_doubles();
+  for (size_t i = 0; i < want.size(); ++i) {
+    // The second row's y reaches 27.7; ~10 bits lost to the shift leave it within 2e-3 (4e-5
+    // relative), where the first and third rows keep f32 rounding.
+    const double tol = i / size_t(D) == 1 ? 2e-3 : 1e-5;
+    ASSERT_NEAR(got[i], want[i], tol) << "row " << i / size_t(D) << " col " << i % size_t(D);
+  }
+}
+
+// The decomposition reads each row once for both statistics: the forward's reductions read no
+// other reduction's result (one multi-output reduction kernel on XLA), and the gradient's are
+// two deep (the statistics, then mean(g) and mean(g·xhat) beside d_weight and d_bias).
+TEST(NormLossEdges, LayerNormDecompositionReductionDepth) {
+  const ir::TensorType xt{DType::f32, {4, 16}}, wt{DType::f32, {16}};
+  auto fwd = one_op({xt, wt, wt}, [](ir::Builder& b, auto& p) {
+    return cop::layer_norm(b, p[0], p[1], p[2], 1e-5);
+  });
+  auto bwd = one_op_results({xt, wt, xt}, [](ir::Builder& b, auto& p) {
+    return cop::layer_norm_grad(b, p[0], p[1], p[2], 1e-5);
+  });
+  auto depth = [](const ir::Function& f) {  // the longest chain of reductions
+    std::vector<int> d(f.nodes.size(), 0);
+    int most = 0;
+    for (size_t i = 0; i < f.nodes.size(); ++i) {
+      for (ir::ValueId o : f.nodes[i].operands) d[i] = std::max(d[i], d[size_t(o)]);
+      if (f.nodes[i].op == ir::Op::reduce) most = std::max(most, ++d[i]);
+    }
+    return most;
+  };
+  EXPECT_EQ(depth(passes::expand_composites(fwd)), 1);
+  EXPECT_EQ(depth(passes::expand_composites(bwd)), 2);
+}
+
 void check_ce(DType dt, int64_t N, int64_t C, std::vector<double> x, std::vector<int32_t> labels,
               double tol) {
   SCOPED_TRACE(fmt::format("cross_entropy {} [{}, {}]", name(dt), N, C));
