@@ -62,6 +62,38 @@ TEST(ProgramRandom, EqualsHostBitsForSeveralShapes) {
 
 // The same programs as StableHLO text (what the pjrt lane compiles): emit -> parse -> run equals
 // the captured function bit for bit.
+// randint's bounds: a small span, one of 2^31 - 1 (every remainder), a negative minimum, the
+// whole s32 range (maxval past s32: span 2^32 wraps to 0) and u32's, an empty range.
+TEST(ProgramRandom, RandintEqualsHostBits) {
+  struct Case {
+    int64_t lo, hi;
+    DType t;
+  };
+  const Case cases[] = {{0, 4081, DType::s32},         {0, 2147483647, DType::s32},
+                        {-50, 7, DType::s32},          {-2147483648LL, 4294967296LL, DType::s32},
+                        {0, 4294967296LL, DType::u32}, {5, 5, DType::s32},
+                        {3, 1000, DType::u32}};
+  for (Mode m : {Mode::partitionable, Mode::legacy}) {
+    for (const Case& c : cases) {
+      for (const Shape& s : {Shape{}, Shape{4}, Shape{3, 7}}) {
+        auto f = trace::capture(
+            [&](std::span<const trace::Tensor> in) -> std::vector<trace::Tensor> {
+              return {randint(fold_in(in[0], in[1]), s, c.lo, c.hi, c.t, m)};
+            },
+            {{DType::u32, {2}}, {DType::s32, {}}}, {"key", "step"});
+        auto exe = runtime::host::compile(f, {});
+        for (int32_t step : {0, 1, 77}) {
+          const Key k = key(20260921);
+          auto out = exe->run(std::vector<Array>{key_data(k), Array::scalar<int32_t>(step)});
+          EXPECT_TRUE(
+              out[0].bitwise_equal(randint(fold_in(k, uint32_t(step)), s, c.lo, c.hi, c.t, m)))
+              << c.lo << " " << c.hi << " " << name(c.t) << " " << to_string(s) << " step " << step;
+        }
+      }
+    }
+  }
+}
+
 TEST(ProgramRandom, StableHloRoundTrip) {
   for (Mode m : {Mode::partitionable, Mode::legacy}) {
     for (const Shape& s : {Shape{7}, Shape{4, 3}}) {

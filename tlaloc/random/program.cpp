@@ -1,5 +1,8 @@
 #include "tlaloc/random/program.h"
 
+#include <algorithm>
+#include <limits>
+
 namespace tlaloc::random {
 namespace {
 
@@ -127,6 +130,32 @@ Tensor uniform(const Tensor& key, const Shape& shape, double minval, double maxv
 
 Tensor bernoulli(const Tensor& key, double p, const Shape& shape, Mode mode) {
   return uniform(key, shape, 0.0, 1.0, mode) < double(float(p));
+}
+
+Tensor randint(const Tensor& key, const Shape& shape, int64_t minval, int64_t maxval, DType dtype,
+               Mode mode) {
+  check_key(key, "randint");
+  if (dtype != DType::s32 && dtype != DType::u32)
+    fail("random::randint (in-program): dtype must be s32 or u32, got {}", name(dtype));
+  // The span and multiplier are fixed by the bounds: computed here as random.cpp does.
+  const int64_t tmin = dtype == DType::s32 ? std::numeric_limits<int32_t>::min() : 0;
+  const int64_t tmax = dtype == DType::s32 ? std::numeric_limits<int32_t>::max()
+                                           : std::numeric_limits<uint32_t>::max();
+  const int64_t lo = std::clamp(minval, tmin, tmax), hi = std::clamp(maxval, tmin, tmax);
+  uint32_t span = uint32_t(uint64_t(hi - lo));
+  if (hi <= lo)
+    span = 1;
+  else if (maxval > tmax)
+    span += 1;  // may wrap to 0: every remainder is then the identity
+  const uint32_t m1 = span == 0 ? 65536u : 65536u % span;
+  const uint32_t multiplier = span == 0 ? m1 * m1 : (m1 * m1) % span;
+  auto urem = [&](const Tensor& x) { return span == 0 ? x : trace::remainder(x, u32(x, span)); };
+  const Tensor keys = split(key, 2, mode);
+  auto row = [&](int64_t i) { return trace::reshape(trace::slice(keys, 0, i, i + 1), {2}); };
+  const Tensor higher = bits(row(0), shape, mode), lower = bits(row(1), shape, mode);
+  const Tensor offset = urem(urem(higher) * u32(higher, multiplier) + urem(lower));
+  const Tensor u = offset + u32(offset, uint32_t(lo));
+  return dtype == DType::u32 ? u : trace::astype(u, DType::s32);  // wraps, as the host
 }
 
 }  // namespace tlaloc::random

@@ -40,5 +40,10 @@ Tensor uniform(const Tensor& key, const Shape& shape, double minval = 0.0, doubl
 // bernoulli(key, p, shape) as random.h: i1 [shape], uniform < p. A dropout keep-mask with
 // keep probability p is bernoulli(fold_in(key, step), p, shape).
 Tensor bernoulli(const Tensor& key, double p, const Shape& shape, Mode mode = Mode::partitionable);
+// randint(key, shape, minval, maxval) as random.h (jax.random.randint): s32 or u32 [shape] in
+// [minval, maxval), the bounds clamped to the dtype as there. A batch of window starts drawn on
+// the lane is randint(fold_in(key, step), {batch}, 0, n - context).
+Tensor randint(const Tensor& key, const Shape& shape, int64_t minval, int64_t maxval,
+               DType dtype = DType::s32, Mode mode = Mode::partitionable);
 
 }  // namespace tlaloc::random
