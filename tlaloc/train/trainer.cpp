@@ -88,6 +88,12 @@ ir::Function capture_model(nn::Module& model, const LossFn& fn, const std::vecto
         for (size_t i = 0; updated && i < nb; ++i)
           if (buffers[i].buffer->updated.valid()) {
             outs.push_back(buffers[i].buffer->updated);
+            updated->push_back(nd + i);
+          }
+        for (size_t i = 0; updated && i < nd; ++i)
+          if (data[i].step_index) {
+            outs.push_back(
+                in[i] + trace::Tensor(&in[i].builder(), in[i].builder().scalar(DType::s32, 1.0)));
             updated->push_back(i);
           }
         if (seed) {
@@ -115,9 +121,12 @@ std::vector<size_t> match_inputs(const char* what, const std::vector<const DataI
     const std::string& n = got[g].first;
     size_t k = size_t(std::find(names.begin(), names.end(), n) - names.begin());
     if (k == names.size()) {
-      for (const auto& r : resident)
+      for (const auto& r : resident) {
         if (r.resident && r.name == n)
           fail("{}: '{}' is a resident input: set it once with set_resident()", what, n);
+        if (r.step_index && r.name == n)
+          fail("{}: '{}' is the step index, which the Trainer feeds itself", what, n);
+      }
       fail("{}: no input is named '{}' (it takes {})", what, n, join_names(names));
     }
     if (at[k] != got.size()) fail("{}: input '{}' is given twice", what, n);
@@ -161,10 +170,10 @@ bool Inputs::contains(std::string_view name) const {
 
 ir::Function build_gradient(nn::Module& model, const LossFn& loss,
                             const std::vector<DataInput>& data, int64_t* forward_ops,
-                            std::vector<size_t>* buffer_updates, DType compute, bool loss_seed) {
+                            std::vector<size_t>* input_updates, DType compute, bool loss_seed) {
   std::vector<size_t> updated;
   ir::Function fwd = capture_model(model, loss, data, "forward", compute, &updated, loss_seed);
-  if (buffer_updates) *buffer_updates = updated;
+  if (input_updates) *input_updates = updated;
   const ir::TensorType& lt = fwd.output_type(0);
   if (lt.shape.rank() != 0 || !is_floating(lt.dtype))
     fail("train step: the loss must be a floating scalar, got {}", ir::to_string(lt));
@@ -193,12 +202,12 @@ ir::Function build_gradient(nn::Module& model, const LossFn& loss,
 optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
                                   const std::vector<DataInput>& data, const optim::Optimizer& opt,
                                   const optim::UpdateOptions& update, int64_t* forward_ops,
-                                  int64_t* gradient_ops, std::vector<size_t>* buffer_updates,
+                                  int64_t* gradient_ops, std::vector<size_t>* input_updates,
                                   DType compute, ir::Function* gradient) {
   optim::validate(opt);
   optim::UpdateOptions u = update;
   if (compute == DType::f16 && !u.loss_scaling) u.loss_scaling.emplace();  // GradScaler's
-  ir::Function grad = build_gradient(model, loss, data, forward_ops, buffer_updates, compute,
+  ir::Function grad = build_gradient(model, loss, data, forward_ops, input_updates, compute,
                                      u.loss_scaling.has_value());
   if (gradient_ops) *gradient_ops = grad.num_ops();
   const int num_params = num_trainable(model);
@@ -229,6 +238,12 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
   options_.update.rank = distributed::rank();
   local_data_ = data_;
   for (DataInput& d : local_data_) {
+    if (d.step_index && (d.resident || d.batched || d.type != ir::TensorType{DType::s32, Shape{}}))
+      fail(
+          "Trainer: step index input '{}' must be an s32 scalar, neither resident nor batched "
+          "(it is {}{}{})",
+          d.name, ir::to_string(d.type), d.resident ? ", resident" : "",
+          d.batched ? ", batched" : "");
     if (!d.batched) continue;
     if (d.resident || d.type.shape.rank() == 0)
       fail("Trainer: input '{}' is marked batched but is {}", d.name,
@@ -241,7 +256,7 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
     d.type.shape = Shape(dims);
   }
   step_ = build_train_step(model_, loss, local_data_, opt_, options_.update, &forward_ops_,
-                           &gradient_ops_, &buffer_updates_, options_.precision, &gradient_);
+                           &gradient_ops_, &input_updates_, options_.precision, &gradient_);
   auto buffers = model_.named_buffers();
   for (const auto& b : buffers) buffer_names_.push_back(b.name);
   auto named = model_.named_parameters();
@@ -266,6 +281,7 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
   // data, never donated) and params from the model; fresh state.
   for (size_t i = 0; i < buffers.size(); ++i)
     put_input(int(data_.size() + i), buffers[i].buffer->value);
+  put_step_indices();
   for (size_t k = 0; k < order_.size(); ++k)
     put_input(int(first_param() + k), named[order_[k]].param->value);
   auto state = optim::init_state(step_.state);
@@ -308,10 +324,17 @@ void Trainer::set_resident(std::string_view name, Array value) {
   put_input(int(i), std::move(value));
 }
 
+void Trainer::put_step_indices() {
+  for (size_t i = 0; i < data_.size(); ++i)
+    if (data_[i].step_index)
+      put_input(int(i), Array::scalar<int32_t>(int32_t(uint32_t(steps_taken_))));
+}
+
 void Trainer::put_step_inputs(Batch& inputs) {
   std::vector<const DataInput*> per_step;
   std::vector<int> slots;
   for (size_t i = 0; i < data_.size(); ++i) {
+    if (data_[i].step_index) continue;  // on the lane already, advanced by the program
     if (!data_[i].resident) {
       per_step.push_back(&data_[i]);
       slots.push_back(int(i));
@@ -351,9 +374,10 @@ void Trainer::step(Batch inputs) {
     inputs_[size_t(step_.param_input(i))] = std::move(outputs_[size_t(step_.param_output(i))]);
   for (int j = 0; j < step_.state.size(); ++j)
     inputs_[size_t(step_.state_input(j))] = std::move(outputs_[size_t(step_.state_output(j))]);
-  // Buffers a forward updated (BatchNorm's running statistics): not donated, replaced.
-  for (size_t k = 0; k < buffer_updates_.size(); ++k)
-    inputs_[data_.size() + buffer_updates_[k]] = std::move(outputs_[size_t(1 + user_aux()) + k]);
+  // Buffers a forward updated (BatchNorm's running statistics) and step indices: not donated,
+  // replaced.
+  for (size_t k = 0; k < input_updates_.size(); ++k)
+    inputs_[input_updates_[k]] = std::move(outputs_[size_t(1 + user_aux()) + k]);
   ++steps_taken_;
   queue_.push(steps_taken_, outputs_[size_t(step_.loss_output())].done());
 }
@@ -525,10 +549,17 @@ void Trainer::load_state(std::vector<Array> params, std::vector<Array> state, in
   for (size_t j = 0; j < state.size(); ++j)
     put_input(step_.state_input(int(j)), std::move(state[j]));
   steps_taken_ = steps_taken;
+  put_step_indices();
   outputs_.clear();
 }
 
 int Trainer::add_eval(LossFn fn, std::vector<DataInput> data) {
+  for (const DataInput& d : data)
+    if (d.step_index)
+      fail(
+          "Trainer::add_eval: input '{}' is a step index, which only the train step takes "
+          "(an evaluation is given all its inputs)",
+          d.name);
   ir::Function f = capture_model(model_, fn, data, "eval", options_.precision);
   evals_.push_back({compile(f), std::move(data)});
   return int(evals_.size()) - 1;

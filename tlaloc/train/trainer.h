@@ -57,6 +57,12 @@ struct DataInput {
   // A per-step input whose leading axis is the batch (type: the global batch). Under data
   // parallelism each rank's step takes its rows of it: rank r of N the r-th of N equal parts.
   bool batched = false;
+  // The step's own index (type s32 [], not resident, not batched): the Trainer feeds it, equal
+  // to steps_taken() before the step (mod 2^32), kept on the lane and advanced by the program
+  // itself, so per-step draws (batch positions, dropout keys: random::fold_in(key, step)) need
+  // no upload. Set again from the step count by load_state. The train step only: an evaluation
+  // refuses it.
+  bool step_index = false;
 };
 
 // Named host arrays: a step's per-step inputs, an evaluation's inputs. Order does not matter.
@@ -127,12 +133,15 @@ int num_trainable(nn::Module& model);
 // The gradient program of `loss` on `model`: (data..., frozen..., params...) -> (loss, aux...,
 // grads...), one gradient per trained parameter (requires_grad) in model order, none for the
 // frozen ones (no cotangent is formed for them), by capture, value_and_grad, simplify.
-// The size of the forward program goes to *forward_ops when given.
+// The size of the forward program goes to *forward_ops when given. The inputs a step gives a
+// new value come last among aux: buffers a training-mode forward updated (BatchNorm's running
+// statistics), then each step_index input plus one; *input_updates gets their input positions
+// in that order.
 // `compute`: the dots' operand type (trace::Autocast: f32, bf16 or f16). `loss_seed`: G takes
 // the loss scale as its last input before the parameters (optim/update.h, loss scaling).
 ir::Function build_gradient(nn::Module& model, const LossFn& loss,
                             const std::vector<DataInput>& data, int64_t* forward_ops = nullptr,
-                            std::vector<size_t>* buffer_updates = nullptr,
+                            std::vector<size_t>* input_updates = nullptr,
                             DType compute = DType::f32, bool loss_seed = false);
 
 // The whole train-step program of `loss` on `model` (capture, value_and_grad, append_update,
@@ -143,7 +152,7 @@ optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
                                   const std::vector<DataInput>& data, const optim::Optimizer& opt,
                                   const optim::UpdateOptions& update = {},
                                   int64_t* forward_ops = nullptr, int64_t* gradient_ops = nullptr,
-                                  std::vector<size_t>* buffer_updates = nullptr,
+                                  std::vector<size_t>* input_updates = nullptr,
                                   DType compute = DType::f32,  // f16: loss scaling on (defaults)
                                   ir::Function* gradient = nullptr);  // its gradient program
 
@@ -246,6 +255,8 @@ class Trainer {
   std::unique_ptr<runtime::Executable> compile(const ir::Function& f) const;
   void put_input(int index, Array value);  // onto the lane
   void put_step_inputs(Batch& inputs);     // per-step data and scalars
+  // Every step_index input set to steps_taken_ (construction, load_state).
+  void put_step_indices();
   // The same once every step in flight is done (cross_check's).
   void set_step_inputs(Batch& inputs) {
     wait();
@@ -261,10 +272,10 @@ class Trainer {
   size_t first_param() const { return data_.size() + buffer_names_.size(); }
 
   std::vector<std::string> param_names_, frozen_names_, buffer_names_;
-  // Buffers (named_buffers() indices) the step updates, in the order of their outputs, which
-  // follow the loss function's own aux outputs (user_aux()).
-  std::vector<size_t> buffer_updates_;
-  int user_aux() const { return step_.num_aux - int(buffer_updates_.size()); }
+  // Inputs (positions) the step gives new values: buffers, step indices (build_gradient), in
+  // the order of their outputs, which follow the loss function's own aux outputs (user_aux()).
+  std::vector<size_t> input_updates_;
+  int user_aux() const { return step_.num_aux - int(input_updates_.size()); }
   // The model's parameters (named_parameters() indices) in step input order: frozen, trained.
   std::vector<size_t> order_;
   optim::TrainStep step_;
