@@ -5,6 +5,10 @@ token + position embeddings, 2 pre-norm blocks with LayerNorm, 4-head causal att
 512 with tanh GELU, final LayerNorm, untied head without bias; batch 4 x 16), next-byte cross-entropy,
 optax.adamw(3e-3, weight_decay=0.01); the whole step is one jax.jit with donate_argnums for
 params and optimizer state, so they are updated in place on the device, as in tlaloc's lane (c).
+The data is tlaloc's too, drawn on the device as tlaloc's step draws it: 4096 resident tokens
+(jax.random.randint(PRNGKey(7), ...)), and each step's window starts
+jax.random.randint(fold_in(PRNGKey(1), step), (4,), 0, 4096 - 16) from a step counter the step
+advances itself (nothing goes up per step), the windows gathered from the tokens.
 With --apply-if-finite the update is skipped when any gradient is non-finite, as tlaloc's
 found-inf does. Two modes, as `tlaloc bench step` times lane (c) (--mode, default both):
   latency: each of --steps steps waited for (jax.block_until_ready), timed one by one;
@@ -23,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-VOCAB, CONTEXT, D, HEADS, MLP, LAYERS, BATCH = 256, 16, 128, 4, 512, 2, 4
+VOCAB, CONTEXT, D, HEADS, MLP, LAYERS, BATCH, TOKENS = 256, 16, 128, 4, 512, 2, 4, 4096
 
 
 def linear(key, n_in, n_out):
@@ -99,28 +103,31 @@ def main():
     if a.apply_if_finite:
         tx = optax.apply_if_finite(tx, max_consecutive_errors=1 << 30)
     opt_state = tx.init(params)
-    data = jax.random.randint(jax.random.PRNGKey(1), (BATCH, CONTEXT + 1), 0, VOCAB)
-    x, y = data[:, :-1], data[:, 1:]
+    tokens = jax.random.randint(jax.random.PRNGKey(7), (TOKENS,), 0, VOCAB)
+    data_key = jax.random.PRNGKey(1)
 
-    def loss_fn(p):
-        logits = forward(p, x)
-        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+    def loss_fn(p, i):
+        starts = jax.random.randint(jax.random.fold_in(data_key, i), (BATCH,), 0, TOKENS - CONTEXT)
+        win = tokens[starts[:, None] + jnp.arange(CONTEXT + 1)]
+        logits = forward(p, win[:, :-1])
+        return optax.softmax_cross_entropy_with_integer_labels(logits, win[:, 1:]).mean()
 
-    def step(p, s):
-        loss, g = jax.value_and_grad(loss_fn)(p)
+    def step(p, s, i):
+        loss, g = jax.value_and_grad(loss_fn)(p, i)
         upd, s = tx.update(g, s, p)
-        return optax.apply_updates(p, upd), s, loss
+        return optax.apply_updates(p, upd), s, i + 1, loss
 
     step = jax.jit(step, donate_argnums=(0, 1))
+    i = jnp.int32(0)
     if a.count_ops:
         import re
-        text = step.lower(params, opt_state).as_text()
+        text = step.lower(params, opt_state, i).as_text()
         counts = {op: len(re.findall(r"\bstablehlo\." + op + r"\b", text))
                   for op in ("dot_general", "transpose")}
         print("OPS jax " + " ".join(f"{k}={v}" for k, v in counts.items()))
         return 0
     for _ in range(a.warmup):
-        params, opt_state, loss = step(params, opt_state)
+        params, opt_state, i, loss = step(params, opt_state, i)
     jax.block_until_ready(loss)
     variant = "adamw+apply_if_finite" if a.apply_if_finite else "adamw"
     head = f"RESULT jax {jax.devices()[0].platform} optimizer={variant} params={nparams}"
@@ -129,7 +136,7 @@ def main():
         times = []
         for i in range(a.steps):
             t0 = time.perf_counter()
-            params, opt_state, loss = step(params, opt_state)
+            params, opt_state, i, loss = step(params, opt_state, i)
             jax.block_until_ready(loss)
             times.append(1e3 * (time.perf_counter() - t0))
             if a.verbose:
@@ -145,7 +152,7 @@ def main():
         for r in range(a.repeats):
             t0 = time.perf_counter()
             for _ in range(a.steps):
-                params, opt_state, loss = step(params, opt_state)
+                params, opt_state, i, loss = step(params, opt_state, i)
             jax.block_until_ready(loss)  # the last step done: every step is (each reads the last)
             per_step.append(1e3 * (time.perf_counter() - t0) / a.steps)
             if a.verbose:

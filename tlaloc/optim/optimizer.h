@@ -108,8 +108,10 @@ struct UpdateOptions {
   // rank's loss is a mean over an equal share of the batch: the sums are divided by replicas),
   // or sum (each rank's loss is already divided by the global batch's count). Floating aux
   // outputs (and updated buffers: BatchNorm's running statistics) are averaged, integer ones
-  // summed, i1 ones or-ed.
+  // summed, i1 ones or-ed; the last `replicated_aux` aux outputs, equal on every rank by
+  // construction (the Trainer's next step index), pass through as they are.
   int replicas = 1;
+  int replicated_aux = 0;
   enum class ReplicaLoss { mean, sum } replica_loss = ReplicaLoss::mean;
   // ZeRO stage (optim/zero.h): 0, or 1 with replicas > 1: this process (`rank`) keeps and
   // updates the optimizer state of its shard of the parameters only, then all-gathers them.

@@ -122,6 +122,8 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   if (options.max_norm && !(*options.max_norm > 0))
     fail("append_update: max_norm {} must be > 0", *options.max_norm);
   if (options.replicas < 1) fail("append_update: replicas {} must be >= 1", options.replicas);
+  if (options.replicated_aux < 0)
+    fail("append_update: replicated_aux {} must be >= 0", options.replicated_aux);
   if (options.zero != 0 && options.zero != 1)
     fail("append_update: ZeRO stage {} is not built (0: off, 1: optimizer state sharded)",
          options.zero);
@@ -137,6 +139,9 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   ts.num_other_inputs = g_other - int(scaling);
   ts.num_params = num_params;
   ts.num_aux = nout - 1 - num_params;
+  if (options.replicated_aux > ts.num_aux)
+    fail("append_update: replicated_aux {} is more than the {} aux outputs of {}",
+         options.replicated_aux, ts.num_aux, G.name);
   ts.groups = resolve_groups(opt, options.groups, num_params);
   ts.has_grad_norm = options.max_norm.has_value();
 
@@ -213,7 +218,7 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   };
   auto result = [&](int r) {
     Tensor t(&b, map[size_t(G.results[size_t(r)])]);
-    if (R == 1) return t;
+    if (R == 1 || (r > ts.num_aux - options.replicated_aux && r <= ts.num_aux)) return t;
     if (!is_floating(t.dtype()))
       return across(t, t.dtype() == DType::i1 ? ir::ReduceKind::max : ir::ReduceKind::sum);
     Tensor s = across(t, ir::ReduceKind::sum);

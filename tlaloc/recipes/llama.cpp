@@ -344,8 +344,9 @@ train::FitResult run(const Config& c) {
   const bool dropout = c.lora && c.lora->lora_dropout > 0;  // a fresh key every step
 
   std::optional<train::Activity> compiling(std::in_place, "compiling the train step", out);
-  train::Trainer trainer(model, lm::loss_fn(ctx), lm::data_inputs(ntrain, m.batch, dropout),
-                         optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
+  train::Trainer trainer(model, lm::sampled_loss_fn(ctx, c.common.seed, m.batch, ntrain, dropout),
+                         lm::sampled_inputs(ntrain), optim::AdamW{.lr = c.lr, .weight_decay = c.wd},
+                         topt);
   trainer_of_run = &trainer;
   compiling.reset();
   fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
@@ -365,11 +366,6 @@ train::FitResult run(const Config& c) {
   f.progress_value = "loss (nats/token)";
   f.progress_mean = false;
   train::FitCallbacks cb;
-  cb.batch = [&](const train::StepPosition& p) {
-    train::Batch b{{"starts", lm::random_starts(c.common.seed, p.step, m.batch, ntrain, ctx)}};
-    if (dropout) b.emplace_back("dropout_key", lm::dropout_key(c.common.seed, p.step));
-    return b;
-  };
   double val_nats = NAN;  // nats per held-out token: the metrics' final row
   cb.on_end = [&](int64_t, double) {
     trainer.sync_to_model();

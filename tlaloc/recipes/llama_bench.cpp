@@ -55,12 +55,9 @@ train::StepBenchCase bench_case(const Preset& p, int threads,
     if (lora) nn::add_lora(*m, *lora, random::key(11));
     return std::shared_ptr<nn::Module>(m);
   };
-  c.loss = lm::loss_fn(ctx);
-  c.data = lm::data_inputs(n, batch);
+  c.loss = lm::sampled_loss_fn(ctx, 1, batch, n, false);
+  c.data = lm::sampled_inputs(n);
   c.resident = {{"tokens", random::randint(random::key(7), Shape{n}, 0, vocab)}};
-  c.per_step = [n, ctx, batch](int64_t s) {
-    return train::Batch{{"starts", lm::random_starts(1, s, batch, n, ctx)}};
-  };
   c.opt = optim::AdamW{.lr = 1e-3, .weight_decay = 0.01};
   c.num_threads = threads;
   return c;

@@ -15,6 +15,7 @@
 #include "tlaloc/io/checkpoint.h"
 #include "tlaloc/io/hf_dir.h"
 #include "tlaloc/nn/losses.h"
+#include "tlaloc/random/program.h"
 #include "tlaloc/random/random.h"
 #include "tlaloc/recipes/finetune.h"
 #include "tlaloc/recipes/generate.h"
@@ -39,19 +40,64 @@ std::vector<DataInput> data_inputs(int64_t n_tokens, int64_t batch, bool dropout
   return in;
 }
 
+namespace {
+
+// Mean next-token cross-entropy over the windows at `starts`; `key`: dropout on, that key bound.
+std::vector<Tensor> window_loss(nn::Module& m, const Tensor& tokens, const Tensor& starts,
+                                int64_t context, const std::optional<Tensor>& key) {
+  const int64_t B = starts.dim(0);
+  Tensor pos = trace::reshape(starts, {B, 1}) + trace::iota(Shape{1, context + 1}, 1);
+  Tensor win = trace::take_rows(tokens, pos);  // [B, context + 1]
+  Tensor x = trace::slice(win, 1, 0, context), y = trace::slice(win, 1, 1, context + 1);
+  m.train(key.has_value());
+  if (key) m.bind_key(*key);
+  Tensor logits = m(x);
+  Tensor flat = trace::reshape(logits, {B * context, logits.dim(2)});
+  return {nn::cross_entropy(flat, trace::reshape(y, {B * context}))};
+}
+
+Tensor u32_scalar(const Tensor& like, uint32_t v) {
+  return {&like.builder(), like.builder().scalar(DType::u32, double(v))};
+}
+
+}  // namespace
+
 LossFn loss_fn(int64_t context) {
   return [context](nn::Module& m, const Inputs& d) {
-    const Tensor& starts = d["starts"];
-    const int64_t B = starts.dim(0);
-    Tensor pos = trace::reshape(starts, {B, 1}) + trace::iota(Shape{1, context + 1}, 1);
-    Tensor win = trace::take_rows(d["tokens"], pos);  // [B, context + 1]
-    Tensor x = trace::slice(win, 1, 0, context), y = trace::slice(win, 1, 1, context + 1);
-    const bool dropout = d.contains("dropout_key");
-    m.train(dropout);
-    if (dropout) m.bind_key(d["dropout_key"]);
-    Tensor logits = m(x);
-    Tensor flat = trace::reshape(logits, {B * context, logits.dim(2)});
-    return std::vector<Tensor>{nn::cross_entropy(flat, trace::reshape(y, {B * context}))};
+    std::optional<Tensor> key;
+    if (d.contains("dropout_key")) key = d["dropout_key"];
+    return window_loss(m, d["tokens"], d["starts"], context, key);
+  };
+}
+
+std::vector<DataInput> sampled_inputs(int64_t n_tokens) {
+  return {{"tokens", {DType::s32, Shape{n_tokens}}, true},
+          {"step", {DType::s32, Shape{}}, false, false, true}};
+}
+
+LossFn sampled_loss_fn(int64_t context, uint64_t seed, int64_t batch, int64_t n_tokens,
+                       bool dropout, int procs, int rank) {
+  if (procs == 0) {
+    procs = distributed::world_size();
+    rank = distributed::rank();
+  }
+  if (batch < 1 || batch % procs)
+    fail("lm: a batch of {} windows does not split over {} processes", batch, procs);
+  if (n_tokens <= context)
+    fail("lm: {} tokens are too few for windows of {} + 1", n_tokens, context);
+  return [=](nn::Module& m, const Inputs& d) {
+    const Tensor& step = d["step"];
+    // random_starts and dropout_key, in the program.
+    Tensor starts = random::randint(random::fold_in(random::key_constant(random::key(seed)), step),
+                                    Shape{batch}, 0, n_tokens - context);
+    const int64_t rows = batch / procs;
+    if (procs > 1) starts = trace::slice(starts, 0, rank * rows, (rank + 1) * rows);
+    std::optional<Tensor> key;
+    if (dropout) {
+      key = random::fold_in(random::key_constant(random::split(random::key(seed), 2)[1]), step);
+      if (procs > 1) key = random::fold_in(*key, u32_scalar(step, uint32_t(rank)));
+    }
+    return window_loss(m, d["tokens"], starts, context, key);
   };
 }
 
@@ -62,9 +108,10 @@ optim::TrainStep bench_train_step(int64_t n_tokens, uint64_t seed, int replicas,
   model.init(random::key(seed));
   optim::UpdateOptions u;
   u.replicas = replicas;
-  return train::build_train_step(model, loss_fn(model.config().context),
-                                 data_inputs(n_tokens, kBenchBatch / replicas), bench_optimizer(),
-                                 u, nullptr, nullptr, nullptr, precision);
+  const int64_t ctx = model.config().context;
+  return train::build_train_step(
+      model, sampled_loss_fn(ctx, 1, kBenchBatch, n_tokens, false, replicas, 0),
+      sampled_inputs(n_tokens), bench_optimizer(), u, nullptr, nullptr, nullptr, precision);
 }
 
 Array read_corpus(const std::vector<std::string>& files) {
@@ -273,8 +320,9 @@ train::FitResult run(const Config& c) {
              finetune ? trained_text(model) : "");
   const bool dropout = mc.dropout > 0 || (c.lora && c.lora->lora_dropout > 0);
   std::optional<train::Activity> compiling(std::in_place, "compiling the train step", out);
-  train::Trainer trainer(model, loss_fn(ctx), data_inputs(ntrain, c.batch, dropout),
-                         optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
+  train::Trainer trainer(model, sampled_loss_fn(ctx, c.common.seed, c.batch, ntrain, dropout),
+                         sampled_inputs(ntrain), optim::AdamW{.lr = c.lr, .weight_decay = c.wd},
+                         topt);
   compiling.reset();
   fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
              trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
@@ -299,11 +347,6 @@ train::FitResult run(const Config& c) {
   f.progress_unit = std::log(2.0);
   f.progress_mean = false;
   train::FitCallbacks cb;
-  cb.batch = [&](const train::StepPosition& p) {
-    train::Batch in{{"starts", random_starts(c.common.seed, p.step, c.batch, ntrain, ctx)}};
-    if (dropout) in.emplace_back("dropout_key", dropout_key(c.common.seed, p.step));
-    return in;
-  };
   double val_nats = NAN;  // the validation loss in nats per byte: the metrics' final row
   cb.on_end = [&](int64_t, double) {
     double bpb = 0;
@@ -352,12 +395,9 @@ train::StepBenchCase bench_case(int threads) {
     m->init(random::key(20260921));
     return std::shared_ptr<nn::Module>(m);
   };
-  c.loss = loss_fn(ctx);
-  c.data = data_inputs(n, kBenchBatch);
+  c.loss = sampled_loss_fn(ctx, 1, kBenchBatch, n, false);
+  c.data = sampled_inputs(n);
   c.resident = {{"tokens", random::randint(random::key(7), Shape{n}, 0, 256)}};
-  c.per_step = [n, ctx](int64_t s) {
-    return train::Batch{{"starts", random_starts(1, s, kBenchBatch, n, ctx)}};
-  };
   c.opt = bench_optimizer();
   c.num_threads = threads;
   return c;

@@ -1,6 +1,8 @@
 // The byte-level causal language model recipe (vocab 256). The token stream is resident on the
-// lane; a step takes only the start offsets of its windows (s32 [batch]) and gathers
-// tokens[start .. start + context] inside the program. Loss: mean next-byte cross-entropy (nats).
+// lane; a step draws the start offsets of its windows (s32 [batch]) from its step index and
+// gathers tokens[start .. start + context] inside the program, so nothing goes up per step
+// (sampled_loss_fn; loss_fn takes the starts as an input, for evaluation). Loss: mean
+// next-byte cross-entropy (nats).
 // `tlaloc train lm` is run(); `tlaloc sample` generates from its checkpoints (generate.h).
 #pragma once
 
@@ -36,7 +38,21 @@ train::LossFn loss_fn(int64_t context);
 // a resumed run draws the same masks.
 Array dropout_key(uint64_t seed, int64_t step);
 
-// The benchmark model's train step (init from `seed`), for export, tests and `bench step`.
+// The train step with its data drawn in the program, as `train lm`, `train llama` and the
+// benchmarks run it: "tokens" s32 [n_tokens] (resident) and the step index "step"
+// (DataInput::step_index), so nothing goes up per step.
+std::vector<train::DataInput> sampled_inputs(int64_t n_tokens);
+// loss_fn on `batch` windows starting at random_starts(seed, step, batch, n_tokens, context),
+// drawn in the program from the step index, the host's bits (random/program.h); under data
+// parallelism this process's rows of them (rank r of N: rows [r·batch/N, (r+1)·batch/N); N, r:
+// `procs`, `rank`, or distributed::world_size() / rank() when procs is 0). `dropout`: training
+// mode under dropout_key(seed, step), drawn there too. Throws tlaloc::Error when batch does not
+// split over the processes or n_tokens <= context.
+train::LossFn sampled_loss_fn(int64_t context, uint64_t seed, int64_t batch, int64_t n_tokens,
+                              bool dropout, int procs = 0, int rank = 0);
+
+// The benchmark model's train step (init from `seed`), for export, tests and `bench step`: its
+// batch drawn in the program from the step index (sampled_loss_fn, data seed 1).
 // `replicas` > 1: one process's step of data parallelism over that many (the batch split).
 // `precision`: the dots' compute type (train::TrainerOptions::precision).
 optim::TrainStep bench_train_step(int64_t n_tokens = 4096, uint64_t seed = 20260921,

@@ -185,7 +185,10 @@ LaneTiming bench_pjrt_host_optimizer(const StepBenchCase& c, runtime::pjrt::Clie
     // Per-step data and the parameters go as host buffers: the run uploads them.
     Batch in = per_step(c, s);
     for (size_t i = 0; i < nd; ++i)
-      if (!c.data[i].resident) args[i] = runtime::Buffer(std::move(find(in, c.data[i].name)));
+      if (c.data[i].step_index)  // the Trainer's rule: the step's 0-based index
+        args[i] = runtime::Buffer(Array::scalar<int32_t>(int32_t(uint32_t(s))));
+      else if (!c.data[i].resident)
+        args[i] = runtime::Buffer(std::move(find(in, c.data[i].name)));
     for (size_t i = 0; i < np; ++i) args[nd + i] = runtime::Buffer(std::move(params[i]));
     std::vector<runtime::Buffer> out = exe->run(args, false);
     for (size_t i = 0; i < np; ++i) params[i] = args[nd + i].take_array();

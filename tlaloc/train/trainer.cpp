@@ -207,6 +207,9 @@ optim::TrainStep build_train_step(nn::Module& model, const LossFn& loss,
   optim::validate(opt);
   optim::UpdateOptions u = update;
   if (compute == DType::f16 && !u.loss_scaling) u.loss_scaling.emplace();  // GradScaler's
+  // The next step indices, the last aux outputs, are the same on every rank.
+  u.replicated_aux =
+      int(std::count_if(data.begin(), data.end(), [](const DataInput& d) { return d.step_index; }));
   ir::Function grad = build_gradient(model, loss, data, forward_ops, input_updates, compute,
                                      u.loss_scaling.has_value());
   if (gradient_ops) *gradient_ops = grad.num_ops();

@@ -9,8 +9,9 @@
 // lane's or the pjrt lane's (the same program emitted as StableHLO, compiled once by the PJRT
 // client). The Trainer keeps every step input as a lane buffer (runtime::Buffer): parameters,
 // optimizer state and resident data are put on the lane once and stay there, donated every
-// step; per step only the per-step data and the scalar inputs whose value changed go up, and
-// nothing comes back until read_last() / named_parameters() / ... ask for it.
+// step; per step only the per-step data and the scalar inputs whose value changed go up (a step
+// that draws its data in the program from its step index, DataInput::step_index, uploads
+// nothing), and nothing comes back until read_last() / named_parameters() / ... ask for it.
 //
 // Asynchronous steps (pjrt lane): step() returns once the device has queued the step, keeping at
 // most TrainerOptions::max_in_flight steps pending (StepQueue); every read waits for the steps in
