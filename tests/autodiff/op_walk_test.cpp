@@ -273,6 +273,8 @@ std::map<Op, std::vector<Case>> cases() {
   add(Op::rsqrt, unary_case(Op::rsqrt, 0.2, 3));
   add(Op::sign, unary_case(Op::sign, 0.1, 1));  // derivative 0 away from 0
   add(Op::floor, unary_case(Op::floor, 0.1, 0.9));
+  add(Op::cosine, unary_case(Op::cosine, -3, 3));
+  add(Op::sine, unary_case(Op::sine, -3, 3));
   Array a = uniform({2, 3}, 30), b = uniform({2, 3}, 31, 0.5, 1.5);
   add(Op::add, binary_case(Op::add, a, b));
   add(Op::subtract, binary_case(Op::subtract, a, b));

@@ -233,6 +233,8 @@ std::multimap<Op, Case> cases() {
   add(Op::rsqrt, un(Op::rsqrt, F({1}, {0.25}), {2}));
   add(Op::sign, un(Op::sign, S({3}, {-4, 0, 9}), {-1, 0, 1}));
   add(Op::floor, un(Op::floor, F({2}, {-1.5, 2.5}), {-2, 2}));
+  add(Op::cosine, un(Op::cosine, F({3}, {0, M_PI, 1}), {1, -1, std::cos(1.0)}));
+  add(Op::sine, un(Op::sine, F({3}, {0, M_PI / 2, -1}), {0, 1, std::sin(-1.0)}));
   add(Op::add, bin(Op::add, S({1}, {INT32_MAX}), S({1}, {1}), {INT32_MIN}));  // wraps
   add(Op::subtract, bin(Op::subtract, U({1}, {0}), U({1}, {1}), {4294967295.0}));
   add(Op::multiply, bin(Op::multiply, S({1}, {65536}), S({1}, {65536}), {0}));

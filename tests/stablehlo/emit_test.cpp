@@ -73,7 +73,9 @@ std::map<Op, Golden> goldens() {
                         {Op::sqrt, "sqrt"},
                         {Op::rsqrt, "rsqrt"},
                         {Op::sign, "sign"},
-                        {Op::floor, "floor"}})
+                        {Op::floor, "floor"},
+                        {Op::cosine, "cosine"},
+                        {Op::sine, "sine"}})
     g[op] = {[op] { return unary_fn(op, DType::f32); }, un(nm)};
   for (auto [op, nm] : {std::pair{Op::add, "add"},
                         {Op::subtract, "subtract"},

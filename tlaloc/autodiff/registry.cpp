@@ -52,6 +52,8 @@ constexpr Entry kEntries[] = {
     {Op::rsqrt, vjp_unary},
     {Op::sign, vjp_zero},
     {Op::floor, vjp_zero},
+    {Op::cosine, vjp_unary},
+    {Op::sine, vjp_unary},
     {Op::add, vjp_add_sub},
     {Op::subtract, vjp_add_sub},
     {Op::multiply, vjp_multiply},

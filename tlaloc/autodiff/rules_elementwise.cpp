@@ -41,6 +41,10 @@ Grads vjp_unary(const RuleCtx& c) {
       return {(g / (y * 2.0)).id()};
     case Op::rsqrt:  // d x^(-1/2) = -x^(-1/2) / (2x)
       return {((g * y) / (x * -2.0)).id()};
+    case Op::cosine:
+      return {(-(g * trace::sin(x))).id()};
+    case Op::sine:
+      return {(g * trace::cos(x)).id()};
     default:
       fail("autodiff: vjp_unary has no rule for {}", ir::op_name(c.n.op));
   }

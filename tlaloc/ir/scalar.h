@@ -142,6 +142,8 @@ TLALOC_FLOAT_UNARY(Logistic, flogistic(x))
 TLALOC_FLOAT_UNARY(Sqrt, std::sqrt(x))
 TLALOC_FLOAT_UNARY(Rsqrt, T(1) / std::sqrt(x))
 TLALOC_FLOAT_UNARY(Floor, std::floor(x))
+TLALOC_FLOAT_UNARY(Cos, std::cos(x))
+TLALOC_FLOAT_UNARY(Sin, std::sin(x))
 #undef TLALOC_FLOAT_UNARY
 struct Sign {
   static constexpr int types = kF | kS;

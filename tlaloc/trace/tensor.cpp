@@ -187,6 +187,8 @@ Tensor rsqrt(const Tensor& x) { return unary(Op::rsqrt, x); }
 Tensor abs(const Tensor& x) { return unary(Op::abs, x); }
 Tensor sign(const Tensor& x) { return unary(Op::sign, x); }
 Tensor floor(const Tensor& x) { return unary(Op::floor, x); }
+Tensor cos(const Tensor& x) { return unary(Op::cosine, x); }
+Tensor sin(const Tensor& x) { return unary(Op::sine, x); }
 Tensor square(const Tensor& x) { return x * x; }
 Tensor relu(const Tensor& x) {
   Tensor zero = zeros_like(x);

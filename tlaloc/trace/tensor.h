@@ -112,6 +112,8 @@ Tensor rsqrt(const Tensor& x);
 Tensor abs(const Tensor& x);
 Tensor sign(const Tensor& x);
 Tensor floor(const Tensor& x);
+Tensor cos(const Tensor& x);  // cosine
+Tensor sin(const Tensor& x);  // sine
 Tensor square(const Tensor& x);
 // relu(x) = x where x > 0 or x is NaN, else +0: torch.relu's values (NaN propagates) except the
 // sign of relu(-0), +0 here (torch keeps -0; one select instead of three, the CNN's hot path);

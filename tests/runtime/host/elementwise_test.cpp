@@ -110,6 +110,17 @@ KERNEL_TEST(sign, values) {
   exact_unary<int32_t>(Op::sign, {-9, 0, 4, INT_MIN}, {-1, 0, 1, -1});
   check_unary(Op::sign, {-3.0, 0.5}, [](double x) { return x < 0 ? -1.0 : 1.0; });
 }
+// cos / sin against the C library's in double, rounded to each dtype.
+KERNEL_TEST(cosine, values) {
+  check_unary(Op::cosine, {-3.5, -1.0, 0.0, 0.5, 3.14159, 100.0},
+              [](double x) { return std::cos(x); });
+}
+
+KERNEL_TEST(sine, values) {
+  check_unary(Op::sine, {-3.5, -1.0, 0.0, 0.5, 3.14159, 100.0},
+              [](double x) { return std::sin(x); });
+}
+
 KERNEL_TEST(floor, values) {
   check_unary(Op::floor, {-2.5, -0.5, 0.0, 0.7, 3.0}, [](double x) { return std::floor(x); });
 }
