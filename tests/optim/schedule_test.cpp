@@ -1,10 +1,13 @@
-// Schedules against hand-computed values of the formulas in schedule.h.
+// Schedules against hand-computed values of the formulas in schedule.h, and the in-program
+// factor (the Trainer's) against those host values bit for bit.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "tlaloc/core/error.h"
 #include "tlaloc/optim/schedule.h"
+#include "tlaloc/runtime/host/compile.h"
+#include "tlaloc/trace/tensor.h"
 
 namespace tlaloc::optim {
 namespace {
@@ -66,6 +69,32 @@ TEST(OptimSchedule, ParseErrors) {
     parse_schedule("cosinus", 10);
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cosinus"), std::string::npos);
+  }
+}
+
+// factor_in_program on the host lane, step by step past each horizon, equals factor()'s bits.
+TEST(OptimSchedule, InProgramFactorEqualsTheHostsBits) {
+  std::vector<Schedule> all = {parse_schedule("constant", 100, 4), parse_schedule("cosine", 8),
+                               parse_schedule("warmup-cosine", 30, 7),
+                               parse_schedule("step:3:0.5", 20), parse_schedule("cosine", 1)};
+  Schedule floor = parse_schedule("cosine", 13);
+  floor.min_factor = 0.1;
+  all.push_back(floor);
+  for (const Schedule& s : all) {
+    SCOPED_TRACE(std::string(name(s.kind)) + " over " + std::to_string(s.total_steps));
+    ir::Function f = trace::capture(
+        [&](std::span<const trace::Tensor> in) -> std::vector<trace::Tensor> {
+          return {s.factor_in_program(in[0])};
+        },
+        {{DType::s32, {}}}, {"step"});
+    auto exe = runtime::host::compile(f, {});
+    for (int64_t step = 0; step < s.total_steps + 6; ++step) {
+      const double got =
+          exe->run(std::vector<Array>{Array::scalar<int32_t>(int32_t(step))})[0].at(0);
+      EXPECT_EQ(got, s.factor(step)) << "step " << step;
+    }
+    const double far = exe->run(std::vector<Array>{Array::scalar<int32_t>(1000000)})[0].at(0);
+    EXPECT_EQ(far, s.factor(1000000));
   }
 }
 

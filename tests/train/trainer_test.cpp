@@ -128,6 +128,33 @@ TEST(Trainer, ScheduleChangesLrWithoutRecompiling) {
   EXPECT_LT(t.current_lr(), 1e-6);
 }
 
+// The schedule runs in the step: SGD on loss = Σ w ⊙ c (gradient c whatever w) moves w by
+// -c · lr_s each step, lr_s = 0.05 · factor(s), summed here in double from the schedule's
+// formula (schedule_test checks factor() by hand).
+TEST(Trainer, InProgramScheduleSetsEachStepsLr) {
+  nn::Linear lin(3, 2, false);
+  lin.init(random::key(1));
+  const Array w0 = lin.named_parameters()[0].param->value;
+  const std::vector<double> c = {0.5, -1, 2, 0.25, 1.5, -0.75};
+  LossFn loss = [&](nn::Module& m, const Inputs&) -> std::vector<trace::Tensor> {
+    const trace::Tensor w = m.named_parameters()[0].param->bound;
+    return {trace::sum(w * trace::constant(Array::from_doubles(DType::f32, {2, 3}, c)))};
+  };
+  TrainerOptions o;
+  o.schedule = optim::parse_schedule("warmup-cosine", 12, 3);
+  Trainer t(lin, loss, {}, optim::SGD{.lr = 0.05}, o);
+  EXPECT_TRUE(t.train_step().has_schedule_step);
+  double total = 0;
+  for (int64_t s = 0; s < 15; ++s) {
+    EXPECT_DOUBLE_EQ(t.current_lr(), 0.05 * o.schedule.factor(s));
+    t.step({});
+    total += 0.05 * o.schedule.factor(s);
+  }
+  const Array w = t.named_parameters()[0].second;
+  for (size_t i = 0; i < c.size(); ++i)
+    EXPECT_NEAR(w.to_doubles()[i], w0.to_doubles()[i] - c[i] * total, 1e-6) << i;
+}
+
 TEST(Trainer, BadInputsAreClearErrors) {
   auto model = disc::make_model();
   model->init(random::key(3));

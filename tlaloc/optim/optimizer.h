@@ -28,6 +28,7 @@
 
 #include "tlaloc/core/array.h"
 #include "tlaloc/ir/ir.h"
+#include "tlaloc/optim/schedule.h"
 
 namespace tlaloc::optim {
 
@@ -130,6 +131,12 @@ struct UpdateOptions {
     int64_t growth_interval = 2000;
   };
   std::optional<LossScaling> loss_scaling;
+  // The lr schedule inside the program: the step then takes the s32 scalar `schedule_step` (the
+  // 0-based index of the step, after grad_scale) and returns it plus one (the last output); each
+  // group's lr input is its base lr, multiplied in the program by schedule->factor_in_program
+  // (so the lr inputs never change and nothing goes up per step). Unset: the lr inputs are the
+  // scheduled lrs.
+  std::optional<Schedule> schedule;
 };
 
 // loss_scale and growth_tracker are the loss scaler's (UpdateOptions::loss_scaling): f32 and

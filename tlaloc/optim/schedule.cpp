@@ -102,4 +102,40 @@ Schedule parse_schedule(std::string_view spec, int64_t total_steps, int64_t warm
   return s;
 }
 
+trace::Tensor Schedule::factor_in_program(const trace::Tensor& step) const {
+  using trace::Tensor;
+  check();
+  if (step.dtype() != DType::s32 || step.rank() != 0)
+    fail("schedule {}: the step must be an s32 scalar, got {}", name(kind),
+         ir::to_string(step.type()));
+  auto f64 = [](double v) { return trace::scalar(v, DType::f64); };
+  auto s32 = [](int64_t v) { return trace::scalar(double(v), DType::s32); };
+  auto to_f64 = [](const Tensor& t) { return trace::astype(t, DType::f64); };
+  auto cos_factor = [&](const Tensor& s, int64_t horizon) {  // cosine() above
+    Tensor t = to_f64(trace::minimum(s, s32(horizon))) / f64(double(horizon));
+    return f64(min_factor) +
+           f64((1 - min_factor) * 0.5) * (f64(1) + trace::cos(f64(std::numbers::pi) * t));
+  };
+  Tensor f = f64(1);
+  switch (kind) {
+    case ScheduleKind::constant:
+      break;
+    case ScheduleKind::cosine:
+      f = cos_factor(step, total_steps);
+      break;
+    case ScheduleKind::warmup_cosine:
+      f = cos_factor(step - s32(warmup_steps), total_steps - warmup_steps);
+      break;
+    case ScheduleKind::step:
+      f = trace::pow(f64(gamma), to_f64(step / s32(step_size)));
+      break;
+  }
+  const bool warms =
+      warmup_steps > 0 && (kind == ScheduleKind::constant || kind == ScheduleKind::warmup_cosine);
+  if (warms)
+    f = trace::where(step < s32(warmup_steps), to_f64(step + s32(1)) / f64(double(warmup_steps)),
+                     f);
+  return f;
+}
+
 }  // namespace tlaloc::optim

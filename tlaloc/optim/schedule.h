@@ -1,6 +1,7 @@
-// Learning-rate schedules, computed on the host into the train step's lr inputs (so one
-// compiled executable serves the whole run). A schedule gives a factor of each group's base lr
-// at a 0-based step; lr(step) = base_lr · factor(step).
+// Learning-rate schedules: a factor of each group's base lr at a 0-based step, lr(step) =
+// base_lr · factor(step), computed on the host into the train step's lr inputs or, by the
+// Trainer, inside the step from its index (factor_in_program), so one compiled executable
+// serves the whole run.
 //
 //   constant       1; with warmup_steps > 0, linear warm-up first: (step + 1) / warmup_steps
 //   cosine         min_factor + (1 − min_factor) · (1 + cos(π · min(step, T) / T)) / 2, T = total
@@ -12,6 +13,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+
+#include "tlaloc/trace/tensor.h"
 
 namespace tlaloc::optim {
 
@@ -28,6 +31,11 @@ struct Schedule {
   // Factor of the base lr at 0-based `step` (>= 0). Throws tlaloc::Error on a negative step or
   // inconsistent settings (see check()).
   double factor(int64_t step) const;
+  // factor() inside a program (optax's way: the schedule as a function of the step count): an
+  // f64 scalar of `step`, an s32 scalar in [0, 2^31). The same operations in the same order as
+  // factor() (its cosine is the cosine op), so the host lane gives factor()'s bits. Throws as
+  // check().
+  trace::Tensor factor_in_program(const trace::Tensor& step) const;
   double lr(int64_t step, double base_lr) const { return base_lr * factor(step); }
   // total_steps >= 1, 0 <= warmup_steps (< total_steps for warmup-cosine), step_size >= 1,
   // 0 <= min_factor <= 1, gamma > 0.

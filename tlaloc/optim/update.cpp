@@ -84,7 +84,7 @@ std::vector<Array> TrainStep::scalar_inputs(std::span<const double> lr, double g
 
 std::vector<Array> TrainStep::inputs(std::vector<Array> other, std::vector<Array>& params,
                                      std::vector<Array>& state, std::span<const double> lr,
-                                     double grad_scale) const {
+                                     double grad_scale, int64_t schedule_step) const {
   if (int(other.size()) != num_other_inputs || int(params.size()) != num_params ||
       int(state.size()) != this->state.size())
     fail("train step: got {} other inputs, {} params, {} state tensors; expected {}, {}, {}",
@@ -94,6 +94,7 @@ std::vector<Array> TrainStep::inputs(std::vector<Array> other, std::vector<Array
   for (Array& p : params) in.push_back(std::move(p));
   for (Array& s : state) in.push_back(std::move(s));
   for (Array& s : scalar_inputs(lr, grad_scale)) in.push_back(std::move(s));
+  if (has_schedule_step) in.push_back(Array::scalar<int32_t>(int32_t(schedule_step)));
   return in;
 }
 
@@ -192,6 +193,13 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
     groups.push_back({Tensor(&b, b.parameter({DType::f64, Shape{}}, n)), *g.weight_decay});
   }
   Tensor grad_scale(&b, b.parameter({DType::f64, Shape{}}, "grad_scale"));
+  Tensor schedule_step;  // the lr inputs are base lrs, scheduled here
+  if (options.schedule) {
+    ts.has_schedule_step = true;
+    schedule_step = Tensor(&b, b.parameter({DType::s32, Shape{}}, "schedule_step"));
+    const Tensor factor = options.schedule->factor_in_program(schedule_step);
+    for (Group& g : groups) g.lr = g.lr * factor;  // group_lr's base · factor
+  }
   Tensor loss_scale, tracker;  // the loss scaler's state
   if (scaling) {
     loss_scale = state[size_t(ts.state.find(-1, StateKind::loss_scale))];
@@ -360,6 +368,10 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   if (options.max_norm) {
     results.push_back(grad_norm.id());
     names.push_back("grad_norm");
+  }
+  if (options.schedule) {
+    results.push_back((schedule_step + trace::scalar(1, DType::s32)).id());
+    names.push_back("schedule_step");
   }
   ts.fn = b.build(std::move(results), std::move(names));
   for (int i = 0; i < num_params; ++i)

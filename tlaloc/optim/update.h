@@ -7,8 +7,8 @@
 // with grads[i] of params[i]'s shape (any float dtype; bf16 / f16 gradients are fine).
 //
 // Train step:
-//   inputs  (other inputs..., params..., state..., lr per group..., grad_scale)
-//   outputs (loss, aux..., params'..., state'..., found_inf, [grad_norm])
+//   inputs  (other inputs..., params..., state..., lr per group..., grad_scale, [schedule_step])
+//   outputs (loss, aux..., params'..., state'..., found_inf, [grad_norm], [schedule_step + 1])
 //   aliases params' -> params, state' -> state (donated)
 // params are master copies: f32 (f64 stays f64); where G takes bf16 / f16 parameters it is fed
 // convert(master). state is StateLayout's list (moments of the master type, then the s32 step
@@ -53,6 +53,7 @@ struct TrainStep {
   StateLayout state;
   std::vector<ParamGroup> groups;  // resolved: lr and weight_decay set
   bool has_grad_norm = false;
+  bool has_schedule_step = false;  // UpdateOptions::schedule
   // ZeRO-1 (UpdateOptions::zero): this rank's shard; `state` is then its shard_layout().
   std::optional<ZeroShard> zero;
 
@@ -61,12 +62,16 @@ struct TrainStep {
   int state_input(int j) const { return num_other_inputs + num_params + j; }
   int lr_input(int group) const { return state_input(state.size()) + group; }
   int grad_scale_input() const { return lr_input(int(groups.size())); }
+  int schedule_step_input() const { return has_schedule_step ? grad_scale_input() + 1 : -1; }
   // Output positions.
   int loss_output() const { return 0; }
   int param_output(int i) const { return 1 + num_aux + i; }
   int state_output(int j) const { return param_output(num_params) + j; }
   int found_inf_output() const { return state_output(state.size()); }
   int grad_norm_output() const { return has_grad_norm ? found_inf_output() + 1 : -1; }
+  int schedule_step_output() const {
+    return has_schedule_step ? found_inf_output() + 1 + int(has_grad_norm) : -1;
+  }
 
   // Each group's lr times `multiplier` (a schedule's factor).
   std::vector<double> group_lr(double multiplier = 1.0) const;
@@ -74,10 +79,11 @@ struct TrainStep {
   // the wrong count or grad_scale <= 0.
   std::vector<Array> scalar_inputs(std::span<const double> lr, double grad_scale = 1.0) const;
   // The full input list for one step: `other` (the batch...), then params and state moved in
-  // (they are left empty), then scalar_inputs(lr, grad_scale). Throws on wrong counts.
+  // (they are left empty), then scalar_inputs(lr, grad_scale) (lr: the base lrs with a schedule
+  // in the program), then the step's index when has_schedule_step. Throws on wrong counts.
   std::vector<Array> inputs(std::vector<Array> other, std::vector<Array>& params,
                             std::vector<Array>& state, std::span<const double> lr,
-                            double grad_scale = 1.0) const;
+                            double grad_scale = 1.0, int64_t schedule_step = 0) const;
   // Moves params' and state' out of a step's outputs into params and state (resized).
   void take_updated(std::vector<Array>& outputs, std::vector<Array>& params,
                     std::vector<Array>& state) const;

@@ -239,6 +239,9 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
   options_.update.replicas = replicas;
   options_.update.zero = options_.zero;
   options_.update.rank = distributed::rank();
+  // A schedule that changes the lr runs in the program, from the step's index.
+  if (options_.schedule.kind != optim::ScheduleKind::constant || options_.schedule.warmup_steps > 0)
+    options_.update.schedule = options_.schedule;
   local_data_ = data_;
   for (DataInput& d : local_data_) {
     if (d.step_index && (d.resident || d.batched || d.type != ir::TensorType{DType::s32, Shape{}}))
@@ -328,6 +331,8 @@ void Trainer::set_resident(std::string_view name, Array value) {
 }
 
 void Trainer::put_step_indices() {
+  if (step_.has_schedule_step)
+    put_input(step_.schedule_step_input(), Array::scalar<int32_t>(int32_t(steps_taken_)));
   for (size_t i = 0; i < data_.size(); ++i)
     if (data_[i].step_index)
       put_input(int(i), Array::scalar<int32_t>(int32_t(uint32_t(steps_taken_))));
@@ -355,7 +360,8 @@ void Trainer::put_step_inputs(Batch& inputs) {
     }
     put_input(slots[k], std::move(a));
   }
-  auto lr = step_.group_lr(options_.schedule.factor(steps_taken_));
+  // With the schedule in the program the lr inputs are the base lrs: they never change.
+  auto lr = step_.group_lr(step_.has_schedule_step ? 1.0 : options_.schedule.factor(steps_taken_));
   auto scalars = step_.scalar_inputs(lr, options_.grad_scale);
   scalars_.resize(scalars.size(), std::nan(""));
   for (size_t j = 0; j < scalars.size(); ++j) {
@@ -381,6 +387,9 @@ void Trainer::step(Batch inputs) {
   // replaced.
   for (size_t k = 0; k < input_updates_.size(); ++k)
     inputs_[input_updates_[k]] = std::move(outputs_[size_t(1 + user_aux()) + k]);
+  if (step_.has_schedule_step)
+    inputs_[size_t(step_.schedule_step_input())] =
+        std::move(outputs_[size_t(step_.schedule_step_output())]);
   ++steps_taken_;
   queue_.push(steps_taken_, outputs_[size_t(step_.loss_output())].done());
 }

@@ -89,7 +89,9 @@ using LossFn = std::function<std::vector<trace::Tensor>(nn::Module&, const Input
 
 struct TrainerOptions {
   optim::UpdateOptions update;  // parameter groups, clipping, found-inf check
-  optim::Schedule schedule;     // lr factor per step (constant by default)
+  // lr factor per step (constant by default); one that changes the lr is computed inside the
+  // step from its index (optim::UpdateOptions::schedule), so no lr goes up per step.
+  optim::Schedule schedule;
   double grad_scale = 1.0;      // gradients are divided by this in the program
   int num_threads = 0;          // host lane threads (0: OpenMP default)
   Lane lane = Lane::host;       // automatic is resolved with choose_lane() in the constructor
@@ -256,7 +258,8 @@ class Trainer {
   std::unique_ptr<runtime::Executable> compile(const ir::Function& f) const;
   void put_input(int index, Array value);  // onto the lane
   void put_step_inputs(Batch& inputs);     // per-step data and scalars
-  // Every step_index input set to steps_taken_ (construction, load_state).
+  // Every step_index input, and the schedule's step, set to steps_taken_ (construction,
+  // load_state).
   void put_step_indices();
   // The same once every step in flight is done (cross_check's).
   void set_step_inputs(Batch& inputs) {

@@ -1,5 +1,5 @@
 // The disc demo's Trainer for the pjrt lane tests: on the host lane (client null) or on a fake
-// device, a cosine schedule over `schedule_steps` (a new lr goes up every step), at most
+// device, a cosine schedule over `schedule_steps` (computed in the step from its index), at most
 // `max_in_flight` steps pending.
 #pragma once
 
