@@ -307,9 +307,26 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
           "written",
           o.name, std::isnan(l) ? std::fabs(l) : l, t.steps_taken());  // NaN's sign says nothing
   };
+  // Loss scaling skips steps by design; endlessly is an error. The skip flags are read as the
+  // steps finish (on pjrt without waiting for those in flight), all of them before a log, an
+  // evaluation or a save, so nothing is saved past the run of skips.
+  auto count_skips = [&](bool all) {
+    if (!t.loss_scaling()) return;
+    for (const auto& [step, skipped] : t.take_skips(!all)) {
+      skips_in_a_row = skipped ? skips_in_a_row + 1 : 0;
+      if (skips_in_a_row >= o.max_consecutive_skips)
+        fail(
+            "{}: the last {} steps all had inf or NaN gradients (the f16 loss scale is down to "
+            "{:.3g}), so no update was made since step {}: the gradients overflow at any scale "
+            "(a diverging run: try a lower --lr; or a model f16 cannot hold: --precision bf16 "
+            "or f32); nothing was saved past the last checkpoint",
+            o.name, skips_in_a_row, t.loss_scale(), step - skips_in_a_row);
+    }
+  };
   int64_t saved_at = -1;  // the step of this run's last save: the end does not save it twice
   auto save_checkpoint = [&] {
     if (!o.save || saved_at == t.steps_taken()) return;
+    count_skips(true);
     if (t.steps_taken() > first) check_loss(t.read_last().loss);
     auto meta = o.metadata;
     if (many) meta["world_size"] = std::to_string(distributed::world_size());
@@ -395,6 +412,7 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     };
     auto evaluate = [&](const char* kind, bool epoch_end, int64_t b) {
       if (!cb.evaluate) return;
+      count_skips(true);
       const auto t0 = std::chrono::steady_clock::now();
       EvalPoint p{t.steps_taken(),
                   epoch,
@@ -429,17 +447,9 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
         return r;
       }
       t.step(batch(t.steps_taken()));
-      if (t.loss_scaling()) {  // the scaler skips steps by design; endlessly is an error
-        skips_in_a_row = t.last_skipped() ? skips_in_a_row + 1 : 0;
-        if (skips_in_a_row >= o.max_consecutive_skips)
-          fail(
-              "{}: the last {} steps all had inf or NaN gradients (the f16 loss scale is down to "
-              "{:.3g}), so no update was made since step {}: the gradients overflow at any scale "
-              "(a diverging run: try a lower --lr; or a model f16 cannot hold: --precision bf16 "
-              "or f32); nothing was saved past the last checkpoint",
-              o.name, skips_in_a_row, t.loss_scale(), t.steps_taken() - skips_in_a_row);
-      }
+      count_skips(false);
       if ((b + 1) % o.log_every == 0 || b + 1 == end_b) {
+        count_skips(true);
         StepLog read{t.steps_taken(), epoch, b, t.read_last()};
         check_loss(read.report.loss);
         if (read.report.found_inf && !warned_skip && root &&

@@ -391,6 +391,9 @@ void Trainer::step(Batch inputs) {
     inputs_[size_t(step_.schedule_step_input())] =
         std::move(outputs_[size_t(step_.schedule_step_output())]);
   ++steps_taken_;
+  last_found_inf_ =
+      std::make_shared<runtime::Buffer>(std::move(outputs_[size_t(step_.found_inf_output())]));
+  if (loss_scaling()) unread_skips_.emplace_back(steps_taken_, last_found_inf_);
   queue_.push(steps_taken_, outputs_[size_t(step_.loss_output())].done());
 }
 
@@ -400,7 +403,7 @@ StepReport Trainer::read_last() const {
   auto get = [&](int k) { return exe_->download(outputs_[size_t(k)]); };
   StepReport r;
   r.loss = get(step_.loss_output()).at(0);
-  r.found_inf = get(step_.found_inf_output()).at(0) != 0;
+  r.found_inf = exe_->download(*last_found_inf_).at(0) != 0;
   if (step_.has_grad_norm) r.grad_norm = get(step_.grad_norm_output()).at(0);
   for (int a = 0; a < user_aux(); ++a) r.aux.push_back(get(1 + a));
   return r;
@@ -416,7 +419,22 @@ double Trainer::loss_scale() const {
 bool Trainer::last_skipped() const {
   if (outputs_.empty()) fail("Trainer::last_skipped: no step has run yet");
   wait();
-  return exe_->download(outputs_[size_t(step_.found_inf_output())]).at(0) != 0;
+  return exe_->download(*last_found_inf_).at(0) != 0;
+}
+
+std::vector<std::pair<int64_t, bool>> Trainer::take_skips(bool finished_only) {
+  size_t n = unread_skips_.size();
+  if (finished_only)
+    n -= std::min(n, queue_.size());  // the newest steps are the ones in flight
+  else
+    wait();
+  std::vector<std::pair<int64_t, bool>> out;
+  for (size_t i = 0; i < n; ++i) {
+    auto& [step, flag] = unread_skips_.front();
+    out.emplace_back(step, exe_->download(*flag).at(0) != 0);
+    unread_skips_.pop_front();
+  }
+  return out;
 }
 
 int64_t Trainer::optimizer_step() const {
@@ -563,6 +581,8 @@ void Trainer::load_state(std::vector<Array> params, std::vector<Array> state, in
   steps_taken_ = steps_taken;
   put_step_indices();
   outputs_.clear();
+  last_found_inf_.reset();
+  unread_skips_.clear();
 }
 
 int Trainer::add_eval(LossFn fn, std::vector<DataInput> data) {

@@ -31,6 +31,7 @@
 // no gradient and keeps no optimizer state for them (fine-tuning, LoRA's base weights).
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <span>
@@ -199,6 +200,12 @@ class Trainer {
   double loss_scale() const;
   // Whether the last step skipped its update (reads one flag). Throws before the first step.
   bool last_skipped() const;
+  // With loss scaling, the skip flags of the steps not read by an earlier call, oldest first, as
+  // (step number: steps_taken() after it, skipped): `finished_only`, only the steps no longer
+  // in flight (on pjrt read without waiting; on the host lane every step); else all of them
+  // (waits). Empty without loss scaling. fit counts skips in a row with it, so an f16 run on
+  // pjrt does not wait for every step.
+  std::vector<std::pair<int64_t, bool>> take_skips(bool finished_only);
   double current_lr() const;         // the lr factor x base lr of group 0 for the next step
   double lr_at(int64_t step) const;  // the same for the 0-based step `step` (>= 0)
 
@@ -291,6 +298,10 @@ class Trainer {
   // resident data set once) and the last step's outputs.
   std::vector<runtime::Buffer> inputs_;
   std::vector<runtime::Buffer> outputs_;
+  // The last step's found_inf (moved out of outputs_, shared with unread_skips_) and, with loss
+  // scaling, the flags take_skips has not read yet with their step numbers.
+  std::shared_ptr<runtime::Buffer> last_found_inf_;
+  std::deque<std::pair<int64_t, std::shared_ptr<runtime::Buffer>>> unread_skips_;
   // The values of the scalar inputs (lr per group, grad_scale) now in inputs_: one is put on
   // the lane again only when its value changes (a constant schedule uploads them once a run).
   std::vector<double> scalars_;

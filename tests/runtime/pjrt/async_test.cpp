@@ -217,6 +217,35 @@ TEST(PjrtAsync, AtMostMaxInFlightStepsArePending) {
   EXPECT_THROW(Disc(fake_client().get(), -1), Error);
 }
 
+// f16 (loss scaling) on pjrt: fit counts skipped updates from the flags of finished steps, so
+// before each step K are still in flight (reading last_skipped() every step left none).
+TEST(PjrtAsync, FitUnderLossScalingKeepsStepsInFlight) {
+  auto client = fake_client();
+  tlaloc::testing::DiscRun dev(client.get(), 20, 2, DType::f16);
+  ASSERT_TRUE(dev.trainer->loss_scaling());
+  FitOptions o;
+  o.steps = 12;
+  o.log_every = 100;
+  o.progress = false;
+  o.cross_check = CrossCheckMode::off;
+  o.handle_signals = false;
+  std::FILE* out = std::fopen("/dev/null", "w");
+  o.out = out;
+  FitCallbacks cb;
+  std::vector<int> in_flight;
+  cb.batch = [&](const StepPosition&) {
+    in_flight.push_back(dev.trainer->in_flight());
+    return Batch{};
+  };
+  EXPECT_EQ(message_of([&] { fit(*dev.trainer, o, cb); }), "(no error)");
+  std::fclose(out);
+  ASSERT_EQ(in_flight.size(), 12u);
+  for (size_t s = 2; s < in_flight.size(); ++s) EXPECT_EQ(in_flight[s], 2) << "step " << s;
+  // Every flag was read by the end: none is left for a later count.
+  EXPECT_TRUE(dev.trainer->take_skips(false).empty());
+  EXPECT_EQ(dev.trainer->steps_taken(), 12);
+}
+
 // Every read waits for the steps in flight first: checkpoint reads, evaluation, optimizer step.
 TEST(PjrtAsync, ReadsWaitForTheStepsInFlight) {
   auto client = fake_client();

@@ -1,6 +1,6 @@
 // The disc demo's Trainer for the pjrt lane tests: on the host lane (client null) or on a fake
 // device, a cosine schedule over `schedule_steps` (computed in the step from its index), at most
-// `max_in_flight` steps pending.
+// `max_in_flight` steps pending, its dots in `precision` (f16: with loss scaling).
 #pragma once
 
 #include <memory>
@@ -18,13 +18,14 @@ struct DiscRun {
   std::shared_ptr<nn::Sequential> model = recipes::disc::make_model();
   std::unique_ptr<train::Trainer> trainer;
   explicit DiscRun(runtime::pjrt::Client* client, int64_t schedule_steps = 10,
-                   int max_in_flight = 2) {
+                   int max_in_flight = 2, DType precision = DType::f32) {
     namespace disc = recipes::disc;
     auto keys = random::split(random::key(7), 2);
     model->init(keys[1]);
     train::TrainerOptions o;
     o.schedule = optim::parse_schedule("cosine", schedule_steps, 0);
     o.max_in_flight = max_in_flight;
+    o.precision = precision;
     if (client) {
       o.lane = train::Lane::pjrt;
       o.client = client;
