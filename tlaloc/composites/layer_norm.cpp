@@ -3,11 +3,10 @@
 //
 // layer_norm (x [..., D], weight [D], bias [D]?) {epsilon} -> y (x's type)
 //   f32 / f64. y = (x - mean)·rsqrt(var + epsilon)·weight (+ bias), mean and biased variance of
-//   each row. The decomposition reads each row once for both statistics: the sums of d and d²,
-//   d = x - x[..., 0] (shifted data, Chan, Golub & LeVeque 1983: a row's first value stands in
-//   for its mean, so a large mean cancels exactly), var = max(mean(d²) - mean(d)², 0). One
-//   reduction pass and the normalization, as flax's fast variance, where a mean then a centred
-//   variance would take two dependent reductions (kernels on XLA).
+//   each row. The decomposition is the corrected two-pass algorithm (Chan, Golub & LeVeque
+//   1983): m = mean(x), then in one pass over d = x - m both c = mean(d) and mean(d²); var =
+//   max(mean(d²) - c², 0), centred values d - c. Two dependent reductions (kernels on XLA), the
+//   textbook two-pass form's count, and exact for rows with a large mean.
 // layer_norm_grad (x, weight, d_y) {epsilon} -> (d_x [..., D], d_weight [D], d_bias [D])
 //   with xhat = (x - mean)·rstd, g = d_y·weight: d_x = rstd·(g - mean(g) - xhat·mean(g·xhat)),
 //   d_weight = Σrows d_y·xhat, d_bias = Σrows d_y. Its own VJP is its decomposition's.
@@ -60,19 +59,20 @@ std::vector<TensorType> infer_grad(std::span<const TensorType> in, const ir::Att
 
 // ---- decomposition ------------------------------------------------------------------------
 
-// A row's centred values x - mean and biased variance from one pass over it: the sums of
-// d = x - x[..., 0] and d² (shifted data), var = max(mean(d²) - mean(d)², 0). An empty row has
-// no first value; it has nothing to normalize either.
+// A row's centred values and biased variance in two passes, the corrected two-pass algorithm
+// (Chan, Golub & LeVeque 1983): m = mean(x); then, from one pass over x - m, its mean c (m's
+// rounding error) and mean square q: var = max(q - c², 0), centred values (x - m) - c. Exact for
+// any mean and any first value; the second pass's two sums read the same input (one reduction
+// kernel on XLA), so a row takes two dependent reductions, as the textbook two-pass form.
 struct RowStats {
   Tensor xc, var;
 };
 
 RowStats row_stats(const Tensor& x) {
-  const int64_t last = x.rank() - 1;
-  Tensor d = x.dim(last) == 0 ? x : x - slice(x, last, 0, 1);
-  Tensor md = mean(d, {-1}, true);
-  Tensor var = maximum(mean(square(d), {-1}, true) - square(md), zeros_like(md));
-  return {d - md, var};
+  Tensor d = x - mean(x, {-1}, true);
+  Tensor c = mean(d, {-1}, true);
+  Tensor var = maximum(mean(square(d), {-1}, true) - square(c), zeros_like(c));
+  return {d - c, var};
 }
 
 std::vector<ValueId> decompose(ir::Builder& b, const ir::Node& n, std::span<const ValueId> ops) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "tlaloc/autodiff/autodiff.h"
 #include "tlaloc/distributed/communicator.h"
@@ -220,6 +221,9 @@ void Trainer::put_step_inputs(Batch& inputs) {
 }
 
 void Trainer::step(Batch inputs) {
+  if (step_.has_schedule_step && steps_taken_ > std::numeric_limits<int32_t>::max())
+    fail("Trainer::step: step {} is past the 2^31 - 1 steps the schedule in the program counts",
+         steps_taken_);
   queue_.make_room();  // refuses to go on after a failed step; keeps max_in_flight
   put_step_inputs(inputs);
   // Params and state are donated: their new values are written into the same storage (on pjrt
@@ -419,6 +423,11 @@ void Trainer::load_state(std::vector<Array> params, std::vector<Array> state, in
   check(state, state_specs());
   if (!problems.empty()) fail("Trainer::load_state:{}", problems);
   if (steps_taken < 0) fail("Trainer::load_state: negative step count {}", steps_taken);
+  if (step_.has_schedule_step && steps_taken > std::numeric_limits<int32_t>::max())
+    fail(
+        "Trainer::load_state: step count {} is past the 2^31 - 1 steps the schedule in the "
+        "program counts",
+        steps_taken);
   for (size_t i = 0; i < params.size(); ++i)
     put_input(step_.param_input(int(i)), std::move(params[i]));
   if (step_.zero) state = optim::shard_state(*step_.zero, step_.state, state);  // this rank's
