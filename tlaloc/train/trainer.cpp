@@ -7,11 +7,8 @@
 #include <cstring>
 #include <limits>
 
-#include "tlaloc/autodiff/autodiff.h"
 #include "tlaloc/distributed/communicator.h"
-#include "tlaloc/passes/passes.h"
 #include "tlaloc/runtime/host/compile.h"
-#include "tlaloc/trace/autocast.h"
 #include "tlaloc/train/step_program.h"
 
 namespace tlaloc::train {
