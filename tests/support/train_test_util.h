@@ -3,11 +3,15 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tlaloc/nn/batch_norm.h"
+#include "tlaloc/nn/layers.h"
 #include "tlaloc/nn/transformer.h"
+#include "tlaloc/random/random.h"
 #include "tlaloc/train/trainer.h"
 
 namespace tlaloc::train_test {
@@ -27,6 +31,17 @@ inline nn::CausalLMConfig tiny_lm(std::string norm, std::string gelu, double dro
           .dropout = dropout};
 }
 
+// Linear(in, 4) -> BatchNorm1d(4) -> Linear(4, out), initialised from key(7): a step that
+// updates buffers (the running statistics) beside its parameters.
+inline std::unique_ptr<nn::Sequential> batch_norm_mlp(int64_t in, int64_t out) {
+  auto m = std::make_unique<nn::Sequential>();
+  m->add(std::make_shared<nn::Linear>(in, 4));
+  m->add(std::make_shared<nn::BatchNorm1d>(4));
+  m->add(std::make_shared<nn::Linear>(4, out));
+  m->init(random::key(7));
+  return m;
+}
+
 // Runs n steps with no per-step data and returns each step's loss (read back every step).
 inline std::vector<double> step_losses(train::Trainer& t, int n) {
   std::vector<double> losses;
@@ -37,16 +52,16 @@ inline std::vector<double> step_losses(train::Trainer& t, int n) {
   return losses;
 }
 
-// Expects a's and b's parameters and optimizer state (same names, same order) bitwise equal.
+// Expects a's and b's parameters, buffers and optimizer state (same names, same order) bitwise
+// equal.
 inline void expect_same_state(const train::Trainer& a, const train::Trainer& b) {
-  auto pa = a.named_parameters(), pb = b.named_parameters();
-  ASSERT_EQ(pa.size(), pb.size());
-  for (size_t i = 0; i < pa.size(); ++i)
-    EXPECT_TRUE(pa[i].second.bitwise_equal(pb[i].second)) << pa[i].first;
-  auto sa = a.optimizer_state(), sb = b.optimizer_state();
-  ASSERT_EQ(sa.size(), sb.size());
-  for (size_t i = 0; i < sa.size(); ++i)
-    EXPECT_TRUE(sa[i].second.bitwise_equal(sb[i].second)) << sa[i].first;
+  for (const auto& [na, nb] : {std::pair{a.named_parameters(), b.named_parameters()},
+                               std::pair{a.named_buffers(), b.named_buffers()},
+                               std::pair{a.optimizer_state(), b.optimizer_state()}}) {
+    ASSERT_EQ(na.size(), nb.size());
+    for (size_t i = 0; i < na.size(); ++i)
+      EXPECT_TRUE(na[i].second.bitwise_equal(nb[i].second)) << na[i].first;
+  }
 }
 
 }  // namespace tlaloc::train_test

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "support/error_of.h"
+#include "support/train_test_util.h"
 #include "tlaloc/nn/batch_norm.h"
 #include "tlaloc/nn/layers.h"
 #include "tlaloc/random/program.h"
@@ -15,20 +16,14 @@
 using namespace tlaloc;
 using namespace tlaloc::train;
 using tlaloc::testing::error_of;
+using tlaloc::train_test::expect_same_state;
 
 namespace {
 
 constexpr int64_t kRows = 8, kIn = 5, kOut = 3;
 const random::Key kDataKey = random::key(424242);
 
-std::unique_ptr<nn::Sequential> bn_model() {
-  auto m = std::make_unique<nn::Sequential>();
-  m->add(std::make_shared<nn::Linear>(kIn, 4));
-  m->add(std::make_shared<nn::BatchNorm1d>(4));
-  m->add(std::make_shared<nn::Linear>(4, kOut));
-  m->init(random::key(7));
-  return m;
-}
+std::unique_ptr<nn::Sequential> bn_model() { return train_test::batch_norm_mlp(kIn, kOut); }
 
 // loss = mean((m(x) - 1)²); aux: each step index as f32 (two of them: a and b, b offset).
 std::vector<trace::Tensor> loss_of(nn::Module& m, const trace::Tensor& x,
@@ -65,21 +60,6 @@ LossFn drawn() {
 
 LossFn given() {
   return [](nn::Module& m, const Inputs& d) { return loss_of(m, d["x"], {d["s"]}); };
-}
-
-void expect_same_state(const Trainer& a, const Trainer& b) {
-  auto pa = a.named_parameters(), pb = b.named_parameters();
-  ASSERT_EQ(pa.size(), pb.size());
-  for (size_t i = 0; i < pa.size(); ++i)
-    EXPECT_TRUE(pa[i].second.bitwise_equal(pb[i].second)) << pa[i].first;
-  auto ba = a.named_buffers(), bb = b.named_buffers();
-  ASSERT_EQ(ba.size(), bb.size());
-  for (size_t i = 0; i < ba.size(); ++i)
-    EXPECT_TRUE(ba[i].second.bitwise_equal(bb[i].second)) << ba[i].first;
-  auto sa = a.optimizer_state(), sb = b.optimizer_state();
-  ASSERT_EQ(sa.size(), sb.size());
-  for (size_t i = 0; i < sa.size(); ++i)
-    EXPECT_TRUE(sa[i].second.bitwise_equal(sb[i].second)) << sa[i].first;
 }
 
 // The oracle trainer: x and the index given per step (no step_index input).

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "fake_client.h"
+#include "support/train_test_util.h"
 #include "tlaloc/nn/batch_norm.h"
 #include "tlaloc/nn/layers.h"
 #include "tlaloc/random/program.h"
@@ -18,14 +19,7 @@ namespace {
 
 constexpr int64_t kRows = 8, kIn = 5, kOut = 3;
 
-std::unique_ptr<nn::Sequential> bn_model() {
-  auto m = std::make_unique<nn::Sequential>();
-  m->add(std::make_shared<nn::Linear>(kIn, 4));
-  m->add(std::make_shared<nn::BatchNorm1d>(4));
-  m->add(std::make_shared<nn::Linear>(4, kOut));
-  m->init(random::key(7));
-  return m;
-}
+std::unique_ptr<nn::Sequential> bn_model() { return train_test::batch_norm_mlp(kIn, kOut); }
 
 LossFn drawn() {
   return [](nn::Module& m, const Inputs& d) {
