@@ -118,16 +118,16 @@ def main():
         return optax.apply_updates(p, upd), s, i + 1, loss
 
     step = jax.jit(step, donate_argnums=(0, 1))
-    i = jnp.int32(0)
+    count = jnp.int32(0)  # the step index the step advances (its windows are drawn from it)
     if a.count_ops:
         import re
-        text = step.lower(params, opt_state, i).as_text()
+        text = step.lower(params, opt_state, count).as_text()
         counts = {op: len(re.findall(r"\bstablehlo\." + op + r"\b", text))
                   for op in ("dot_general", "transpose")}
         print("OPS jax " + " ".join(f"{k}={v}" for k, v in counts.items()))
         return 0
     for _ in range(a.warmup):
-        params, opt_state, i, loss = step(params, opt_state, i)
+        params, opt_state, count, loss = step(params, opt_state, count)
     jax.block_until_ready(loss)
     variant = "adamw+apply_if_finite" if a.apply_if_finite else "adamw"
     head = f"RESULT jax {jax.devices()[0].platform} optimizer={variant} params={nparams}"
@@ -136,7 +136,7 @@ def main():
         times = []
         for i in range(a.steps):
             t0 = time.perf_counter()
-            params, opt_state, i, loss = step(params, opt_state, i)
+            params, opt_state, count, loss = step(params, opt_state, count)
             jax.block_until_ready(loss)
             times.append(1e3 * (time.perf_counter() - t0))
             if a.verbose:
@@ -152,7 +152,7 @@ def main():
         for r in range(a.repeats):
             t0 = time.perf_counter()
             for _ in range(a.steps):
-                params, opt_state, i, loss = step(params, opt_state, i)
+                params, opt_state, count, loss = step(params, opt_state, count)
             jax.block_until_ready(loss)  # the last step done: every step is (each reads the last)
             per_step.append(1e3 * (time.perf_counter() - t0) / a.steps)
             if a.verbose:
