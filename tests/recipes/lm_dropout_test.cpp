@@ -69,3 +69,28 @@ TEST(LmDropout, KeyIsAStepInputAndRunsReproduce) {
 }
 
 }  // namespace
+
+// The batch drawn in the step (lm::sampled_loss_fn) is the host's: the same training fed
+// random_starts and dropout_key per step gives bitwise the same losses and parameters.
+TEST(LmSampled, InProgramDrawsEqualTheHostsPerStepInputs) {
+  const uint64_t seed = 20260921;
+  const int64_t batch = 2, ctx = 4, n = 64;
+  auto make = [&] {
+    auto m = std::make_unique<nn::CausalLM>(tiny());
+    m->init(random::key(1));
+    return m;
+  };
+  auto ma = make(), mb = make();
+  Trainer a(*ma, lm::sampled_loss_fn(ctx, seed, batch, n, true), lm::sampled_inputs(n),
+            lm::bench_optimizer());
+  Trainer b(*mb, lm::loss_fn(ctx), lm::data_inputs(n, batch, true), lm::bench_optimizer());
+  a.set_resident("tokens", corpus());
+  b.set_resident("tokens", corpus());
+  for (int64_t s = 0; s < 4; ++s) {
+    a.step({});
+    b.step({{"starts", lm::random_starts(seed, s, batch, n, ctx)},
+            {"dropout_key", lm::dropout_key(seed, s)}});
+    EXPECT_EQ(a.read_last().loss, b.read_last().loss) << "step " << s;
+  }
+  train_test::expect_same_state(a, b);
+}

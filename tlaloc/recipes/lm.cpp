@@ -56,10 +56,6 @@ std::vector<Tensor> window_loss(nn::Module& m, const Tensor& tokens, const Tenso
   return {nn::cross_entropy(flat, trace::reshape(y, {B * context}))};
 }
 
-Tensor u32_scalar(const Tensor& like, uint32_t v) {
-  return {&like.builder(), like.builder().scalar(DType::u32, double(v))};
-}
-
 }  // namespace
 
 LossFn loss_fn(int64_t context) {
@@ -87,7 +83,7 @@ LossFn sampled_loss_fn(int64_t context, uint64_t seed, int64_t batch, int64_t n_
     fail("lm: {} tokens are too few for windows of {} + 1", n_tokens, context);
   return [=](nn::Module& m, const Inputs& d) {
     const Tensor& step = d["step"];
-    // random_starts and dropout_key, in the program.
+    // random_starts and dropout_key, in the program (LmSampled checks the bits).
     Tensor starts = random::randint(random::fold_in(random::key_constant(random::key(seed)), step),
                                     Shape{batch}, 0, n_tokens - context);
     const int64_t rows = batch / procs;
@@ -95,7 +91,7 @@ LossFn sampled_loss_fn(int64_t context, uint64_t seed, int64_t batch, int64_t n_
     std::optional<Tensor> key;
     if (dropout) {
       key = random::fold_in(random::key_constant(random::split(random::key(seed), 2)[1]), step);
-      if (procs > 1) key = random::fold_in(*key, u32_scalar(step, uint32_t(rank)));
+      if (procs > 1) key = random::fold_in(*key, trace::scalar(double(rank), DType::u32));
     }
     return window_loss(m, d["tokens"], starts, context, key);
   };
