@@ -134,7 +134,15 @@ std::string_view name(StateKind k) {
 
 int StateLayout::find(int param, StateKind kind) const {
   for (int i = 0; i < size(); ++i)
-    if (slots[size_t(i)].param == param && slots[size_t(i)].kind == kind) return i;
+    if (slots[size_t(i)].param == param && slots[size_t(i)].bucket < 0 &&
+        slots[size_t(i)].kind == kind)
+      return i;
+  return -1;
+}
+
+int StateLayout::find_bucket(int bucket, StateKind kind) const {
+  for (int i = 0; i < size(); ++i)
+    if (slots[size_t(i)].bucket == bucket && slots[size_t(i)].kind == kind) return i;
   return -1;
 }
 

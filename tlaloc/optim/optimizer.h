@@ -137,6 +137,10 @@ struct UpdateOptions {
   // (so the lr inputs never change and nothing goes up per step). Unset: the lr inputs are the
   // scheduled lrs.
   std::optional<Schedule> schedule;
+  // Keep the optimizer state flat (optim/flat_state.h): one tensor per parameter group, master
+  // dtype and kind, updated by one op, instead of one per parameter. The same bits; fewer
+  // kernels under XLA, copies on the host lane. Not with ZeRO-1 (tlaloc::Error).
+  bool flat_state = false;
 };
 
 // loss_scale and growth_tracker are the loss scaler's (UpdateOptions::loss_scaling): f32 and
@@ -158,14 +162,17 @@ struct StateSlot {
   int param;  // parameter index; -1 for the step count and the loss scaler's scalars
   ir::TensorType type;
   double init = 0;  // the value init_state fills it with
+  int bucket = -1;  // flat state (optim/flat_state.h): its bucket (param is then -1)
 };
 
 struct StateLayout {
   std::vector<StateSlot> slots;
   int size() const { return int(slots.size()); }
   int step_index() const { return size() - 1; }  // the step count is last
-  // Index of (param, kind), or -1 when the optimizer keeps no such tensor.
+  // Index of (param, kind), or -1 when the optimizer keeps no such tensor. Flat buckets' slots
+  // are found by find_bucket only.
   int find(int param, StateKind kind) const;
+  int find_bucket(int bucket, StateKind kind) const;
 };
 
 // The master type for a parameter of type t: f64 stays f64, other floats become f32.

@@ -25,24 +25,26 @@ struct Group {
 // One parameter's update: one tlaloc.adam_update / tlaloc.sgd_update composite
 // (composites/optimizer_update.cpp has the formulas and their op sequence). g: the raw gradient
 // in the master dtype; scale: the f64 scalar that unscales and clips it; skip: found-inf (every
-// result then equals its old value). Returns p' and writes the new state tensors into st
+// result then equals its old value). `slot(kind)` is the layout index of p's state of that kind
+// (a parameter's, or a flat bucket's). Returns p' and writes the new state tensors into st
 // (indexed like the layout).
+template <class SlotOf>
 Tensor update_param(const Optimizer& opt, const Group& grp, const Tensor& step, const Tensor& p,
-                    const Tensor& g, const Tensor& scale, const Tensor& skip,
-                    const StateLayout& layout, int i, std::vector<Tensor>& st) {
+                    const Tensor& g, const Tensor& scale, const Tensor& skip, SlotOf slot,
+                    std::vector<Tensor>& st) {
   std::vector<int> slots;
   std::vector<double> params;
   ir::Op op = ir::Op::adam_update;
   if (const SGD* o = std::get_if<SGD>(&opt)) {
     op = ir::Op::sgd_update;
-    if (o->momentum != 0) slots.push_back(layout.find(i, StateKind::momentum_buffer));
+    if (o->momentum != 0) slots.push_back(slot(StateKind::momentum_buffer));
     params = {o->momentum, o->dampening, grp.wd, double(o->nesterov), double(o->maximize)};
   } else {
     std::visit(
         [&](const auto& o) {
           if constexpr (!std::is_same_v<std::decay_t<decltype(o)>, SGD>) {
-            slots = {layout.find(i, StateKind::exp_avg), layout.find(i, StateKind::exp_avg_sq)};
-            if (o.amsgrad) slots.push_back(layout.find(i, StateKind::max_exp_avg_sq));
+            slots = {slot(StateKind::exp_avg), slot(StateKind::exp_avg_sq)};
+            if (o.amsgrad) slots.push_back(slot(StateKind::max_exp_avg_sq));
             params = {o.betas[0],
                       o.betas[1],
                       o.eps,
@@ -164,10 +166,16 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
     masters.push_back(master_type(pt));
   }
   const bool zero = options.zero == 1 && options.replicas > 1;
+  if (zero && options.flat_state)
+    fail("append_update: flat optimizer state with ZeRO-1 is not built (use one or the other)");
   if (zero) {
     ts.zero = zero_shard(opt, masters, pnames, options.rank, options.replicas);
     if (scaling) add_loss_scaling(ts.zero->full, *options.loss_scaling);
     ts.state = shard_layout(*ts.zero);
+  } else if (options.flat_state) {
+    ts.flat = flat_state(opt, ts.groups, masters, pnames);
+    if (scaling) add_loss_scaling(ts.flat->full, *options.loss_scaling);
+    ts.state = flat_layout(*ts.flat);
   } else {
     ts.state = state_layout(opt, masters, pnames);
     if (scaling) add_loss_scaling(ts.state, *options.loss_scaling);
@@ -282,12 +290,35 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
   Tensor step = state[size_t(ts.state.step_index())];
   std::vector<Tensor> new_state = state;
   std::vector<Tensor> new_params(static_cast<size_t>(num_params));
-  if (!zero) {
+  if (ts.flat) {
+    // One update per bucket over its parameters and gradients flattened and concatenated; each
+    // parameter's new value is its range of the bucket's.
+    for (size_t k = 0; k < ts.flat->buckets.size(); ++k) {
+      const FlatBucket& bk = ts.flat->buckets[k];
+      auto flatten = [&](const std::vector<Tensor>& each) {
+        std::vector<Tensor> parts;
+        for (int i : bk.params)
+          parts.push_back(reshape(each[size_t(i)], {each[size_t(i)].type().shape.numel()}));
+        return parts.size() == 1 ? parts[0] : trace::concat(parts, 0);
+      };
+      auto slot = [&](StateKind kind) { return ts.state.find_bucket(int(k), kind); };
+      const Tensor p = update_param(opt, groups[size_t(bk.group)], step, flatten(params),
+                                    flatten(grads), scale, found_inf, slot, new_state);
+      for (size_t j = 0; j < bk.params.size(); ++j) {
+        const size_t i = size_t(bk.params[j]);
+        const int64_t lo = bk.offset[j], n = masters[i].shape.numel();
+        new_params[i] = reshape(slice(p, 0, lo, lo + n), masters[i].shape.dims);
+      }
+    }
+    for (int i = 0; i < num_params; ++i)  // no elements: nothing to update
+      if (!new_params[size_t(i)].valid()) new_params[size_t(i)] = params[size_t(i)];
+  } else if (!zero) {
     for (size_t gi = 0; gi < ts.groups.size(); ++gi)
-      for (int i : ts.groups[gi].params)
-        new_params[size_t(i)] =
-            update_param(opt, groups[gi], step, params[size_t(i)], grads[size_t(i)], scale,
-                         found_inf, ts.state, i, new_state);
+      for (int i : ts.groups[gi].params) {
+        auto slot = [&](StateKind kind) { return ts.state.find(i, kind); };
+        new_params[size_t(i)] = update_param(opt, groups[gi], step, params[size_t(i)],
+                                             grads[size_t(i)], scale, found_inf, slot, new_state);
+      }
   } else {
     // ZeRO-1: this rank updates its chunk of each parameter, and each parameter's chunks are
     // gathered from every rank.
@@ -302,8 +333,9 @@ TrainStep append_update(const Optimizer& opt, const ir::Function& G, int num_par
       if (const ShardPiece* pc = z.piece(i)) {
         Tensor p = slice(reshape(params[k], {z.numel[k]}), 0, pc->lo, pc->hi);
         Tensor g = slice(reshape(grads[k], {z.numel[k]}), 0, pc->lo, pc->hi);
-        chunk = update_param(opt, groups[group_of[k]], step, p, g, scale, found_inf, ts.state, i,
-                             new_state);
+        auto slot = [&](StateKind kind) { return ts.state.find(i, kind); };
+        chunk =
+            update_param(opt, groups[group_of[k]], step, p, g, scale, found_inf, slot, new_state);
         if (pc->hi - pc->lo < z.chunk[k])
           chunk =
               trace::concat({chunk, trace::full(Shape{z.chunk[k] - (pc->hi - pc->lo)}, 0, dt)}, 0);

@@ -33,6 +33,10 @@
 // own), divides the gradients by S as well as grad_scale, and writes the scaler's next state
 // (StateKind::loss_scale, growth_tracker: GradScaler.update's rule) beside the step count.
 //
+// Flat state (UpdateOptions::flat_state, optim/flat_state.h): `state` holds one tensor per
+// bucket and kind instead of one per parameter and kind; the update runs once per bucket on the
+// parameters and gradients concatenated and each parameter's new value is sliced out of it.
+//
 // Per-step scalars (bias corrections 1 − β^t, the decoupled decay 1 − lr·wd, 1/grad_scale)
 // are computed inside the program in f64 from the step count and the lr input, then used as
 // f32; nothing per-step is recompiled or read back.
@@ -40,6 +44,7 @@
 
 #include <optional>
 
+#include "tlaloc/optim/flat_state.h"
 #include "tlaloc/optim/optimizer.h"
 #include "tlaloc/optim/zero.h"
 
@@ -56,6 +61,10 @@ struct TrainStep {
   bool has_schedule_step = false;  // UpdateOptions::schedule
   // ZeRO-1 (UpdateOptions::zero): this rank's shard; `state` is then its shard_layout().
   std::optional<ZeroShard> zero;
+  // UpdateOptions::flat_state: the buckets; `state` is then their flat_layout().
+  std::optional<FlatState> flat;
+  // The per-parameter layout checkpoints hold (zero->full, flat->full, or state).
+  const StateLayout& full_state() const { return zero ? zero->full : flat ? flat->full : state; }
 
   // Input positions.
   int param_input(int i) const { return num_other_inputs + i; }
