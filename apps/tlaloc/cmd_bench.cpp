@@ -27,6 +27,7 @@ struct BenchOptions {
   std::string lane = "auto";
   bool lora = false;  // --model llama: LoRA r 8, alpha 16 on q_proj, v_proj (PEFT's defaults)
   std::string precision = "f32";
+  std::string flat_state = "auto";  // auto|on|off
 };
 
 void run_bench_step(const BenchOptions& o) {
@@ -34,6 +35,8 @@ void run_bench_step(const BenchOptions& o) {
   if (o.model != "disc" && o.model != "lm" && o.model != "llama")
     fail("bench step: --model must be disc, lm or llama, got '{}'", o.model);
   if (o.lora && o.model != "llama") fail("bench step: --lora needs --model llama");
+  if (o.flat_state != "auto" && o.flat_state != "on" && o.flat_state != "off")
+    fail("bench step: --flat-state must be auto, on or off, got '{}'", o.flat_state);
   StepBenchCase c =
       o.model == "lm" ? recipes::lm::bench_case(o.threads)
       : o.model == "llama"
@@ -44,6 +47,10 @@ void run_bench_step(const BenchOptions& o) {
   if (o.precision != "f32" && o.precision != "bf16" && o.precision != "f16")
     fail("bench step: --precision must be f32, bf16 or f16, got '{}'", o.precision);
   c.precision = dtype_from_name(o.precision);
+  if (o.flat_state != "auto") {
+    c.flat_state = o.flat_state == "on";
+    c.title += fmt::format(", --flat-state {}", o.flat_state);
+  }
   const StepBenchMode mode = parse_step_bench_mode(o.mode);
   if (c.precision != DType::f32) c.title += fmt::format(", --precision {}", o.precision);
   Lane requested = parse_lane(o.lane);
@@ -114,6 +121,10 @@ void register_bench(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   step->add_option("--precision", o.precision, "compute type of matmuls: f32|bf16|f16")
+      ->capture_default_str();
+  step->add_option("--flat-state", o.flat_state,
+                   "optimizer state in one tensor per group and moment: auto (pjrt lane on, host "
+                   "lane off), on or off")
       ->capture_default_str();
   step->add_option("--threads", o.threads, "host threads (0: OpenMP default)")
       ->capture_default_str()

@@ -26,6 +26,7 @@ struct ExportArgs {
   std::string matmul_precision = "default";  // dot_general's precision_config
   bool no_names = false;
   int replicas = 1;
+  std::string flat_state = "on";  // the pjrt lane's default layout
 };
 
 // Atomically (io::AtomicFile): a unique temporary beside the target, renamed over it, so two
@@ -60,10 +61,13 @@ void run_export(const ExportArgs& a) {
         "tlaloc export: --precision '{}': use f32, bf16 or f16 (the dots' precision_config is "
         "--matmul-precision default|high|highest)",
         a.precision);
+  if (a.flat_state != "on" && a.flat_state != "off")
+    fail("tlaloc export: --flat-state '{}': use on or off", a.flat_state);
   o.names = !a.no_names;
   const bool to_stdout = !a.output_given || a.output == "-";
   if (!to_stdout) io::check_output_file(a.output, "export: --output");  // before the work
-  std::string text = stablehlo::emit(it->second.step(a.replicas, dtype_from_name(a.precision)), o);
+  std::string text = stablehlo::emit(
+      it->second.step(a.replicas, dtype_from_name(a.precision), a.flat_state == "on"), o);
   stablehlo::parse(text);  // what tlaloc exports, tlaloc reads back
   if (to_stdout)
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -84,7 +88,8 @@ void register_export(CLI::App& app) {
   auto args = std::make_shared<ExportArgs>();
   auto* cmd = app.add_subcommand(
       "export", "print a recipe's train step as StableHLO (MLIR text for any PJRT client)");
-  cmd->add_option("recipe", args->recipe, "recipe whose train step to export (disc, fmnist, fmnist-cnn, lm)")
+  cmd->add_option("recipe", args->recipe,
+                  "recipe whose train step to export (disc, fmnist, fmnist-cnn, lm)")
       ->required();
   cmd->add_option("-o,--output", args->output,
                   "write to this file (a regular file, replaced atomically) instead of stdout (-)");
@@ -94,6 +99,10 @@ void register_export(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--matmul-precision", args->matmul_precision,
                   "dot_general precision: default (XLA may use TF32), high, highest (full f32)")
+      ->capture_default_str();
+  cmd->add_option("--flat-state", args->flat_state,
+                  "optimizer state in one tensor per parameter group and moment, updated by one "
+                  "op (on, as the pjrt lane runs it) or per parameter (off)")
       ->capture_default_str();
   cmd->add_flag("--no-names", args->no_names, "omit tlaloc.name attributes");
   cmd->add_option("--replicas", args->replicas,

@@ -25,8 +25,9 @@ struct ExportRecipe {
   std::string help;  // one line
   // The step for `replicas` processes of data parallelism (1: none): each takes batch / replicas
   // rows, and the program all-reduces the loss and gradients across them; `precision` the
-  // dots' compute type (f32, bf16, f16).
-  std::function<ir::Function(int replicas, DType precision)> step;
+  // dots' compute type (f32, bf16, f16); `flat_state` the optimizer state in buckets (the pjrt
+  // lane's layout, optim::UpdateOptions::flat_state).
+  std::function<ir::Function(int replicas, DType precision, bool flat_state)> step;
 };
 // Adds (or replaces, by name) a recipe; throws tlaloc::Error if name is empty or step unset.
 void add_export_recipe(ExportRecipe recipe);

@@ -28,13 +28,13 @@ void register_train_disc(CLI::App& train) {
     set_exit_status(recipes::disc::run(c));
   });
   add_export_recipe({"disc", "the disc demo's train step (MLP 2-16-16-1, Adam in the program)",
-                     [](int replicas, DType precision) {
+                     [](int replicas, DType precision, bool flat) {
                        if (replicas != 1)
                          fail(
                              "tlaloc export disc: --replicas {}: the disc demo trains on one "
                              "process (its points are not split)",
                              replicas);
-                       return recipes::disc::train_step(512, precision).fn;
+                       return recipes::disc::train_step(512, precision, flat).fn;
                      }});
 }
 

@@ -42,15 +42,15 @@ void register_train_fmnist(CLI::App& train) {
   });
   add_export_recipe(
       {"fmnist", "the fmnist job's train step (MLP 784-256-10, AdamW in the program)",
-       [](int replicas, DType precision) {
-         return recipes::fmnist::train_step(60000, 128, {256}, replicas, precision).fn;
+       [](int replicas, DType precision, bool flat) {
+         return recipes::fmnist::train_step(60000, 128, {256}, replicas, precision, flat).fn;
        }});
   add_export_recipe(
       {"fmnist-cnn",
        "train fmnist --model cnn's train step (two conv blocks 32, 64, batch norm, "
        "AdamW in the program)",
-       [](int replicas, DType precision) {
-         return recipes::fmnist::train_step_cnn(60000, 128, {32, 64}, replicas, precision).fn;
+       [](int replicas, DType precision, bool flat) {
+         return recipes::fmnist::train_step_cnn(60000, 128, {32, 64}, replicas, precision, flat).fn;
        }});
 }
 

@@ -45,10 +45,11 @@ void register_train_lm(CLI::App& train) {
     resolve(f, c.common);
     set_exit_status(recipes::lm::run(c));
   });
-  add_export_recipe({"lm", "the benchmark LM's train step (2x128, 4 heads, ctx 16, AdamW)",
-                     [](int replicas, DType precision) {
-                       return recipes::lm::bench_train_step(4096, 20260921, replicas, precision).fn;
-                     }});
+  add_export_recipe(
+      {"lm", "the benchmark LM's train step (2x128, 4 heads, ctx 16, AdamW)",
+       [](int replicas, DType precision, bool flat) {
+         return recipes::lm::bench_train_step(4096, 20260921, replicas, precision, flat).fn;
+       }});
 }
 
 }  // namespace tlaloc::app

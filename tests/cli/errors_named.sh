@@ -18,6 +18,7 @@ usage_error "bench: unknown command 'stepz' (known: step)" bench stepz
 refused "unknown Llama preset 'huge' (known: tiny, small, medium)" bench step --model llama --preset huge
 refused "bench step: --model must be disc, lm or llama, got 'gpt'" bench step --model gpt
 refused "bench step: --mode must be latency, throughput or both, got 'fast'" bench step --mode fast
+refused "bench step: --flat-state must be auto, on or off, got 'yes'" bench step --flat-state yes
 usage_error "train: unknown recipe 'foo' (known: disc, fmnist, lm, llama)" train foo
 
 # A --resume that does not exist fails before any work (it failed after the step compiled).

@@ -131,21 +131,30 @@ std::vector<ir::ValueId> found_inf_reductions(const optim::TrainStep& s) {
 // more in the backward (the batched GEMMs' rhs gradients, dot_general's transpose rule), and one
 // per weight gradient of a dense layer (4 per block, the head): 33.
 // scripts/device-check.sh prints JAX's own counts (bench/lm_step_jax.py --count-ops).
+// With flat optimizer state (the pjrt lane's and the export's default) the AdamW update of all
+// 37 parameters (one group) is one tlaloc.adam_update; per parameter it is 37.
 TEST(StableHloSteps, BenchmarkLmStepHasAtMostJaxsGemmsAndTransposesAndOneFoundInf) {
-  auto s = recipes::lm::bench_train_step();
-  const std::string text = stablehlo::emit(s.fn);
-  EXPECT_LE(count(text, "\"stablehlo.dot_general\""), 39);
-  EXPECT_LE(count(text, "\"stablehlo.transpose\""), 33);
-  const std::vector<ir::ValueId> r = found_inf_reductions(s);
-  ASSERT_EQ(r.size(), 1u);
-  const ir::Node& all = s.fn.nodes[size_t(s.fn.nodes[size_t(r[0])].operands[0])];
-  EXPECT_EQ(all.op, ir::Op::concatenate);
-  EXPECT_EQ(int(all.operands.size()), s.num_params);
-  // It still round-trips and agrees with the host lane.
-  Array tokens = random::randint(random::key(9), Shape{4096}, 0, 256);
-  // Its batch is drawn in the program from the step index (in-program threefry).
-  tlaloc::testing::expect_stablehlo_roundtrip(
-      s.fn, step_inputs(s, {tokens, Array::scalar<int32_t>(12345)}));
+  for (bool flat : {true, false}) {
+    SCOPED_TRACE(flat ? "flat state" : "per-parameter state");
+    auto s = recipes::lm::bench_train_step(4096, 20260921, 1, DType::f32, flat);
+    const std::string text = stablehlo::emit(s.fn);
+    EXPECT_LE(count(text, "\"stablehlo.dot_general\""), 39);
+    EXPECT_LE(count(text, "\"stablehlo.transpose\""), 33);
+    const std::vector<ir::ValueId> r = found_inf_reductions(s);
+    ASSERT_EQ(r.size(), 1u);
+    const ir::Node& all = s.fn.nodes[size_t(s.fn.nodes[size_t(r[0])].operands[0])];
+    EXPECT_EQ(all.op, ir::Op::concatenate);
+    EXPECT_EQ(int(all.operands.size()), s.num_params);
+    int updates = 0;
+    for (const ir::Node& n : s.fn.nodes) updates += n.op == ir::Op::adam_update;
+    EXPECT_EQ(s.num_params, 37);
+    EXPECT_EQ(updates, flat ? 1 : 37);
+    // It still round-trips and agrees with the host lane.
+    Array tokens = random::randint(random::key(9), Shape{4096}, 0, 256);
+    // Its batch is drawn in the program from the step index (in-program threefry).
+    tlaloc::testing::expect_stablehlo_roundtrip(
+        s.fn, step_inputs(s, {tokens, Array::scalar<int32_t>(12345)}));
+  }
 }
 
 // The LM step under mixed precision (`tlaloc export lm --precision bf16|f16`): bf16 / f16 dots

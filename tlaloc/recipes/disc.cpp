@@ -46,11 +46,13 @@ std::vector<DataInput> data_inputs(int64_t n) {
   return {{"x", {DType::f32, Shape{n, 2}}, true}, {"y", {DType::f32, Shape{n, 1}}, true}};
 }
 
-optim::TrainStep train_step(int64_t points, DType precision) {
+optim::TrainStep train_step(int64_t points, DType precision, bool flat_state) {
   auto model = make_model();
   model->init(random::key(20260921));
+  optim::UpdateOptions u;
+  u.flat_state = flat_state;
   return train::build_train_step(*model, mse_loss_fn(), data_inputs(points),
-                                 optim::Adam{.lr = 0.02}, {}, nullptr, nullptr, nullptr, precision);
+                                 optim::Adam{.lr = 0.02}, u, nullptr, nullptr, nullptr, precision);
 }
 
 double mse(const Array& pred, const Array& y) {

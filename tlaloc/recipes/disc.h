@@ -37,8 +37,10 @@ std::vector<train::DataInput> data_inputs(int64_t n);
 train::LossFn predict_fn();
 
 // The demo's train step (512 points, Adam lr 0.02 inside the program), for export and tests.
-// `precision`: the dots' compute type (train::TrainerOptions::precision).
-optim::TrainStep train_step(int64_t points = 512, DType precision = DType::f32);
+// `precision`: the dots' compute type (train::TrainerOptions::precision); `flat_state`: the
+// optimizer state in buckets (optim::UpdateOptions::flat_state, the pjrt lane's default).
+optim::TrainStep train_step(int64_t points = 512, DType precision = DType::f32,
+                            bool flat_state = false);
 
 // Mean of (pred - y)² (the training loss, in f64), pred and y f32 [n,1].
 double mse(const Array& pred, const Array& y);

@@ -96,11 +96,12 @@ namespace {
 
 // The step of `model` for one of `replicas` processes (batch / replicas rows each).
 optim::TrainStep replica_step(nn::Module& model, int64_t rows, int64_t batch, int replicas,
-                              bool summed, DType precision) {
+                              bool summed, DType precision, bool flat_state) {
   if (replicas < 1 || batch % replicas)
     fail("fmnist: a batch of {} does not split over {} replicas", batch, replicas);
   optim::UpdateOptions u;
   u.replicas = replicas;
+  u.flat_state = flat_state;
   if (summed) u.replica_loss = optim::UpdateOptions::ReplicaLoss::sum;
   return train::build_train_step(model, loss_fn(summed), data_inputs(rows, batch / replicas),
                                  optim::AdamW{.lr = 1e-3, .weight_decay = 1e-2}, u, nullptr,
@@ -110,17 +111,17 @@ optim::TrainStep replica_step(nn::Module& model, int64_t rows, int64_t batch, in
 }  // namespace
 
 optim::TrainStep train_step_cnn(int64_t rows, int64_t batch, const std::vector<int64_t>& channels,
-                                int replicas, DType precision) {
+                                int replicas, DType precision, bool flat_state) {
   auto model = make_cnn(channels);
   model->init(random::key(20260921));
-  return replica_step(*model, rows, batch, replicas, false, precision);
+  return replica_step(*model, rows, batch, replicas, false, precision, flat_state);
 }
 
 optim::TrainStep train_step(int64_t rows, int64_t batch, const std::vector<int64_t>& hidden,
-                            int replicas, DType precision) {
+                            int replicas, DType precision, bool flat_state) {
   auto model = make_model(hidden);
   model->init(random::key(20260921));
-  return replica_step(*model, rows, batch, replicas, replicas > 1, precision);
+  return replica_step(*model, rows, batch, replicas, replicas > 1, precision, flat_state);
 }
 
 std::vector<int32_t> epoch_order(random::Key key, int64_t epoch, int64_t n) {

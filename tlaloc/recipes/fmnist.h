@@ -52,12 +52,12 @@ train::LossFn logits_fn();
 // compute type (train::TrainerOptions::precision).
 optim::TrainStep train_step(int64_t rows = 60000, int64_t batch = 128,
                             const std::vector<int64_t>& hidden = {256}, int replicas = 1,
-                            DType precision = DType::f32);
+                            DType precision = DType::f32, bool flat_state = false);
 
 // The same for `--model cnn` (make_cnn(channels)).
 optim::TrainStep train_step_cnn(int64_t rows = 60000, int64_t batch = 128,
                                 const std::vector<int64_t>& channels = {32, 64}, int replicas = 1,
-                                DType precision = DType::f32);
+                                DType precision = DType::f32, bool flat_state = false);
 
 // The order of the training rows in `epoch` (0-based): a permutation of [0, n) drawn from
 // fold_in(key, epoch), so any epoch's order is recomputed exactly on resume.

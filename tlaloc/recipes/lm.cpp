@@ -97,13 +97,15 @@ LossFn sampled_loss_fn(int64_t context, uint64_t seed, int64_t batch, int64_t n_
   };
 }
 
-optim::TrainStep bench_train_step(int64_t n_tokens, uint64_t seed, int replicas, DType precision) {
+optim::TrainStep bench_train_step(int64_t n_tokens, uint64_t seed, int replicas, DType precision,
+                                  bool flat_state) {
   if (replicas < 1 || kBenchBatch % replicas)
     fail("lm: the benchmark batch of {} does not split over {} replicas", kBenchBatch, replicas);
   nn::CausalLM model(bench_config());
   model.init(random::key(seed));
   optim::UpdateOptions u;
   u.replicas = replicas;
+  u.flat_state = flat_state;
   const int64_t ctx = model.config().context;
   return train::build_train_step(
       model, sampled_loss_fn(ctx, 1, kBenchBatch, n_tokens, false, replicas, 0),

@@ -54,9 +54,11 @@ train::LossFn sampled_loss_fn(int64_t context, uint64_t seed, int64_t batch, int
 // The benchmark model's train step (init from `seed`), for export, tests and `bench step`: its
 // batch drawn in the program from the step index (sampled_loss_fn, data seed 1).
 // `replicas` > 1: one process's step of data parallelism over that many (the batch split).
-// `precision`: the dots' compute type (train::TrainerOptions::precision).
+// `precision`: the dots' compute type (train::TrainerOptions::precision); `flat_state`: the
+// optimizer state in buckets (optim::UpdateOptions::flat_state, the pjrt lane's default).
 optim::TrainStep bench_train_step(int64_t n_tokens = 4096, uint64_t seed = 20260921,
-                                  int replicas = 1, DType precision = DType::f32);
+                                  int replicas = 1, DType precision = DType::f32,
+                                  bool flat_state = false);
 
 // Parameters of nn::CausalLM(c), counted without building it (double: absurd sizes do not
 // overflow): tok_emb, pos_emb; per block two norms (weight, plus bias for layernorm), q/k/v/out

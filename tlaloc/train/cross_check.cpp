@@ -305,10 +305,19 @@ CrossCheckReport CrossCheckAccess::run(Trainer& t, Batch inputs) {
     r.update.push_back(relative_change(t.param_names_[size_t(i)], du[size_t(upd.param_output(i))],
                                        hu[size_t(upd.param_output(i))],
                                        host_in[size_t(step.param_input(i))]));
-  for (int j = 0; j < step.state.size(); ++j)
-    r.update.push_back(relative_change(t.state_name(j), du[size_t(upd.state_output(j))],
-                                       hu[size_t(upd.state_output(j))],
-                                       host_in[size_t(step.state_input(j))]));
+  // State scored per parameter (flat buckets cut into their parameters), as checkpoints name it.
+  auto per_param = [&](const std::vector<Array>& v, auto position) {
+    auto slot = [&](int j) { return v[size_t(position(j))]; };
+    if (step.flat) return optim::whole_state(*step.flat, step.state, slot);
+    std::vector<Array> out;
+    for (int j = 0; j < step.state.size(); ++j) out.push_back(slot(j));
+    return out;
+  };
+  auto out_pos = [&](int j) { return upd.state_output(j); };
+  const std::vector<Array> ds = per_param(du, out_pos), hs = per_param(hu, out_pos),
+                           before = per_param(host_in, [&](int j) { return step.state_input(j); });
+  for (size_t j = 0; j < ds.size(); ++j)
+    r.update.push_back(relative_change(t.state_name(int(j)), ds[j], hs[j], before[j]));
   const int fi = upd.found_inf_output(), gn = upd.grad_norm_output();
   r.update.push_back(relative_l2("found_inf", du[size_t(fi)], hu[size_t(fi)]));
   if (gn >= 0) r.update.push_back(relative_l2("grad_norm", du[size_t(gn)], hu[size_t(gn)]));

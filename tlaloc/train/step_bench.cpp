@@ -53,6 +53,7 @@ std::unique_ptr<Trainer> make_trainer(const StepBenchCase& c, nn::Module& m, Lan
   o.lane = lane;
   o.client = client;
   o.max_in_flight = max_in_flight;
+  o.flat_state = c.flat_state;
   auto t = std::make_unique<Trainer>(m, c.loss, c.data, c.opt, o);
   for (const auto& [name, value] : c.resident) t->set_resident(name, value);
   return t;

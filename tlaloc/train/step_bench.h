@@ -15,6 +15,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,9 @@ struct StepBenchCase {
   Batch resident;                          // the resident inputs' values, by name
   std::function<Batch(int64_t)> per_step;  // the per-step inputs of step s (null: none)
   optim::Optimizer opt;
-  int num_threads = 0;           // host lane threads
-  DType precision = DType::f32;  // TrainerOptions::precision (lane (b): f32 or bf16)
+  int num_threads = 0;             // host lane threads
+  DType precision = DType::f32;    // TrainerOptions::precision (lane (b): f32 or bf16)
+  std::optional<bool> flat_state;  // TrainerOptions::flat_state (lanes (a) and (c))
 };
 
 struct LaneTiming {

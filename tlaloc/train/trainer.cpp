@@ -105,6 +105,9 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
     dims[0] /= replicas;
     d.type.shape = Shape(dims);
   }
+  lane_ = options_.lane == Lane::automatic ? choose_lane(Lane::automatic).lane : options_.lane;
+  options_.update.flat_state =
+      options_.flat_state.value_or(options_.update.flat_state || lane_ == Lane::pjrt);
   step_ = build_train_step(model_, loss, local_data_, opt_, options_.update, &forward_ops_,
                            &gradient_ops_, &input_updates_, options_.precision, &gradient_);
   auto buffers = model_.named_buffers();
@@ -114,7 +117,6 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
   const size_t nf = named.size() - size_t(step_.num_params);
   for (size_t k = 0; k < order_.size(); ++k)
     (k < nf ? frozen_names_ : param_names_).push_back(named[order_[k]].name);
-  lane_ = options_.lane == Lane::automatic ? choose_lane(Lane::automatic).lane : options_.lane;
   if (lane_ == Lane::pjrt && replicas > 1)
     fail(
         "Trainer: data parallelism over {} processes runs on the host lane (a multi-device pjrt "
@@ -353,9 +355,7 @@ std::vector<std::pair<std::string, Array>> Trainer::named_parameters() const {
   return out;
 }
 
-const optim::StateLayout& Trainer::full_state_layout() const {
-  return step_.zero ? step_.zero->full : step_.state;
-}
+const optim::StateLayout& Trainer::full_state_layout() const { return step_.full_state(); }
 
 std::string Trainer::state_name(int j) const {
   const auto& slot = full_state_layout().slots[size_t(j)];
@@ -370,6 +370,8 @@ std::vector<std::pair<std::string, Array>> Trainer::optimizer_state() const {
   std::vector<Array> local;
   if (step_.zero)  // every rank's shard gathered (a collective: every rank calls it)
     local = optim::gather_state(*step_.zero, step_.state, slot);
+  else if (step_.flat)  // the buckets cut into their parameters
+    local = optim::whole_state(*step_.flat, step_.state, slot);
   else
     for (int j = 0; j < step_.state.size(); ++j) local.push_back(slot(j));
   std::vector<std::pair<std::string, Array>> out;
@@ -381,7 +383,8 @@ std::vector<std::pair<std::string, Array>> Trainer::optimizer_state() const {
 std::vector<int64_t> Trainer::state_elements_per_rank() const {
   std::vector<double> n(size_t(distributed::world_size()), 0);  // exact below 2^53
   for (const auto& s : step_.state.slots)
-    if (s.param >= 0) n[size_t(distributed::rank())] += double(s.type.shape.numel());
+    if (s.param >= 0 || s.bucket >= 0)
+      n[size_t(distributed::rank())] += double(s.type.shape.numel());
   if (n.size() > 1)
     distributed::world().all_reduce(n.data(), int64_t(n.size()), DType::f64,
                                     distributed::Reduction::sum);
@@ -428,6 +431,7 @@ void Trainer::load_state(std::vector<Array> params, std::vector<Array> state, in
   for (size_t i = 0; i < params.size(); ++i)
     put_input(step_.param_input(int(i)), std::move(params[i]));
   if (step_.zero) state = optim::shard_state(*step_.zero, step_.state, state);  // this rank's
+  if (step_.flat) state = optim::flat_state_of(*step_.flat, step_.state, state);
   for (size_t j = 0; j < state.size(); ++j)
     put_input(step_.state_input(int(j)), std::move(state[j]));
   steps_taken_ = steps_taken;

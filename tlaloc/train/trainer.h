@@ -112,6 +112,11 @@ struct TrainerOptions {
   // parameters are all-gathered (optim/zero.h); checkpoints hold the whole state as without
   // it. Host lane only.
   int zero = 0;
+  // Flat optimizer state (optim/flat_state.h): one tensor per parameter group and moment, each
+  // updated by one op, instead of one per parameter; the same bits and the same checkpoints.
+  // Unset: on for the pjrt lane (fewer kernels), off on the host lane (it would copy the
+  // parameters and gradients into and out of the buckets) unless update.flat_state is set.
+  std::optional<bool> flat_state;
   // Mixed precision (--precision): the compute type of the model's dots and attention
   // (trace::Autocast): f32; bf16 (operands rounded to bf16, f32 accumulation and results;
   // norms, softmax, losses and the update in f32; master parameters and state f32); f16 the

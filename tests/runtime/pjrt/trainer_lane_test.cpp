@@ -32,6 +32,10 @@ TEST(PjrtTrainerLane, DiscStepsEqualTheHostLaneBitwiseWithResidentState) {
   EXPECT_EQ(host.trainer->lane(), Lane::host);
   EXPECT_EQ(dev.trainer->lane(), Lane::pjrt);
   EXPECT_EQ(client->cache_size(), 1u);  // the step, compiled once
+  // The pjrt lane keeps flat optimizer state by default, the host lane per parameter: the
+  // checks below compare them bit for bit, per parameter.
+  EXPECT_TRUE(dev.trainer->train_step().flat.has_value());
+  EXPECT_FALSE(host.trainer->train_step().flat.has_value());
 
   // Nothing goes up per step and nothing comes back: the cosine schedule is computed in the
   // program from the step's index, so the base lr and the grad scale (1) go up once.
