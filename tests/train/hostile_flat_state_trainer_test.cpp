@@ -11,10 +11,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 
 #include "support/error_of.h"
 #include "support/train_test_util.h"
+#include "tlaloc/distributed/communicator.h"
 #include "tlaloc/io/checkpoint.h"
 #include "tlaloc/nn/layers.h"
 #include "tlaloc/nn/losses.h"
@@ -297,6 +299,80 @@ TEST(HostileFlatTrainer, ZeroOneOnOneProcessWithFlatState) {
   EXPECT_TRUE(flat->train_step().flat.has_value());
   EXPECT_EQ(le, lf);
   train_test::expect_same_state(*each, *flat);
+}
+
+// Rank 0 of two whose peer holds the same values as this rank (an identical twin): a sum over
+// the ranks is x + x (exact), max / min are x, a gather repeats this rank's bytes. Flat and
+// per-parameter runs in this world see the same collectives.
+class TwinWorld : public distributed::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string describe() const override { return "test double, identical twin ranks"; }
+  void all_reduce(void* data, int64_t count, DType dtype, distributed::Reduction op) override {
+    if (op != distributed::Reduction::sum) return;
+    for (int64_t i = 0; i < count; ++i) switch (dtype) {
+        case DType::f32: static_cast<float*>(data)[i] *= 2; break;
+        case DType::f64: static_cast<double*>(data)[i] *= 2; break;
+        case DType::s32: static_cast<int32_t*>(data)[i] *= 2; break;
+        case DType::u32: static_cast<uint32_t*>(data)[i] *= 2; break;
+        default: throw Error("twin world: dtype");
+      }
+  }
+  void all_gather(const void* in, void* out, int64_t bytes) override {
+    std::memmove(out, in, size_t(bytes));
+    std::memcpy(static_cast<char*>(out) + bytes, out, size_t(bytes));
+  }
+  void broadcast(void*, int64_t, int) override {}
+  void barrier() override {}
+};
+struct TwinGuard {
+  TwinGuard() { distributed::set_world(std::make_unique<TwinWorld>()); }
+  ~TwinGuard() { distributed::set_world(nullptr); }
+};
+
+std::unique_ptr<Trainer> twin_trainer(nn::Module& m, std::optional<bool> flat, int zero) {
+  LossFn loss = [](nn::Module& mod, const Inputs& d) {
+    Tensor e = mod(d["x"]) - d["y"];
+    return std::vector<Tensor>{mean(e * e)};
+  };
+  std::vector<DataInput> data = {{"x", {DType::f32, Shape{kRows, 3}}, false, true},
+                                 {"y", {DType::f32, Shape{kRows, 2}}, false, true}};
+  TrainerOptions o;
+  o.flat_state = flat;
+  o.zero = zero;
+  o.update.max_norm = 0.3;
+  return std::make_unique<Trainer>(m, loss, data, optim::AdamW{.amsgrad = true}, o);
+}
+
+// Flat state with ZeRO-1 over two processes: refused in one line naming both.
+TEST(HostileFlatTrainer, FlatWithZeroOverTwoProcessesIsRefusedInOneLine) {
+  TwinGuard twin;
+  auto m = train_test::batch_norm_mlp(3, 2);
+  const std::string e = error_of([&] { twin_trainer(*m, true, 1); });
+  EXPECT_NE(e.find("flat optimizer state with ZeRO-1 is not built"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  // Unset flat_state on the host lane: ZeRO-1 as before, no refusal.
+  EXPECT_EQ(error_of([&] { twin_trainer(*m, std::nullopt, 1); }), "(no error)");
+}
+
+// Flat state with data parallelism (no ZeRO): the same bits as the per-parameter layout.
+TEST(HostileFlatTrainer, FlatWithDataParallelismEqualsPerParameter) {
+  TwinGuard twin;
+  auto me = train_test::batch_norm_mlp(3, 2), mf = train_test::batch_norm_mlp(3, 2);
+  auto each = twin_trainer(*me, false, 0), flat = twin_trainer(*mf, true, 0);
+  ASSERT_TRUE(flat->train_step().flat.has_value());
+  for (int s = 0; s < 4; ++s) {
+    Batch b1{{"x", ramp(DType::f32, Shape{kRows, 3}, 0.2 * s)},
+             {"y", ramp(DType::f32, Shape{kRows, 2}, 1.0 + s)}};
+    Batch b2 = b1;
+    each->step(std::move(b1));
+    flat->step(std::move(b2));
+    EXPECT_EQ(each->read_last().loss, flat->read_last().loss) << "step " << s;
+    EXPECT_EQ(each->read_last().grad_norm, flat->read_last().grad_norm) << "step " << s;
+  }
+  train_test::expect_same_state(*each, *flat);
+  EXPECT_EQ(flat->state_elements_per_rank(), each->state_elements_per_rank());
 }
 
 }  // namespace

@@ -1,0 +1,178 @@
+// Flat optimizer state on the pjrt lane (its default), through the executing fake plugin (which
+// computes with tlaloc's StableHLO parser and host lane, so the bits must equal the host lane's):
+// hostile models against the host lane with per-parameter state (the oracle), and the cross-check
+// on flat state naming what a wrong bucket breaks per parameter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "fake_client.h"
+#include "support/train_test_util.h"
+#include "tlaloc/random/random.h"
+#include "tlaloc/recipes/disc.h"
+#include "tlaloc/train/cross_check.h"
+#include "tlaloc/train/trainer.h"
+
+using namespace tlaloc;
+using namespace tlaloc::train;
+using trace::Tensor;
+namespace disc = tlaloc::recipes::disc;
+
+namespace {
+
+constexpr int64_t kRows = 8;
+
+Array ramp(DType dt, const Shape& s, double phase) {
+  std::vector<double> v(size_t(s.numel()));
+  for (size_t k = 0; k < v.size(); ++k) v[k] = 0.5 * std::sin(0.7 * double(k) + phase);
+  return Array::from_doubles(dt, s, v);
+}
+
+// f64 and f32 parameters, one without elements, a rank-0 one.
+class MixedModule : public nn::Module {
+ public:
+  MixedModule() {
+    register_parameter("w64", ramp(DType::f64, Shape{2, 3}, 0.1));
+    register_parameter("e32", Array(DType::f32, Shape{0}));
+    register_parameter("s64", Array::from_doubles(DType::f64, Shape{}, {0.25}));
+    register_parameter("w32", ramp(DType::f32, Shape{3, 1}, 1.3));
+    register_parameter("b32", Array::from_doubles(DType::f32, Shape{1}, {-0.1}));
+  }
+  Tensor forward(const Tensor& x) override {
+    const int64_t n = x.type().shape[0];
+    Tensor h = tanh(trace::matmul(astype(x, DType::f64), param("w64")) +
+                    broadcast_to(param("s64"), Shape{n, 3}));
+    Tensor y = trace::matmul(astype(h, DType::f32), param("w32")) +
+               broadcast_to(reshape(param("b32"), {1, 1}), Shape{n, 1});
+    return y + broadcast_to(sum(param("e32")), Shape{n, 1});
+  }
+  std::string repr() const override { return "MixedModule()"; }
+};
+
+// client null: the host lane, per-parameter state (its default); else the pjrt lane, whose
+// default is flat (`flat` unset) or as given.
+std::unique_ptr<Trainer> mixed_trainer(MixedModule& m, runtime::pjrt::Client* client,
+                                       std::optional<bool> flat = std::nullopt) {
+  LossFn loss = [](nn::Module& mod, const Inputs& d) {
+    Tensor e = mod(d["x"]) - d["y"];
+    return std::vector<Tensor>{mean(e * e)};
+  };
+  std::vector<DataInput> data = {{"x", {DType::f32, Shape{kRows, 2}}, true},
+                                 {"y", {DType::f32, Shape{kRows, 1}}, true}};
+  TrainerOptions o;
+  o.flat_state = flat;
+  if (client) {
+    o.lane = Lane::pjrt;
+    o.client = client;
+  }
+  o.update.groups = {{"late", {3, 0}, 0.05, 0.1}, {"early", {4, 1, 2}, 0.02, 0.0}};
+  o.update.max_norm = 0.2;
+  o.schedule = optim::parse_schedule("warmup-cosine", 12, 2);
+  auto t = std::make_unique<Trainer>(m, loss, data, optim::Adam{.lr = 0.05, .amsgrad = true}, o);
+  t->set_resident("x", ramp(DType::f32, Shape{kRows, 2}, 0.3));
+  t->set_resident("y", ramp(DType::f32, Shape{kRows, 1}, 2.0));
+  return t;
+}
+
+TEST(HostileFlatPjrt, MixedDtypeModelEqualsTheHostLanesPerParameterBits) {
+  auto client = tlaloc::testing::fake_client();
+  MixedModule mh, md, mp;
+  auto host = mixed_trainer(mh, nullptr);
+  auto dev = mixed_trainer(md, client.get());
+  auto dev_each = mixed_trainer(mp, client.get(), false);
+  ASSERT_FALSE(host->train_step().flat.has_value());
+  ASSERT_TRUE(dev->train_step().flat.has_value());
+  ASSERT_FALSE(dev_each->train_step().flat.has_value());
+  const auto lh = train_test::step_losses(*host, 5);
+  EXPECT_EQ(train_test::step_losses(*dev, 5), lh);
+  EXPECT_EQ(train_test::step_losses(*dev_each, 5), lh);
+  train_test::expect_same_state(*host, *dev);
+  train_test::expect_same_state(*host, *dev_each);
+}
+
+// f16 compute with loss scaling on the pjrt lane (flat) against the host lane (per parameter).
+TEST(HostileFlatPjrt, F16LossScalingWithSkipsEqualsTheHostLane) {
+  auto client = tlaloc::testing::fake_client();
+  auto make = [&](nn::Module& model, runtime::pjrt::Client* c) {
+    auto keys = random::split(random::key(7), 2);
+    model.init(keys[1]);
+    TrainerOptions o;
+    o.precision = DType::f16;
+    o.update.loss_scaling =
+        optim::UpdateOptions::LossScaling{.init_scale = 1 << 20, .growth_interval = 2};
+    o.update.max_norm = 1.0;
+    if (c) {
+      o.lane = Lane::pjrt;
+      o.client = c;
+    }
+    auto t = std::make_unique<Trainer>(model, disc::mse_loss_fn(), disc::data_inputs(16),
+                                       optim::AdamW{.lr = 0.02, .amsgrad = true}, o);
+    disc::Data d = disc::make_data(keys[0], 16);
+    t->set_resident("x", d.x);
+    t->set_resident("y", d.y);
+    return t;
+  };
+  auto mh = disc::make_model(), md = disc::make_model();
+  auto host = make(*mh, nullptr), dev = make(*md, client.get());
+  ASSERT_TRUE(dev->train_step().flat.has_value());
+  int skipped = 0;
+  for (int s = 0; s < 8; ++s) {
+    host->step({});
+    dev->step({});
+    EXPECT_EQ(host->read_last().loss, dev->read_last().loss) << "step " << s;
+    EXPECT_EQ(host->last_skipped(), dev->last_skipped()) << "step " << s;
+    EXPECT_EQ(host->loss_scale(), dev->loss_scale()) << "step " << s;
+    skipped += host->last_skipped();
+  }
+  EXPECT_GT(skipped, 0);
+  train_test::expect_same_state(*host, *dev);
+}
+
+const TensorScore& named(const std::vector<TensorScore>& v, const std::string& name) {
+  for (const auto& s : v)
+    if (s.name == name) return s;
+  throw std::runtime_error("no score named " + name);
+}
+
+struct Perturb {
+  Perturb(std::string program, std::string output, double factor) {
+    tlaloc::testing::perturbation = {std::move(program), std::move(output), factor};
+  }
+  ~Perturb() { tlaloc::testing::perturbation = {}; }
+};
+
+// The cross-check of a flat trainer scores the state per parameter, as checkpoints name it; it
+// passes on the mixed model, and a wrong bucket on the device is caught and named by a
+// parameter's slot of that kind.
+TEST(HostileFlatPjrt, CrossCheckOnFlatStateNamesPerParameterSlots) {
+  auto client = tlaloc::testing::fake_client();
+  MixedModule md;
+  auto dev = mixed_trainer(md, client.get());
+  dev->step({});
+  {
+    CrossCheckReport r = cross_check(*dev, {});
+    EXPECT_TRUE(r.passed()) << r.summary();
+    // 5 parameters, 5 x 3 state slots + step, found_inf, grad_norm.
+    ASSERT_EQ(r.update.size(), 5u + 16u + 2u);
+    EXPECT_EQ(r.update[5].name, "optimizer.w64.exp_avg");
+    EXPECT_EQ(named(r.update, "optimizer.e32.exp_avg").problem, "");
+    EXPECT_EQ(named(r.update, "optimizer.step").score, 0.0);
+  }
+  {
+    // Group "late" mixes dtypes: f32 bucket "flat.late" (w32), f64 bucket "flat.late.f64" (w64).
+    Perturb wrong("cross_check_update", "flat.late.f64.exp_avg_sq", 1.5);
+    CrossCheckReport r = cross_check(*dev, {});
+    EXPECT_FALSE(r.update_passed()) << r.summary();
+    EXPECT_EQ(r.worst_update().name, "optimizer.w64.exp_avg_sq") << r.summary();
+    EXPECT_LE(named(r.update, "optimizer.w32.exp_avg_sq").score, 1e-5);
+    EXPECT_LE(named(r.update, "w64").score, 1e-5);  // the parameters are the bucket's p'
+  }
+  // Nothing changed by the checks: the next steps equal the host lane's.
+  MixedModule mh;
+  auto host = mixed_trainer(mh, nullptr);
+  host->step({});
+  EXPECT_EQ(train_test::step_losses(*dev, 2), train_test::step_losses(*host, 2));
+  train_test::expect_same_state(*host, *dev);
+}
+
+}  // namespace
