@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "fake_client.h"
 #include "support/train_test_util.h"
+#include "support/error_of.h"
+#include "tlaloc/distributed/communicator.h"
 #include "tlaloc/random/random.h"
 #include "tlaloc/recipes/disc.h"
 #include "tlaloc/train/cross_check.h"
@@ -52,7 +55,8 @@ class MixedModule : public nn::Module {
 // client null: the host lane, per-parameter state (its default); else the pjrt lane, whose
 // default is flat (`flat` unset) or as given.
 std::unique_ptr<Trainer> mixed_trainer(MixedModule& m, runtime::pjrt::Client* client,
-                                       std::optional<bool> flat = std::nullopt) {
+                                       std::optional<bool> flat = std::nullopt,
+                                       std::string second_group = "early") {
   LossFn loss = [](nn::Module& mod, const Inputs& d) {
     Tensor e = mod(d["x"]) - d["y"];
     return std::vector<Tensor>{mean(e * e)};
@@ -65,7 +69,7 @@ std::unique_ptr<Trainer> mixed_trainer(MixedModule& m, runtime::pjrt::Client* cl
     o.lane = Lane::pjrt;
     o.client = client;
   }
-  o.update.groups = {{"late", {3, 0}, 0.05, 0.1}, {"early", {4, 1, 2}, 0.02, 0.0}};
+  o.update.groups = {{"late", {3, 0}, 0.05, 0.1}, {second_group, {4, 1, 2}, 0.02, 0.0}};
   o.update.max_norm = 0.2;
   o.schedule = optim::parse_schedule("warmup-cosine", 12, 2);
   auto t = std::make_unique<Trainer>(m, loss, data, optim::Adam{.lr = 0.05, .amsgrad = true}, o);
@@ -172,6 +176,59 @@ TEST(HostileFlatPjrt, CrossCheckOnFlatStateNamesPerParameterSlots) {
   auto host = mixed_trainer(mh, nullptr);
   host->step({});
   EXPECT_EQ(train_test::step_losses(*dev, 2), train_test::step_losses(*host, 2));
+  train_test::expect_same_state(*host, *dev);
+}
+
+// Rank 0 of two (collectives never run here: only Trainers that are refused are built).
+class TwoRankWorld : public distributed::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string describe() const override { return "test double, 2 ranks"; }
+  void all_reduce(void*, int64_t, DType, distributed::Reduction) override {
+    throw Error("test double: no collectives");
+  }
+  void all_gather(const void*, void*, int64_t) override { throw Error("test double: no collectives"); }
+  void broadcast(void*, int64_t, int) override {}
+  void barrier() override {}
+};
+
+// The pjrt lane over two processes with ZeRO-1, flat_state left unset: the user asked for no
+// flat state (it is only the pjrt lane's default), so the refusal must be the real one (data
+// parallelism runs on the host lane), not "flat optimizer state with ZeRO-1 is not built".
+TEST(HostileFlatPjrt, ZeroOnThePjrtLaneIsRefusedForTheLaneNotForADefaultFlatState) {
+  auto client = tlaloc::testing::fake_client();
+  distributed::set_world(std::make_unique<TwoRankWorld>());
+  std::string e, e0;
+  {
+    auto m = disc::make_model();
+    m->init(random::key(1));
+    TrainerOptions o;
+    o.lane = Lane::pjrt;
+    o.client = client.get();
+    o.zero = 1;
+    e = tlaloc::testing::error_of([&] {
+      Trainer(*m, disc::mse_loss_fn(), disc::data_inputs(kRows), optim::Adam{}, o);
+    });
+    o.zero = 0;
+    e0 = tlaloc::testing::error_of([&] {
+      Trainer(*m, disc::mse_loss_fn(), disc::data_inputs(kRows), optim::Adam{}, o);
+    });
+  }
+  distributed::set_world(nullptr);
+  EXPECT_NE(e0.find("runs on the host lane"), std::string::npos) << e0;
+  EXPECT_NE(e.find("runs on the host lane"), std::string::npos) << e;
+  EXPECT_EQ(e.find("flat optimizer state"), std::string::npos) << e;
+}
+
+// Group "late.f64" (f32 and f64 parameters) beside group "late" (with an f64 one): two buckets
+// both named "flat.late.f64" go through StableHLO; the bits must still be the host lane's.
+TEST(HostileFlatPjrt, CollidingBucketNamesStillEqualTheHostLane) {
+  auto client = tlaloc::testing::fake_client();
+  MixedModule mh, md;
+  auto host = mixed_trainer(mh, nullptr, std::nullopt, "late.f64");
+  auto dev = mixed_trainer(md, client.get(), std::nullopt, "late.f64");
+  EXPECT_EQ(train_test::step_losses(*dev, 4), train_test::step_losses(*host, 4));
   train_test::expect_same_state(*host, *dev);
 }
 
