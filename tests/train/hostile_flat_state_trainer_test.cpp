@@ -375,4 +375,50 @@ TEST(HostileFlatTrainer, FlatWithDataParallelismEqualsPerParameter) {
   EXPECT_EQ(flat->state_elements_per_rank(), each->state_elements_per_rank());
 }
 
+// A parameter the loss never reads (its gradient a constant zero, which the step may fold into
+// the bucket's concatenation) between two that are read, one of them twice.
+class UnusedModule : public nn::Module {
+ public:
+  UnusedModule() {
+    register_parameter("a", ramp(DType::f32, Shape{3}, 0.2));
+    register_parameter("unused", ramp(DType::f32, Shape{2, 2}, 0.7));
+    register_parameter("twice", ramp(DType::f32, Shape{3}, 1.1));
+  }
+  Tensor forward(const Tensor& x) override {
+    const int64_t n = x.type().shape[0];
+    Tensor t = broadcast_to(reshape(param("twice"), {1, 3}), Shape{n, 3});
+    Tensor a = broadcast_to(reshape(param("a"), {1, 3}), Shape{n, 3});
+    return tanh(x * a + t) * t;
+  }
+  std::string repr() const override { return "UnusedModule()"; }
+};
+
+TEST(HostileFlatTrainer, UnusedAndTwiceUsedParameters) {
+  for (const optim::Optimizer& opt :
+       std::vector<optim::Optimizer>{optim::AdamW{.lr = 0.05, .weight_decay = 0.3},
+                                     optim::SGD{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.1}}) {
+    SCOPED_TRACE(optim::name(opt));
+    auto run = [&](bool flat) {
+      auto m = std::make_unique<UnusedModule>();
+      LossFn loss = [](nn::Module& mod, const Inputs& d) {
+        Tensor e = mod(d["x"]) - d["y"];
+        return std::vector<Tensor>{mean(e * e)};
+      };
+      std::vector<DataInput> data = {{"x", {DType::f32, Shape{kRows, 3}}, true},
+                                     {"y", {DType::f32, Shape{kRows, 3}}, true}};
+      TrainerOptions o;
+      o.flat_state = flat;
+      auto t = std::make_unique<Trainer>(*m, loss, data, opt, o);
+      t->set_resident("x", ramp(DType::f32, Shape{kRows, 3}, 0.5));
+      t->set_resident("y", ramp(DType::f32, Shape{kRows, 3}, -1.0));
+      auto l = train_test::step_losses(*t, 4);
+      return std::make_tuple(std::move(m), std::move(t), l);
+    };
+    auto [me, each, le] = run(false);
+    auto [mf, flat, lf] = run(true);
+    EXPECT_EQ(le, lf);
+    train_test::expect_same_state(*each, *flat);
+  }
+}
+
 }  // namespace
