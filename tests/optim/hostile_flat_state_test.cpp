@@ -111,7 +111,8 @@ void expect_same_bits(Engine e, const Case& c, int steps,
     std::vector<Array> grads;
     for (size_t i = 0; i < c.params.size(); ++i) {
       const DType gd = c.gdtype.empty() ? c.params[i].dtype : c.gdtype[i];
-      grads.push_back(grad ? grad(s, int(i)) : values(gd, c.params[i].shape, 100 * s + int(i), amp));
+      grads.push_back(grad ? grad(s, int(i))
+                           : values(gd, c.params[i].shape, 100 * s + int(i), amp));
     }
     const bool fi_flat = flat.step(grads, lr, s), fi_each = each.step(grads, lr, s);
     EXPECT_EQ(fi_flat, fi_each);
@@ -146,12 +147,11 @@ TEST_P(HostileFlat, InterleavedOutOfOrderGroupsWithScalarAndEmptyParameters) {
                                        f32(Shape{1}),       f32(Shape{4, 3}), f32(Shape{7})};
   UpdateOptions o;
   o.groups = {{"b", {5, 2, 0}, 0.03, 0.2}, {"a", {4, 1, 3}, 0.1, 0.0}};
-  for (const Optimizer& opt :
-       std::vector<Optimizer>{AdamW{.lr = 0.01, .amsgrad = true, .maximize = true},
-                              Adam{.lr = 0.02, .weight_decay = 0.1, .amsgrad = true},
-                              SGD{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.05, .nesterov = true},
-                              SGD{.lr = 0.1, .momentum = 0.5, .dampening = 0.3, .maximize = true},
-                              SGD{.lr = 0.1}})
+  for (const Optimizer& opt : std::vector<Optimizer>{
+           AdamW{.lr = 0.01, .amsgrad = true, .maximize = true},
+           Adam{.lr = 0.02, .weight_decay = 0.1, .amsgrad = true},
+           SGD{.lr = 0.1, .momentum = 0.9, .weight_decay = 0.05, .nesterov = true},
+           SGD{.lr = 0.1, .momentum = 0.5, .dampening = 0.3, .maximize = true}, SGD{.lr = 0.1}})
     expect_same_bits(GetParam(), {name(opt), opt, o, ps, {}}, 4);
 }
 
@@ -163,13 +163,13 @@ TEST_P(HostileFlat, GroupsOfOnlyEmptyParametersAndEmptyGroups) {
               {"also_empty", {3}, 0.2, 0.2}};
   const std::vector<ir::TensorType> ps{f32(Shape{0}), f32(Shape{2, 2}), f64(Shape{3, 0}),
                                        f64(Shape{0})};
-  for (const Optimizer& opt : std::vector<Optimizer>{AdamW{.amsgrad = true},
-                                                     SGD{.lr = 0.1, .momentum = 0.9}, SGD{}})
+  for (const Optimizer& opt :
+       std::vector<Optimizer>{AdamW{.amsgrad = true}, SGD{.lr = 0.1, .momentum = 0.9}, SGD{}})
     expect_same_bits(GetParam(), {name(opt), opt, o, ps, {}}, 3);
   // Every parameter empty: no bucket at all.
   UpdateOptions all;
-  expect_same_bits(GetParam(),
-                   {"all empty", Adam{}, all, {f32(Shape{0}), f64(Shape{0, 2})}, {}}, 2);
+  expect_same_bits(GetParam(), {"all empty", Adam{}, all, {f32(Shape{0}), f64(Shape{0, 2})}, {}},
+                   2);
   // No parameters.
   expect_same_bits(GetParam(), {"no parameters", AdamW{}, all, {}, {}}, 2);
 }
@@ -222,8 +222,8 @@ TEST_P(HostileFlat, NonFiniteGradientInOneBucketSkipsEveryBucketBitwise) {
     if (s == 4 && i == 1) put(1e200);
     return g;
   };
-  for (const Optimizer& opt : std::vector<Optimizer>{Adam{.amsgrad = true}, AdamW{},
-                                                     SGD{.lr = 0.1, .momentum = 0.9}}) {
+  for (const Optimizer& opt :
+       std::vector<Optimizer>{Adam{.amsgrad = true}, AdamW{}, SGD{.lr = 0.1, .momentum = 0.9}}) {
     const Case c{name(opt), opt, o, ps, {}};
     expect_same_bits(GetParam(), c, 6, grad);
     // The skipped steps keep every bucket: check against the flat run itself before / after.
@@ -266,7 +266,8 @@ TEST_P(HostileFlat, F16ParametersWithLossScalingBackoffAndGrowth) {
     }
     return g;
   };
-  for (const Optimizer& opt : std::vector<Optimizer>{AdamW{.amsgrad = true}, SGD{.lr = 0.1, .momentum = 0.9}})
+  for (const Optimizer& opt :
+       std::vector<Optimizer>{AdamW{.amsgrad = true}, SGD{.lr = 0.1, .momentum = 0.9}})
     expect_same_bits(GetParam(), {name(opt), opt, o, ps, gd}, 8, grad);
 }
 
@@ -280,16 +281,15 @@ TEST_P(HostileFlat, ScheduleInTheProgramWithSeveralGroups) {
 
 TEST_P(HostileFlat, SizesThatStraddleVectorAndThreadChunks) {
   // Offsets that are odd and not multiples of any vector width; a bucket of ~200k elements.
-  const std::vector<ir::TensorType> ps{f32(Shape{1}), f32(Shape{1023}), f32(Shape{7, 13}),
-                                       f32(Shape{65537}), f32(Shape{3}), f32(Shape{129, 1031})};
+  const std::vector<ir::TensorType> ps{f32(Shape{1}),     f32(Shape{1023}), f32(Shape{7, 13}),
+                                       f32(Shape{65537}), f32(Shape{3}),    f32(Shape{129, 1031})};
   UpdateOptions o;
   o.groups = {{"g", {5, 0, 3, 1, 4, 2}, 0.01, 0.01}};
   o.max_norm = 10.0;
   expect_same_bits(GetParam(), {"big", AdamW{.amsgrad = true}, o, ps, {}}, 2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, HostileFlat,
-                         ::testing::Values(Engine::interpreter, Engine::host),
+INSTANTIATE_TEST_SUITE_P(Engines, HostileFlat, ::testing::Values(Engine::interpreter, Engine::host),
                          [](const auto& i) {
                            return i.param == Engine::host ? "host" : "interpreter";
                          });
@@ -312,7 +312,8 @@ TEST(HostileFlatReference, MixedGroupsAgreeWithReferenceStep) {
   const auto lr = flat.ts.group_lr();
   for (int s = 0; s < 4; ++s) {
     std::vector<Array> g;
-    for (size_t i = 0; i < ps.size(); ++i) g.push_back(values(DType::f32, ps[i].shape, 7 * s + int(i)));
+    for (size_t i = 0; i < ps.size(); ++i)
+      g.push_back(values(DType::f32, ps[i].shape, 7 * s + int(i)));
     flat.step(g, lr, s);
     reference_step(opt, o, rp, g, rs, lr);
     for (size_t i = 0; i < ps.size(); ++i) {
@@ -369,8 +370,9 @@ TEST(HostileFlatLayout, AGroupNamingAParameterTwiceIsRefused) {
   UpdateOptions o;
   o.flat_state = true;
   o.groups = {{"dup", {0, 1, 0}, 0.1, 0.0}};
-  const std::string e = tlaloc::testing::error_of(
-      [&] { append_update(Adam{}, given_grads_fn({Shape{2}, Shape{3}}), 2, o); });
+  const std::string e = tlaloc::testing::error_of([&] {
+    append_update(Adam{}, given_grads_fn({Shape{2}, Shape{3}}), 2, o);
+  });
   EXPECT_NE(e.find("parameter 0 is in groups"), std::string::npos) << e;
 }
 
@@ -380,9 +382,9 @@ TEST(HostileFlatLayout, ZeroOneOnOneReplicaIsAccepted) {
   o.flat_state = true;
   o.zero = 1;
   o.replicas = 1;
-  EXPECT_EQ(tlaloc::testing::error_of(
-                [&] { append_update(Adam{}, given_grads_fn({Shape{2}}), 1, o); }),
-            "(no error)");
+  EXPECT_EQ(
+      tlaloc::testing::error_of([&] { append_update(Adam{}, given_grads_fn({Shape{2}}), 1, o); }),
+      "(no error)");
   o.replicas = 3;
   const std::string e =
       tlaloc::testing::error_of([&] { append_update(Adam{}, given_grads_fn({Shape{2}}), 1, o); });

@@ -82,11 +82,10 @@ std::unique_ptr<Trainer> mixed_trainer(MixedModule& m, bool flat, optim::Optimiz
 }
 
 TEST(HostileFlatTrainer, MixedF64F32ModelWithAnEmptyParameterAndGroupsOutOfOrder) {
-  for (const optim::Optimizer& opt :
-       std::vector<optim::Optimizer>{optim::Adam{.lr = 0.05, .weight_decay = 0.1, .amsgrad = true},
-                                     optim::AdamW{.amsgrad = true, .maximize = false},
-                                     optim::SGD{.lr = 0.1, .momentum = 0.9, .nesterov = true},
-                                     optim::SGD{.lr = 0.1}}) {
+  for (const optim::Optimizer& opt : std::vector<optim::Optimizer>{
+           optim::Adam{.lr = 0.05, .weight_decay = 0.1, .amsgrad = true},
+           optim::AdamW{.amsgrad = true, .maximize = false},
+           optim::SGD{.lr = 0.1, .momentum = 0.9, .nesterov = true}, optim::SGD{.lr = 0.1}}) {
     SCOPED_TRACE(optim::name(opt));
     MixedModule me, mf;
     auto each = mixed_trainer(me, false, opt), flat = mixed_trainer(mf, true, opt);
@@ -139,8 +138,8 @@ TEST(HostileFlatTrainer, BatchNormWithFrozenParametersAndNesterov) {
     // Trained: 1.weight, 1.bias, 2.weight, 2.bias.
     o.update.groups = {{"decay", {2}, 0.1, 0.01}, {"rest", {3, 1, 0}, 0.05, 0.0}};
     o.update.max_norm = 0.1;
-    auto t = std::make_unique<Trainer>(
-        *m, loss, data, optim::SGD{.lr = 0.1, .momentum = 0.9, .nesterov = true}, o);
+    auto t = std::make_unique<Trainer>(*m, loss, data,
+                                       optim::SGD{.lr = 0.1, .momentum = 0.9, .nesterov = true}, o);
     t->set_resident("x", ramp(DType::f32, Shape{kRows, 3}, 0.9));
     t->set_resident("y", ramp(DType::f32, Shape{kRows, 2}, -0.4));
     const auto losses = train_test::step_losses(*t, 5);
@@ -164,7 +163,8 @@ std::unique_ptr<Trainer> disc_f16(nn::Module& model, bool flat) {
   TrainerOptions o;
   o.flat_state = flat;
   o.precision = DType::f16;
-  o.update.loss_scaling = optim::UpdateOptions::LossScaling{.init_scale = 1 << 20, .growth_interval = 2};
+  o.update.loss_scaling =
+      optim::UpdateOptions::LossScaling{.init_scale = 1 << 20, .growth_interval = 2};
   o.update.max_norm = 1.0;
   auto t = std::make_unique<Trainer>(model, disc::mse_loss_fn(), disc::data_inputs(16),
                                      optim::AdamW{.lr = 0.02, .amsgrad = true}, o);
@@ -312,11 +312,20 @@ class TwinWorld : public distributed::Communicator {
   void all_reduce(void* data, int64_t count, DType dtype, distributed::Reduction op) override {
     if (op != distributed::Reduction::sum) return;
     for (int64_t i = 0; i < count; ++i) switch (dtype) {
-        case DType::f32: static_cast<float*>(data)[i] *= 2; break;
-        case DType::f64: static_cast<double*>(data)[i] *= 2; break;
-        case DType::s32: static_cast<int32_t*>(data)[i] *= 2; break;
-        case DType::u32: static_cast<uint32_t*>(data)[i] *= 2; break;
-        default: throw Error("twin world: dtype");
+        case DType::f32:
+          static_cast<float*>(data)[i] *= 2;
+          break;
+        case DType::f64:
+          static_cast<double*>(data)[i] *= 2;
+          break;
+        case DType::s32:
+          static_cast<int32_t*>(data)[i] *= 2;
+          break;
+        case DType::u32:
+          static_cast<uint32_t*>(data)[i] *= 2;
+          break;
+        default:
+          throw Error("twin world: dtype");
       }
   }
   void all_gather(const void* in, void* out, int64_t bytes) override {

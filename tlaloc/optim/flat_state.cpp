@@ -1,6 +1,7 @@
 #include "tlaloc/optim/flat_state.h"
 
 #include <cstring>
+#include <set>
 
 namespace tlaloc::optim {
 
@@ -30,6 +31,14 @@ FlatState flat_state(const Optimizer& opt, std::span<const ParamGroup> groups,
       }
       if (b.numel > 0) f.buckets.push_back(std::move(b));
     }
+  }
+  // Group names are free text ("a" with an f64 part beside a group "a.f64"): a name already
+  // taken gets the bucket's index, so every state slot's name is its own.
+  std::set<std::string> taken;
+  for (size_t k = 0; k < f.buckets.size(); ++k) {
+    const std::string base = f.buckets[k].name;
+    for (int r = 0; !taken.insert(f.buckets[k].name).second; ++r)
+      f.buckets[k].name = fmt::format("{}#{}{}", base, k, r ? fmt::format(".{}", r) : "");
   }
   return f;
 }
@@ -78,6 +87,12 @@ std::vector<Array> flat_state_of(const FlatState& f, const StateLayout& local,
                                  const std::vector<Array>& full_state) {
   if (full_state.size() != size_t(f.full.size()))
     fail("flat state: {} state tensors for a layout of {}", full_state.size(), f.full.size());
+  for (size_t j = 0; j < full_state.size(); ++j) {
+    const StateSlot& s = f.full.slots[j];
+    if (full_state[j].dtype() != s.type.dtype || full_state[j].shape() != s.type.shape)
+      fail("flat state: '{}' is {}, expected {}", s.name, describe(full_state[j]),
+           ir::to_string(s.type));
+  }
   std::vector<Array> out;
   for (const StateSlot& ls : local.slots) {
     if (ls.bucket < 0) {

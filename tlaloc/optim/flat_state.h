@@ -18,7 +18,9 @@
 namespace tlaloc::optim {
 
 struct FlatBucket {
-  std::string name;             // "flat.<group>" (".f64" added when the group mixes dtypes)
+  // "flat.<group>" (".f64" added when the group mixes dtypes; "#<index>" when that name is
+  // already another bucket's).
+  std::string name;
   int group = 0;                // index into the resolved groups
   DType dtype = DType::f32;     // the master dtype of its parameters
   std::vector<int> params;      // parameter indices, in the group's order
@@ -43,6 +45,8 @@ StateLayout flat_layout(const FlatState& f);
 // Flat <-> per-parameter. `local_slot(j)` gives the flat layout's slot j (read one at a time).
 std::vector<Array> whole_state(const FlatState& f, const StateLayout& local,
                                const std::function<Array(int)>& local_slot);
+// flat_state_of throws tlaloc::Error naming the first tensor whose count, dtype or shape is not
+// the per-parameter layout's.
 std::vector<Array> flat_state_of(const FlatState& f, const StateLayout& local,
                                  const std::vector<Array>& full_state);
 

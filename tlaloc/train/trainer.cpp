@@ -106,6 +106,11 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
     d.type.shape = Shape(dims);
   }
   lane_ = options_.lane == Lane::automatic ? choose_lane(Lane::automatic).lane : options_.lane;
+  if (lane_ == Lane::pjrt && replicas > 1)
+    fail(
+        "Trainer: data parallelism over {} processes runs on the host lane (a multi-device pjrt "
+        "run is not built): use --lane host",
+        replicas);
   options_.update.flat_state =
       options_.flat_state.value_or(options_.update.flat_state || lane_ == Lane::pjrt);
   step_ = build_train_step(model_, loss, local_data_, opt_, options_.update, &forward_ops_,
@@ -117,11 +122,6 @@ Trainer::Trainer(nn::Module& model, LossFn loss, std::vector<DataInput> data, op
   const size_t nf = named.size() - size_t(step_.num_params);
   for (size_t k = 0; k < order_.size(); ++k)
     (k < nf ? frozen_names_ : param_names_).push_back(named[order_[k]].name);
-  if (lane_ == Lane::pjrt && replicas > 1)
-    fail(
-        "Trainer: data parallelism over {} processes runs on the host lane (a multi-device pjrt "
-        "run is not built): use --lane host",
-        replicas);
   if (lane_ == Lane::pjrt)
     client_ = options_.client ? options_.client : &runtime::pjrt::default_client();
   else

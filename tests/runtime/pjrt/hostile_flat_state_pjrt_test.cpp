@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "fake_client.h"
-#include "support/train_test_util.h"
 #include "support/error_of.h"
+#include "support/train_test_util.h"
 #include "tlaloc/distributed/communicator.h"
 #include "tlaloc/random/random.h"
 #include "tlaloc/recipes/disc.h"
@@ -188,7 +188,9 @@ class TwoRankWorld : public distributed::Communicator {
   void all_reduce(void*, int64_t, DType, distributed::Reduction) override {
     throw Error("test double: no collectives");
   }
-  void all_gather(const void*, void*, int64_t) override { throw Error("test double: no collectives"); }
+  void all_gather(const void*, void*, int64_t) override {
+    throw Error("test double: no collectives");
+  }
   void broadcast(void*, int64_t, int) override {}
   void barrier() override {}
 };
@@ -207,13 +209,11 @@ TEST(HostileFlatPjrt, ZeroOnThePjrtLaneIsRefusedForTheLaneNotForADefaultFlatStat
     o.lane = Lane::pjrt;
     o.client = client.get();
     o.zero = 1;
-    e = tlaloc::testing::error_of([&] {
-      Trainer(*m, disc::mse_loss_fn(), disc::data_inputs(kRows), optim::Adam{}, o);
-    });
+    e = tlaloc::testing::error_of(
+        [&] { Trainer(*m, disc::mse_loss_fn(), disc::data_inputs(kRows), optim::Adam{}, o); });
     o.zero = 0;
-    e0 = tlaloc::testing::error_of([&] {
-      Trainer(*m, disc::mse_loss_fn(), disc::data_inputs(kRows), optim::Adam{}, o);
-    });
+    e0 = tlaloc::testing::error_of(
+        [&] { Trainer(*m, disc::mse_loss_fn(), disc::data_inputs(kRows), optim::Adam{}, o); });
   }
   distributed::set_world(nullptr);
   EXPECT_NE(e0.find("runs on the host lane"), std::string::npos) << e0;
