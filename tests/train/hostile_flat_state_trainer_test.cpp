@@ -15,6 +15,7 @@
 #include <filesystem>
 
 #include "support/error_of.h"
+#include "support/mixed_module.h"
 #include "support/train_test_util.h"
 #include "tlaloc/distributed/communicator.h"
 #include "tlaloc/io/checkpoint.h"
@@ -33,52 +34,14 @@ namespace {
 
 constexpr int64_t kRows = 8;
 
-Array ramp(DType dt, const Shape& s, double phase) {
-  std::vector<double> v(size_t(s.numel()));
-  for (size_t k = 0; k < v.size(); ++k) v[k] = 0.5 * std::sin(0.7 * double(k) + phase);
-  return Array::from_doubles(dt, s, v);
-}
-
-// Parameters (registration order): w64 f64 [2,3], e32 f32 [0] (no elements), s64 f64 [],
-// w32 f32 [3,1], b32 f32 [1].
-class MixedModule : public nn::Module {
- public:
-  MixedModule() {
-    register_parameter("w64", ramp(DType::f64, Shape{2, 3}, 0.1));
-    register_parameter("e32", Array(DType::f32, Shape{0}));
-    register_parameter("s64", Array::from_doubles(DType::f64, Shape{}, {0.25}));
-    register_parameter("w32", ramp(DType::f32, Shape{3, 1}, 1.3));
-    register_parameter("b32", Array::from_doubles(DType::f32, Shape{1}, {-0.1}));
-  }
-  Tensor forward(const Tensor& x) override {
-    const int64_t n = x.type().shape[0];
-    Tensor h = tanh(trace::matmul(astype(x, DType::f64), param("w64")) +
-                    broadcast_to(param("s64"), Shape{n, 3}));
-    Tensor y = trace::matmul(astype(h, DType::f32), param("w32")) +
-               broadcast_to(reshape(param("b32"), {1, 1}), Shape{n, 1});
-    return y + broadcast_to(sum(param("e32")), Shape{n, 1});
-  }
-  std::string repr() const override { return "MixedModule()"; }
-};
+using train_test::MixedModule;
+using train_test::mse_loss;
+using train_test::ramp;
 
 std::unique_ptr<Trainer> mixed_trainer(MixedModule& m, bool flat, optim::Optimizer opt) {
-  LossFn loss = [](nn::Module& mod, const Inputs& d) {
-    Tensor e = mod(d["x"]) - d["y"];
-    return std::vector<Tensor>{mean(e * e)};
-  };
-  std::vector<DataInput> data = {{"x", {DType::f32, Shape{kRows, 2}}, true},
-                                 {"y", {DType::f32, Shape{kRows, 1}}, true}};
   TrainerOptions o;
   o.flat_state = flat;
-  // Trained parameters 0..4 as registered; groups out of order, f64 and f32 in both, the empty
-  // one in the middle of a group.
-  o.update.groups = {{"late", {3, 0}, 0.05, 0.1}, {"early", {4, 1, 2}, 0.02, 0.0}};
-  o.update.max_norm = 0.2;
-  o.schedule = optim::parse_schedule("warmup-cosine", 12, 2);
-  auto t = std::make_unique<Trainer>(m, loss, data, std::move(opt), o);
-  t->set_resident("x", ramp(DType::f32, Shape{kRows, 2}, 0.3));
-  t->set_resident("y", ramp(DType::f32, Shape{kRows, 1}, 2.0));
-  return t;
+  return train_test::mixed_trainer(m, o, std::move(opt));
 }
 
 TEST(HostileFlatTrainer, MixedF64F32ModelWithAnEmptyParameterAndGroupsOutOfOrder) {
@@ -127,10 +90,7 @@ TEST(HostileFlatTrainer, BatchNormWithFrozenParametersAndNesterov) {
   auto run = [](bool flat) {
     auto m = train_test::batch_norm_mlp(3, 2);
     nn::freeze(*m, {"0.*"});
-    LossFn loss = [](nn::Module& mod, const Inputs& d) {
-      Tensor e = mod(d["x"]) - d["y"];
-      return std::vector<Tensor>{mean(e * e)};
-    };
+    LossFn loss = mse_loss();
     std::vector<DataInput> data = {{"x", {DType::f32, Shape{kRows, 3}}, true},
                                    {"y", {DType::f32, Shape{kRows, 2}}, true}};
     TrainerOptions o;
@@ -277,10 +237,7 @@ TEST(HostileFlatTrainer, LoadStateWithWrongShapesIsRefusedNamingTheTensorNothing
 TEST(HostileFlatTrainer, ZeroOneOnOneProcessWithFlatState) {
   auto run = [](bool flat) {
     auto m = train_test::batch_norm_mlp(3, 2);
-    LossFn loss = [](nn::Module& mod, const Inputs& d) {
-      Tensor e = mod(d["x"]) - d["y"];
-      return std::vector<Tensor>{mean(e * e)};
-    };
+    LossFn loss = mse_loss();
     std::vector<DataInput> data = {{"x", {DType::f32, Shape{kRows, 3}}, true},
                                    {"y", {DType::f32, Shape{kRows, 2}}, true}};
     TrainerOptions o;
@@ -341,10 +298,7 @@ struct TwinGuard {
 };
 
 std::unique_ptr<Trainer> twin_trainer(nn::Module& m, std::optional<bool> flat, int zero) {
-  LossFn loss = [](nn::Module& mod, const Inputs& d) {
-    Tensor e = mod(d["x"]) - d["y"];
-    return std::vector<Tensor>{mean(e * e)};
-  };
+  LossFn loss = mse_loss();
   std::vector<DataInput> data = {{"x", {DType::f32, Shape{kRows, 3}}, false, true},
                                  {"y", {DType::f32, Shape{kRows, 2}}, false, true}};
   TrainerOptions o;
@@ -409,10 +363,7 @@ TEST(HostileFlatTrainer, UnusedAndTwiceUsedParameters) {
     SCOPED_TRACE(optim::name(opt));
     auto run = [&](bool flat) {
       auto m = std::make_unique<UnusedModule>();
-      LossFn loss = [](nn::Module& mod, const Inputs& d) {
-        Tensor e = mod(d["x"]) - d["y"];
-        return std::vector<Tensor>{mean(e * e)};
-      };
+      LossFn loss = mse_loss();
       std::vector<DataInput> data = {{"x", {DType::f32, Shape{kRows, 3}}, true},
                                      {"y", {DType::f32, Shape{kRows, 3}}, true}};
       TrainerOptions o;

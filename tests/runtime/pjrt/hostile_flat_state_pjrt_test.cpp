@@ -9,6 +9,7 @@
 
 #include "fake_client.h"
 #include "support/error_of.h"
+#include "support/mixed_module.h"
 #include "support/train_test_util.h"
 #include "tlaloc/distributed/communicator.h"
 #include "tlaloc/random/random.h"
@@ -25,57 +26,22 @@ namespace {
 
 constexpr int64_t kRows = 8;
 
-Array ramp(DType dt, const Shape& s, double phase) {
-  std::vector<double> v(size_t(s.numel()));
-  for (size_t k = 0; k < v.size(); ++k) v[k] = 0.5 * std::sin(0.7 * double(k) + phase);
-  return Array::from_doubles(dt, s, v);
-}
-
-// f64 and f32 parameters, one without elements, a rank-0 one.
-class MixedModule : public nn::Module {
- public:
-  MixedModule() {
-    register_parameter("w64", ramp(DType::f64, Shape{2, 3}, 0.1));
-    register_parameter("e32", Array(DType::f32, Shape{0}));
-    register_parameter("s64", Array::from_doubles(DType::f64, Shape{}, {0.25}));
-    register_parameter("w32", ramp(DType::f32, Shape{3, 1}, 1.3));
-    register_parameter("b32", Array::from_doubles(DType::f32, Shape{1}, {-0.1}));
-  }
-  Tensor forward(const Tensor& x) override {
-    const int64_t n = x.type().shape[0];
-    Tensor h = tanh(trace::matmul(astype(x, DType::f64), param("w64")) +
-                    broadcast_to(param("s64"), Shape{n, 3}));
-    Tensor y = trace::matmul(astype(h, DType::f32), param("w32")) +
-               broadcast_to(reshape(param("b32"), {1, 1}), Shape{n, 1});
-    return y + broadcast_to(sum(param("e32")), Shape{n, 1});
-  }
-  std::string repr() const override { return "MixedModule()"; }
-};
+using train_test::MixedModule;
+using train_test::ramp;
 
 // client null: the host lane, per-parameter state (its default); else the pjrt lane, whose
 // default is flat (`flat` unset) or as given.
 std::unique_ptr<Trainer> mixed_trainer(MixedModule& m, runtime::pjrt::Client* client,
                                        std::optional<bool> flat = std::nullopt,
                                        std::string second_group = "early") {
-  LossFn loss = [](nn::Module& mod, const Inputs& d) {
-    Tensor e = mod(d["x"]) - d["y"];
-    return std::vector<Tensor>{mean(e * e)};
-  };
-  std::vector<DataInput> data = {{"x", {DType::f32, Shape{kRows, 2}}, true},
-                                 {"y", {DType::f32, Shape{kRows, 1}}, true}};
   TrainerOptions o;
   o.flat_state = flat;
   if (client) {
     o.lane = Lane::pjrt;
     o.client = client;
   }
-  o.update.groups = {{"late", {3, 0}, 0.05, 0.1}, {second_group, {4, 1, 2}, 0.02, 0.0}};
-  o.update.max_norm = 0.2;
-  o.schedule = optim::parse_schedule("warmup-cosine", 12, 2);
-  auto t = std::make_unique<Trainer>(m, loss, data, optim::Adam{.lr = 0.05, .amsgrad = true}, o);
-  t->set_resident("x", ramp(DType::f32, Shape{kRows, 2}, 0.3));
-  t->set_resident("y", ramp(DType::f32, Shape{kRows, 1}, 2.0));
-  return t;
+  return train_test::mixed_trainer(m, o, optim::Adam{.lr = 0.05, .amsgrad = true},
+                                   std::move(second_group));
 }
 
 TEST(HostileFlatPjrt, MixedDtypeModelEqualsTheHostLanesPerParameterBits) {
