@@ -233,8 +233,8 @@ def ratio(x, y):
     return f"{x / y:.2f}" if x is not None and y else "n/a"
 
 
-t, j, jf, pt = (fields(s) for s in ("bench_step", "lm_jax_optax", "lm_jax_optax_if_finite",
-                                   "lm_torch_fused_adamw"))
+t, j, jf, pt, pp = (fields(s) for s in ("bench_step", "lm_jax_optax", "lm_jax_optax_if_finite",
+                                       "lm_torch_fused_adamw", "bench_step_per_param"))
 sync = "= latency (synchronous)"
 print("| run | latency: median ms (min-max) | throughput: median ms per step (min-max) |")
 print("| --- | --- | --- |")
@@ -242,6 +242,8 @@ print(f"| tlaloc (a) host lane | {cell(t, 'lane_a_')} | {sync} |")
 print(f"| tlaloc (b) pjrt, grads downloaded + host AdamW | {cell(t, 'lane_b_')} | {sync} |")
 print(f"| tlaloc (c) pjrt, AdamW in the program | {cell(t, 'lane_c_latency_')} | "
       f"{cell(t, 'lane_c_throughput_')} |")
+print(f"| tlaloc (c), optimizer state per parameter (--flat-state off) | "
+      f"{cell(pp, 'lane_c_latency_')} | {cell(pp, 'lane_c_throughput_')} |")
 print(f"| JAX + Optax (jit, donated) | {cell(j, 'latency_')} | {cell(j, 'throughput_')} |")
 print(f"| JAX + Optax, apply_if_finite (as tlaloc's found-inf) | {cell(jf, 'latency_')} | "
       f"{cell(jf, 'throughput_')} |")
@@ -257,6 +259,9 @@ for name, d in (("JAX", j), ("JAX apply_if_finite", jf)):
     print(f"- (c) / {name}: latency {ratio(c_lat, num(d, 'latency_median_ms'))}, throughput "
           f"{ratio(c_thr, num(d, 'throughput_median_ms'))}  (<= 1: tlaloc no slower)")
 print(f"- PyTorch / (c), latency: {ratio(num(pt, 'median_ms'), c_lat)}")
+print(f"- (c) flat / (c) per parameter: latency "
+      f"{ratio(c_lat, num(pp, 'lane_c_latency_median_ms'))}, throughput "
+      f"{ratio(c_thr, num(pp, 'lane_c_throughput_median_ms'))}  (< 1: flat state faster)")
 PY
 )
 say "$summary"
