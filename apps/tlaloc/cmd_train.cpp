@@ -43,6 +43,10 @@ void add_common_options(CLI::App* cmd, CommonTrainFlags& f, recipes::Common& c) 
                   "pjrt lane: gradients and update compared with the host lane's before "
                   "training: off | warn (a failure is a warning) | require (an error)")
       ->capture_default_str();
+  cmd->add_option("--flat-state", f.flat_state,
+                  "optimizer state in one tensor per parameter group and moment, one update op "
+                  "each: auto (pjrt lane on, host lane off) | on | off (one per parameter)")
+      ->capture_default_str();
   cmd->add_option("--minutes", c.minutes,
                   "time budget: after M minutes of training, report, save and stop (0: none)")
       ->check(finite_non_negative());
@@ -98,11 +102,15 @@ void resolve(const CommonTrainFlags& f, recipes::Common& c) {
         f.precision);
   if (f.matmul_precision != "default" && f.matmul_precision != "highest")
     fail("--matmul-precision must be default or highest, got '{}'", f.matmul_precision);
+  if (f.flat_state != "auto" && f.flat_state != "on" && f.flat_state != "off")
+    fail("--flat-state must be auto, on or off, got '{}'", f.flat_state);
   if (f.command) refuse_empty_outputs(f.command, {"--plot", "--confusion", "--boundary"});
   c.lane = train::parse_lane(f.lane);
   c.precision = dtype_from_name(f.precision);
   c.precision_highest = f.matmul_precision == "highest";
   c.cross_check = train::parse_cross_check_mode(f.cross_check);
+  c.flat_state.reset();
+  if (f.flat_state != "auto") c.flat_state = f.flat_state == "on";
   c.save.reset();
   if (f.save_by_default || (f.save_option && f.save_option->count() > 0)) c.save = f.save;
   c.resume.reset();

@@ -15,6 +15,7 @@ struct CommonTrainFlags {
   std::string precision = "f32";             // compute type of dots: f32 | bf16 | f16
   std::string matmul_precision = "default";  // pjrt lane f32 dots: default (TF32) | highest
   std::string cross_check = "warn";          // pjrt lane: off | warn | require
+  std::string flat_state = "auto";           // optimizer state layout: auto | on | off
   std::string save, resume;
   CLI::Option* save_option = nullptr;
   CLI::Option* resume_option = nullptr;
@@ -23,7 +24,7 @@ struct CommonTrainFlags {
 };
 
 // Adds --seed --log-every --threads --schedule --warmup --lane --precision --matmul-precision
-// --cross-check --deterministic
+// --cross-check --flat-state --deterministic
 // (into `c` and `f`).
 void add_common_options(CLI::App* cmd, CommonTrainFlags& f, recipes::Common& c);
 // Adds --save (default `default_save`; empty: a checkpoint only when --save is given),

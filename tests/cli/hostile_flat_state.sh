@@ -2,7 +2,7 @@
 # --flat-state on the command line (export, bench step): values other than the documented ones
 # are refused in one line before any work and before any output file is made; export's two
 # layouts name their state as documented (buckets "flat.<group>.<kind>" vs per parameter), also
-# with data parallelism.
+# with data parallelism; `train --flat-state` (below).
 # shellcheck source=tests/cli/lib.bash
 source "$(dirname "$0")/lib.bash"
 
@@ -23,4 +23,14 @@ cmp -s "$tmp/on.mlir" "$tmp/default.mlir" || die "export's default is not --flat
 "$TLALOC" export fmnist --replicas 2 --flat-state on -o "$tmp/dp.mlir"
 grep -qF '"flat.all.exp_avg_sq"' "$tmp/dp.mlir" || die "fmnist --replicas 2: no bucket"
 grep -qF 'mhlo.num_replicas = 2' "$tmp/dp.mlir" || die "fmnist --replicas 2: not 2 replicas"
+# `train --flat-state`: the same run in either layout writes the same checkpoint, byte for
+# byte, and either resumes in the other (the host lane: its default is per parameter).
+refused "--flat-state must be auto, on or off, got 'maybe'" train disc --flat-state maybe
+"$TLALOC" train lm --steps 30 --flat-state on --save "$tmp/lm_on.st" >/dev/null
+"$TLALOC" train lm --steps 30 --flat-state off --save "$tmp/lm_off.st" >/dev/null
+cmp "$tmp/lm_on.st" "$tmp/lm_off.st" || die "train lm: flat and per-parameter checkpoints differ"
+"$TLALOC" train lm --steps 40 --stop-after 20 --flat-state on --save "$tmp/part.st" >/dev/null
+"$TLALOC" train lm --steps 40 --flat-state off --resume "$tmp/part.st" --save "$tmp/res.st" >/dev/null
+"$TLALOC" train lm --steps 40 --save "$tmp/full.st" >/dev/null
+cmp "$tmp/res.st" "$tmp/full.st" || die "train lm: a flat checkpoint resumed per parameter differs"
 echo "ok"

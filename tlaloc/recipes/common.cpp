@@ -32,6 +32,7 @@ train::TrainerOptions trainer_options(const Common& c) {
   if (c.deterministic) t.pjrt.compile.overrides.push_back({"xla_gpu_deterministic_ops", true});
   t.num_threads = c.threads;
   t.zero = c.zero;
+  t.flat_state = c.flat_state;
   t.precision = c.precision;
   if (c.precision != DType::f32)
     fmt::print(c.out, "precision: {} matmuls (f32 accumulation, f32 master weights{})\n",

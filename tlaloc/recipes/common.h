@@ -29,6 +29,7 @@ struct Common {
   // pjrt lane: the check against the host lane before training (train/cross_check.h).
   train::CrossCheckMode cross_check = train::CrossCheckMode::warn;
   int zero = 0;  // under mpirun: ZeRO stage (1: optimizer state sharded over the processes)
+  std::optional<bool> flat_state;  // TrainerOptions::flat_state (unset: the lane's default)
   // Checkpoints and metrics (train::FitOptions of the same names).
   std::optional<std::string> save, resume;
   int64_t save_every = 0, stop_after = 0;
