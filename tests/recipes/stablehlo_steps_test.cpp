@@ -40,9 +40,13 @@ TEST(StableHloSteps, FmnistTrainStep) {
   auto s = recipes::fmnist::train_step(rows, batch);
   Array images = random::uniform(random::key(2), Shape{rows, 784});
   Array labels = random::randint(random::key(3), Shape{rows}, 0, 10);
-  Array idx = random::randint(random::key(4), Shape{batch}, 0, rows);
-  Array w = Array::filled(DType::f32, Shape{batch}, 1.0);
-  tlaloc::testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {images, labels, idx, w}));
+  // The epoch's order (10 batches, the last one 12 real rows), sliced in the step by its index:
+  // step 19 is the second epoch's last batch, padded.
+  Array order =
+      recipes::fmnist::epoch_indices(recipes::fmnist::epoch_order(random::key(4), 0, rows), batch);
+  ASSERT_EQ(order.shape(), Shape{320});
+  tlaloc::testing::expect_stablehlo_roundtrip(
+      s.fn, step_inputs(s, {images, labels, order, Array::scalar<int32_t>(19)}));
 }
 
 // `train fmnist --model cnn`: convolution (and its VJP's reversed kernels), batch norm with its
@@ -52,10 +56,12 @@ TEST(StableHloSteps, FmnistCnnTrainStep) {
   auto s = recipes::fmnist::train_step_cnn(rows, batch, {4, 8});
   Array images = random::uniform(random::key(2), Shape{rows, 784});
   Array labels = random::randint(random::key(3), Shape{rows}, 0, 10);
-  Array idx = random::randint(random::key(4), Shape{batch}, 0, rows);
-  Array w = Array::filled(DType::f32, Shape{batch}, 1.0);
-  std::string text =
-      tlaloc::testing::expect_stablehlo_roundtrip(s.fn, step_inputs(s, {images, labels, idx, w}));
+  // drop_last: 12 full batches of 8, the last 4 rows of the order cut.
+  Array order = recipes::fmnist::epoch_indices(
+      recipes::fmnist::epoch_order(random::key(4), 0, rows), batch, true);
+  ASSERT_EQ(order.shape(), Shape{96});
+  std::string text = tlaloc::testing::expect_stablehlo_roundtrip(
+      s.fn, step_inputs(s, {images, labels, order, Array::scalar<int32_t>(13)}));
   for (const char* op : {"stablehlo.convolution", "stablehlo.reverse", "stablehlo.reduce_window",
                          "stablehlo.select_and_scatter"})
     EXPECT_NE(text.find(op), std::string::npos) << op;

@@ -67,24 +67,41 @@ std::shared_ptr<nn::Sequential> make_cnn(const std::vector<int64_t>& channels) {
   return m;
 }
 
-std::vector<DataInput> data_inputs(int64_t n, int64_t batch) {
+std::vector<DataInput> data_inputs(int64_t n, int64_t batch, bool drop_last) {
+  DataInput step{"step", {DType::s32, Shape{}}};
+  step.step_index = true;
   return {{"images", {DType::f32, Shape{n, kPixels}}, true},
           {"labels", {DType::s32, Shape{n}}, true},
-          {"idx", {DType::s32, Shape{batch}}, false, true},
-          {"weight", {DType::f32, Shape{batch}}, false, true}};
+          {"order", {DType::s32, Shape{steps_per_epoch(n, batch, drop_last) * batch}}, true},
+          step};
 }
 
 // The mean cross-entropy of the batch's real rows (weight 1, padding 0). `summed`: the weights
-// are already 1 / (the global batch's real rows), so each process's loss is its part of the
-// sum (data parallelism: a last partial batch splits unevenly over the processes).
-LossFn loss_fn(bool summed) {
-  return [summed](nn::Module& m, const Inputs& d) {
-    trace::Tensor x = trace::take_rows(d["images"], d["idx"]);
-    trace::Tensor y = trace::take_rows(d["labels"], d["idx"]);
-    if (summed)
-      return std::vector<trace::Tensor>{
-          trace::sum(nn::cross_entropy_per_row(m(x), y) * d["weight"])};
-    return std::vector<trace::Tensor>{nn::cross_entropy(m(x), y, d["weight"])};
+// are 1 / (the global batch's real rows), so each process's loss is its part of the sum (data
+// parallelism: a last partial batch splits unevenly over the processes). The step's rows and
+// weights are those make_batch gave per step: the same values, so the same bits.
+LossFn loss_fn(int64_t n, int64_t batch, bool drop_last, bool summed, int procs, int rank) {
+  if (procs == 0) {
+    procs = distributed::world_size();
+    rank = distributed::rank();
+  }
+  if (batch < 1 || batch % procs)
+    fail("fmnist: a batch of {} does not split over {} processes", batch, procs);
+  const int64_t spe = steps_per_epoch(n, batch, drop_last);
+  if (spe * batch > INT32_MAX)
+    fail("fmnist: {} steps of {} rows exceed the s32 row positions", spe, batch);
+  return [=](nn::Module& m, const Inputs& d) {
+    using trace::Tensor;
+    auto s32 = [](int64_t v) { return trace::scalar(double(v), DType::s32); };
+    const int64_t rows = batch / procs;
+    const Tensor pos = trace::remainder(d["step"], s32(spe)) * s32(batch);  // the batch's start
+    const Tensor start = pos + s32(rank * rows);
+    const Tensor idx = trace::dynamic_slice(d["order"], {start}, {rows});
+    Tensor w = trace::astype(trace::iota(Shape{rows}) + start < s32(n), DType::f32);
+    if (summed) w = w / trace::astype(trace::minimum(s32(batch), s32(n) - pos), DType::f32);
+    Tensor x = trace::take_rows(d["images"], idx), y = trace::take_rows(d["labels"], idx);
+    if (summed) return std::vector<Tensor>{trace::sum(nn::cross_entropy_per_row(m(x), y) * w)};
+    return std::vector<Tensor>{nn::cross_entropy(m(x), y, w)};
   };
 }
 
@@ -94,16 +111,17 @@ LossFn logits_fn() {
 
 namespace {
 
-// The step of `model` for one of `replicas` processes (batch / replicas rows each).
+// The step of `model` for rank 0 of `replicas` processes (batch / replicas rows each).
 optim::TrainStep replica_step(nn::Module& model, int64_t rows, int64_t batch, int replicas,
-                              bool summed, DType precision, bool flat_state) {
+                              bool drop_last, bool summed, DType precision, bool flat_state) {
   if (replicas < 1 || batch % replicas)
     fail("fmnist: a batch of {} does not split over {} replicas", batch, replicas);
   optim::UpdateOptions u;
   u.replicas = replicas;
   u.flat_state = flat_state;
   if (summed) u.replica_loss = optim::UpdateOptions::ReplicaLoss::sum;
-  return train::build_train_step(model, loss_fn(summed), data_inputs(rows, batch / replicas),
+  return train::build_train_step(model, loss_fn(rows, batch, drop_last, summed, replicas, 0),
+                                 data_inputs(rows, batch, drop_last),
                                  optim::AdamW{.lr = 1e-3, .weight_decay = 1e-2}, u, nullptr,
                                  nullptr, nullptr, precision);
 }
@@ -114,43 +132,28 @@ optim::TrainStep train_step_cnn(int64_t rows, int64_t batch, const std::vector<i
                                 int replicas, DType precision, bool flat_state) {
   auto model = make_cnn(channels);
   model->init(random::key(20260921));
-  return replica_step(*model, rows, batch, replicas, false, precision, flat_state);
+  return replica_step(*model, rows, batch, replicas, true, false, precision, flat_state);
 }
 
 optim::TrainStep train_step(int64_t rows, int64_t batch, const std::vector<int64_t>& hidden,
                             int replicas, DType precision, bool flat_state) {
   auto model = make_model(hidden);
   model->init(random::key(20260921));
-  return replica_step(*model, rows, batch, replicas, replicas > 1, precision, flat_state);
+  return replica_step(*model, rows, batch, replicas, false, replicas > 1, precision, flat_state);
 }
 
 std::vector<int32_t> epoch_order(random::Key key, int64_t epoch, int64_t n) {
   return random::permutation_indices(random::fold_in(key, uint32_t(epoch)), n);
 }
 
-int64_t steps_per_epoch(int64_t n, int64_t batch) { return (n + batch - 1) / batch; }
+int64_t steps_per_epoch(int64_t n, int64_t batch, bool drop_last) {
+  return drop_last ? n / batch : (n + batch - 1) / batch;
+}
 
-train::Batch make_batch(const std::vector<int32_t>& order, int64_t b, int64_t batch, bool summed) {
-  int64_t n = int64_t(order.size());
-  if (b < 0 || b >= steps_per_epoch(n, batch))
-    fail("fmnist: batch {} out of range for {} rows in batches of {}", b, n, batch);
-  Array idx(DType::s32, Shape{batch});
-  Array w(DType::f32, Shape{batch});
-  int32_t* ip = idx.data<int32_t>();
-  float* wp = w.data<float>();
-  for (int64_t i = 0; i < batch; ++i) {
-    int64_t r = b * batch + i;
-    bool real = r < n;
-    ip[i] = real ? order[size_t(r)] : 0;
-    wp[i] = real ? 1.0f : 0.0f;
-  }
-  if (summed) {  // 1 / (real rows) each
-    const float real = float(std::min(batch, n - b * batch));
-    for (int64_t i = 0; i < batch; ++i) wp[i] /= real;
-  }
-  train::Batch out;
-  out.emplace_back("idx", std::move(idx));
-  out.emplace_back("weight", std::move(w));
+Array epoch_indices(const std::vector<int32_t>& order, int64_t batch, bool drop_last) {
+  const int64_t n = int64_t(order.size()), len = steps_per_epoch(n, batch, drop_last) * batch;
+  Array out(DType::s32, Shape{len});  // zeros past n: row 0, weight 0 in the step
+  std::memcpy(out.raw(), order.data(), size_t(std::min(n, len)) * sizeof(int32_t));
   return out;
 }
 
@@ -285,7 +288,7 @@ train::FitResult run(const Config& c) {
   // last partial batch of an epoch (PyTorch's drop_last).
   if (cnn && n < c.batch)
     fail("train fmnist --model cnn: {} training rows make no full batch of {}", n, c.batch);
-  const int64_t spe = cnn ? n / c.batch : steps_per_epoch(n, c.batch);
+  const int64_t spe = steps_per_epoch(n, c.batch, cnn);
   const int64_t total_steps = spe * c.epochs;
   // The default warm-up (one epoch, shortened for short runs) goes with warmup-cosine only; a
   // run of one step has no room for it and is plain cosine. An explicit --warmup is checked as
@@ -319,7 +322,7 @@ train::FitResult run(const Config& c) {
 
   const int64_t compiled_before = train::compiled_executables(topt.lane);
   std::optional<train::Activity> compiling(std::in_place, "compiling the train step", out);
-  train::Trainer trainer(*model, loss_fn(summed), data_inputs(n, c.batch),
+  train::Trainer trainer(*model, loss_fn(n, c.batch, cnn, summed), data_inputs(n, c.batch, cnn),
                          optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
   compiling.reset();
   const int64_t train_executables = train::compiled_executables(topt.lane) - compiled_before;
@@ -343,15 +346,17 @@ train::FitResult run(const Config& c) {
                                      {"batch", std::to_string(c.batch)},
                                      {"train_rows", std::to_string(n)}});
   f.steps_per_epoch = spe;
+  f.splits_in_program = true;
   f.items_per_step = c.batch;
   f.items_per_epoch = spe * c.batch;
   train::FitCallbacks cb;
-  std::vector<int32_t> order;  // the order of the epoch `order_epoch`
-  int64_t order_epoch = -1;
+  int64_t order_epoch = -1;  // the epoch whose order is on the lane
+  // Each epoch's order goes on the lane once; the step takes its rows of it by its index.
   cb.batch = [&](const train::StepPosition& p) {
-    if (p.epoch != order_epoch) order = epoch_order(keys[1], p.epoch, n);
+    if (p.epoch != order_epoch)
+      trainer.set_resident("order", epoch_indices(epoch_order(keys[1], p.epoch, n), c.batch, cnn));
     order_epoch = p.epoch;
-    return make_batch(order, p.batch, c.batch, summed);
+    return train::Batch{};
   };
   Metrics last{};
   train::Batch test_in{{"images", std::move(test_set.images)}};

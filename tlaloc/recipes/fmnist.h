@@ -33,15 +33,21 @@ std::shared_ptr<nn::Sequential> make_model(const std::vector<int64_t>& hidden);
 // for more than 4 blocks (28 halves to under 2 pixels).
 std::shared_ptr<nn::Sequential> make_cnn(const std::vector<int64_t>& channels);
 
-// Data inputs of the step: "images" f32 [n, 784] and "labels" s32 [n] (resident), then "idx"
-// s32 [batch] and "weight" f32 [batch] (per step).
-std::vector<train::DataInput> data_inputs(int64_t n, int64_t batch);
-// Weighted mean softmax cross-entropy of model(images[idx]) against labels[idx].
-// `summed`: the loss is sum(weight * per-row loss), the weights already divided by the global
-// batch's real rows (make_batch(..., true)): under data parallelism each process's loss is then
-// its part of the global mean (optim::UpdateOptions::ReplicaLoss::sum), a last partial batch
-// too.
-train::LossFn loss_fn(bool summed = false);
+// Data inputs of the step, all resident or fed by the Trainer, so nothing goes up per step:
+// "images" f32 [n, 784], "labels" s32 [n], "order" s32 [steps_per_epoch(n, batch, drop_last) ·
+// batch] (the epoch's order of the rows, epoch_indices: put on the lane once per epoch), then
+// "step", the step's index (train::DataInput::step_index).
+std::vector<train::DataInput> data_inputs(int64_t n, int64_t batch, bool drop_last = false);
+// Weighted mean softmax cross-entropy of model(images[idx]) against labels[idx], where idx is
+// step s's batch: order[b·batch, (b + 1)·batch) with b = s mod steps_per_epoch, under data
+// parallelism this process's batch / procs rows of it (procs 0: distributed::world()). Rows
+// past n (the last batch's padding) weigh 0, the others 1. `summed`: the loss is sum(weight ·
+// per-row loss) with the weights 1 / (the global batch's real rows): under data parallelism
+// each process's loss is then its part of the global mean
+// (optim::UpdateOptions::ReplicaLoss::sum), a last partial batch too. Throws tlaloc::Error
+// when batch does not split over procs.
+train::LossFn loss_fn(int64_t n, int64_t batch, bool drop_last = false, bool summed = false,
+                      int procs = 0, int rank = 0);
 // Logits f32 [n, 10] of the model for "images" f32 [n, 784] (for evaluation).
 train::LossFn logits_fn();
 
@@ -54,7 +60,7 @@ optim::TrainStep train_step(int64_t rows = 60000, int64_t batch = 128,
                             const std::vector<int64_t>& hidden = {256}, int replicas = 1,
                             DType precision = DType::f32, bool flat_state = false);
 
-// The same for `--model cnn` (make_cnn(channels)).
+// The same for `--model cnn` (make_cnn(channels); each epoch drops its last partial batch).
 optim::TrainStep train_step_cnn(int64_t rows = 60000, int64_t batch = 128,
                                 const std::vector<int64_t>& channels = {32, 64}, int replicas = 1,
                                 DType precision = DType::f32, bool flat_state = false);
@@ -62,12 +68,12 @@ optim::TrainStep train_step_cnn(int64_t rows = 60000, int64_t batch = 128,
 // The order of the training rows in `epoch` (0-based): a permutation of [0, n) drawn from
 // fold_in(key, epoch), so any epoch's order is recomputed exactly on resume.
 std::vector<int32_t> epoch_order(random::Key key, int64_t epoch, int64_t n);
-int64_t steps_per_epoch(int64_t n, int64_t batch);  // ceil(n / batch)
-// Batch `b` of an epoch's order: "idx" s32 [batch] and "weight" f32 [batch]; the tail of the
-// last partial batch repeats row 0 with weight 0. Throws tlaloc::Error for b out of range.
-// `summed`: the real rows' weights are 1 / (their count) instead (loss_fn(true)).
-train::Batch make_batch(const std::vector<int32_t>& order, int64_t b, int64_t batch,
-                        bool summed = false);
+// ceil(n / batch), or with drop_last (the CNN: batch norm takes batch statistics, PyTorch's
+// drop_last) n / batch.
+int64_t steps_per_epoch(int64_t n, int64_t batch, bool drop_last = false);
+// An epoch's order as the step's "order" input: s32 [steps_per_epoch(n, batch, drop_last) ·
+// batch], padded with row 0 (weight 0 in the step) or cut (drop_last).
+Array epoch_indices(const std::vector<int32_t>& order, int64_t batch, bool drop_last = false);
 
 struct Metrics {
   double loss = 0;                              // mean cross-entropy (nats)

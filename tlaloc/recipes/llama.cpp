@@ -243,6 +243,7 @@ train::FitResult run(const Config& c) {
                                                {"val_fraction", io::exact(c.val_fraction)}};
   if (finetune) add_finetune_fields(c, *m.init, fields);
   train::FitOptions f = fit_options(common, what, c.steps, std::move(fields));
+  f.splits_in_program = true;  // lm::sampled_loss_fn
   io::HfSaveOptions save_opt;
   save_opt.what = "train llama: --save";
   save_opt.files = {{"tokenizer.model", tok_file}};

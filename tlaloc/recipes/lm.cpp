@@ -282,6 +282,7 @@ train::FitResult run(const Config& c) {
                                  io::exact(c.lora->lora_alpha), io::exact(c.lora->lora_dropout),
                                  c.lora->use_rslora, fmt::join(c.lora->target_modules, ","));
   train::FitOptions f = fit_options(c.common, what, c.steps, std::move(fields));
+  f.splits_in_program = true;  // sampled_loss_fn
   if (format) f.format = std::move(*format);
   train::check(f);
   const io::WriteLock lock = train::lock_outputs(f);

@@ -376,7 +376,7 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     fmt::print(o.out,
                "data parallel: {}; {}; optimizer state elements held per rank: {} ({} in all{})\n",
                distributed::world().describe(),
-               t.splits_batches()
+               t.splits_batches() || o.splits_in_program
                    ? fmt::format("each process takes 1/{} of every batch", held.size())
                    : std::string("every process runs the whole batch (this job does not split it)"),
                per, total, t.zero() ? ", ZeRO-1" : "");

@@ -80,6 +80,10 @@ struct FitOptions {
   // With loss scaling (f16): the run stops with an error when this many steps in a row skipped
   // their update (inf / NaN gradients even after as many halvings of the scale).
   int64_t max_consecutive_skips = 40;
+  // Data parallelism: the loss function takes this process's share of each batch itself, from
+  // the step's index (lm::sampled_loss_fn, fmnist::loss_fn), as DataInput::batched inputs are
+  // split; only the line that starts a data-parallel run reads it.
+  bool splits_in_program = false;
 
   // Progress bar (progress.h). With epochs: one bar per epoch, "epoch E/N", counting
   // items_per_epoch items (a step trains items_per_step of them, the last batch what is left);

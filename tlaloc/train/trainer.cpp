@@ -173,6 +173,7 @@ void Trainer::set_resident(std::string_view name, Array value) {
     fail("Trainer::set_resident: '{}' is {} but the step takes {}", name,
          value.raw() == nullptr ? std::string("an empty array") : describe(value),
          ir::to_string(t));
+  wait();  // the steps in flight read the old value; it is freed here
   put_input(int(i), std::move(value));
 }
 

@@ -175,8 +175,9 @@ class Trainer {
   ~Trainer();
 
   // Sets the resident data input `name` (put on the lane once; moved, not copied, on the host
-  // lane). Throws tlaloc::Error if there is no resident input of that name or `value`'s dtype
-  // or shape differs from its DataInput::type.
+  // lane), after the steps in flight, which read the old value, are done (a per-epoch value
+  // such as fmnist's row order). Throws tlaloc::Error if there is no resident input of that
+  // name or `value`'s dtype or shape differs from its DataInput::type.
   void set_resident(std::string_view name, Array value);
   // Runs one step on `inputs`: every per-step (non-resident) data input by name. Throws
   // tlaloc::Error naming a missing, unknown, repeated or mistyped input, or a resident input
