@@ -79,7 +79,7 @@ std::vector<DataInput> data_inputs(int64_t n, int64_t batch, bool drop_last) {
 // The mean cross-entropy of the batch's real rows (weight 1, padding 0). `summed`: the weights
 // are 1 / (the global batch's real rows), so each process's loss is its part of the sum (data
 // parallelism: a last partial batch splits unevenly over the processes). The step's rows and
-// weights are those make_batch gave per step: the same values, so the same bits.
+// weights are the values the host built and fed per step before: the same bits.
 LossFn loss_fn(int64_t n, int64_t batch, bool drop_last, bool summed, int procs, int rank) {
   if (procs == 0) {
     procs = distributed::world_size();
@@ -88,6 +88,7 @@ LossFn loss_fn(int64_t n, int64_t batch, bool drop_last, bool summed, int procs,
   if (batch < 1 || batch % procs)
     fail("fmnist: a batch of {} does not split over {} processes", batch, procs);
   const int64_t spe = steps_per_epoch(n, batch, drop_last);
+  if (n < 1 || spe < 1) fail("fmnist: {} rows make no batch of {}", n, batch);
   if (spe * batch > INT32_MAX)
     fail("fmnist: {} steps of {} rows exceed the s32 row positions", spe, batch);
   return [=](nn::Module& m, const Inputs& d) {

@@ -45,7 +45,7 @@ std::vector<train::DataInput> data_inputs(int64_t n, int64_t batch, bool drop_la
 // per-row loss) with the weights 1 / (the global batch's real rows): under data parallelism
 // each process's loss is then its part of the global mean
 // (optim::UpdateOptions::ReplicaLoss::sum), a last partial batch too. Throws tlaloc::Error
-// when batch does not split over procs.
+// when batch does not split over procs or the rows make no batch.
 train::LossFn loss_fn(int64_t n, int64_t batch, bool drop_last = false, bool summed = false,
                       int procs = 0, int rank = 0);
 // Logits f32 [n, 10] of the model for "images" f32 [n, 784] (for evaluation).
