@@ -32,8 +32,8 @@ Run in_program(bool drop_last, bool summed) {
   Run r;
   r.model->init(random::key(1));
   r.trainer = std::make_unique<Trainer>(
-      *r.model, fmnist::loss_fn(kRows, kBatch, drop_last, summed, 1, 0),
-      fmnist::data_inputs(kRows, kBatch, drop_last), optim::AdamW{.lr = 1e-2});
+      *r.model, fmnist::loss_fn(kRows, kBatch, drop_last, summed, 1),
+      fmnist::data_inputs(kRows, kBatch, drop_last, 1), optim::AdamW{.lr = 1e-2});
   r.trainer->set_resident("images", images());
   r.trainer->set_resident("labels", labels());
   return r;
@@ -94,6 +94,41 @@ void compare(bool drop_last, bool summed) {
 TEST(FmnistInProgramBatch, EqualsBatchesFedPerStep) { compare(false, false); }
 TEST(FmnistInProgramBatch, SummedWeightsEqualThoseFedPerStep) { compare(false, true); }
 TEST(FmnistInProgramBatch, DropLastEqualsFullBatchesFedPerStep) { compare(true, false); }
+
+// Data parallelism over 2 processes, each given its "rank": at a full batch and at the padded
+// last one, the two ranks' summed losses (weights 1 / the global batch's real rows) add up to
+// the whole batch's mean, so each rank took its own half.
+TEST(FmnistInProgramBatch, TwoRanksTakeTheTwoHalvesOfEachBatch) {
+  const std::vector<int32_t> order = fmnist::epoch_order(random::key(5), 0, kRows);
+  auto first_loss = [&](int procs, int rank, bool summed, int64_t step) {
+    auto m = fmnist::make_model({8});
+    m->init(random::key(1));
+    Trainer t(*m, fmnist::loss_fn(kRows, kBatch, false, summed, procs),
+              fmnist::data_inputs(kRows, kBatch, false, procs), optim::AdamW{.lr = 1e-2});
+    t.set_resident("images", images());
+    t.set_resident("labels", labels());
+    t.set_resident("order", fmnist::epoch_indices(order, kBatch));
+    if (procs > 1) t.set_resident("rank", Array::scalar<int32_t>(rank));
+    std::vector<Array> params, state;
+    for (auto& [n, a] : t.named_parameters()) params.push_back(a);
+    for (auto& [n, a] : t.optimizer_state()) state.push_back(a);
+    t.load_state(params, state, step);  // the step index: batch `step` of the epoch
+    t.step({});
+    return t.read_last().loss;
+  };
+  for (int64_t step : {1, 3}) {  // batch 3 holds 2 real rows, both rank 0's
+    SCOPED_TRACE(step);
+    const double whole = first_loss(1, 0, false, step);
+    const double r0 = first_loss(2, 0, true, step), r1 = first_loss(2, 1, true, step);
+    EXPECT_NEAR(r0 + r1, whole, 1e-6 * whole);
+    EXPECT_GT(r0, 0.0);
+    if (step == 3) {
+      EXPECT_EQ(r1, 0.0);  // all padding
+    } else {
+      EXPECT_GT(r1, 0.0);
+    }
+  }
+}
 
 TEST(FmnistInProgramBatch, EpochIndicesPadOrCut) {
   const std::vector<int32_t> order{4, 2, 0, 1, 3};

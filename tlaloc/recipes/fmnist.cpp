@@ -67,24 +67,25 @@ std::shared_ptr<nn::Sequential> make_cnn(const std::vector<int64_t>& channels) {
   return m;
 }
 
-std::vector<DataInput> data_inputs(int64_t n, int64_t batch, bool drop_last) {
+std::vector<DataInput> data_inputs(int64_t n, int64_t batch, bool drop_last, int procs) {
+  if (procs == 0) procs = distributed::world_size();
   DataInput step{"step", {DType::s32, Shape{}}};
   step.step_index = true;
-  return {{"images", {DType::f32, Shape{n, kPixels}}, true},
-          {"labels", {DType::s32, Shape{n}}, true},
-          {"order", {DType::s32, Shape{steps_per_epoch(n, batch, drop_last) * batch}}, true},
-          step};
+  std::vector<DataInput> in = {
+      {"images", {DType::f32, Shape{n, kPixels}}, true},
+      {"labels", {DType::s32, Shape{n}}, true},
+      {"order", {DType::s32, Shape{steps_per_epoch(n, batch, drop_last) * batch}}, true},
+      step};
+  if (procs > 1) in.push_back({"rank", {DType::s32, Shape{}}, true});
+  return in;
 }
 
 // The mean cross-entropy of the batch's real rows (weight 1, padding 0). `summed`: the weights
 // are 1 / (the global batch's real rows), so each process's loss is its part of the sum (data
 // parallelism: a last partial batch splits unevenly over the processes). The step's rows and
 // weights are the values the host built and fed per step before: the same bits.
-LossFn loss_fn(int64_t n, int64_t batch, bool drop_last, bool summed, int procs, int rank) {
-  if (procs == 0) {
-    procs = distributed::world_size();
-    rank = distributed::rank();
-  }
+LossFn loss_fn(int64_t n, int64_t batch, bool drop_last, bool summed, int procs) {
+  if (procs == 0) procs = distributed::world_size();
   if (batch < 1 || batch % procs)
     fail("fmnist: a batch of {} does not split over {} processes", batch, procs);
   const int64_t spe = steps_per_epoch(n, batch, drop_last);
@@ -96,7 +97,7 @@ LossFn loss_fn(int64_t n, int64_t batch, bool drop_last, bool summed, int procs,
     auto s32 = [](int64_t v) { return trace::scalar(double(v), DType::s32); };
     const int64_t rows = batch / procs;
     const Tensor pos = trace::remainder(d["step"], s32(spe)) * s32(batch);  // the batch's start
-    const Tensor start = pos + s32(rank * rows);
+    const Tensor start = procs > 1 ? pos + d["rank"] * s32(rows) : pos;
     const Tensor idx = trace::dynamic_slice(d["order"], {start}, {rows});
     Tensor w = trace::astype(trace::iota(Shape{rows}) + start < s32(n), DType::f32);
     if (summed) w = w / trace::astype(trace::minimum(s32(batch), s32(n) - pos), DType::f32);
@@ -112,7 +113,8 @@ LossFn logits_fn() {
 
 namespace {
 
-// The step of `model` for rank 0 of `replicas` processes (batch / replicas rows each).
+// The step of `model` for one of `replicas` processes (batch / replicas rows each, the process
+// named by the "rank" input).
 optim::TrainStep replica_step(nn::Module& model, int64_t rows, int64_t batch, int replicas,
                               bool drop_last, bool summed, DType precision, bool flat_state) {
   if (replicas < 1 || batch % replicas)
@@ -121,8 +123,8 @@ optim::TrainStep replica_step(nn::Module& model, int64_t rows, int64_t batch, in
   u.replicas = replicas;
   u.flat_state = flat_state;
   if (summed) u.replica_loss = optim::UpdateOptions::ReplicaLoss::sum;
-  return train::build_train_step(model, loss_fn(rows, batch, drop_last, summed, replicas, 0),
-                                 data_inputs(rows, batch, drop_last),
+  return train::build_train_step(model, loss_fn(rows, batch, drop_last, summed, replicas),
+                                 data_inputs(rows, batch, drop_last, replicas),
                                  optim::AdamW{.lr = 1e-3, .weight_decay = 1e-2}, u, nullptr,
                                  nullptr, nullptr, precision);
 }
@@ -323,7 +325,8 @@ train::FitResult run(const Config& c) {
 
   const int64_t compiled_before = train::compiled_executables(topt.lane);
   std::optional<train::Activity> compiling(std::in_place, "compiling the train step", out);
-  train::Trainer trainer(*model, loss_fn(n, c.batch, cnn, summed), data_inputs(n, c.batch, cnn),
+  train::Trainer trainer(*model, loss_fn(n, c.batch, cnn, summed, procs),
+                         data_inputs(n, c.batch, cnn, procs),
                          optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
   compiling.reset();
   const int64_t train_executables = train::compiled_executables(topt.lane) - compiled_before;
@@ -338,6 +341,7 @@ train::FitResult run(const Config& c) {
   model->train();
   trainer.set_resident("images", std::move(train_set.images));
   trainer.set_resident("labels", std::move(train_set.labels));
+  if (procs > 1) trainer.set_resident("rank", Array::scalar<int32_t>(distributed::rank()));
 
   train::FitOptions f = fit_options(c.common, "train fmnist", total_steps,
                                     {{"recipe", "fmnist"},

@@ -36,18 +36,21 @@ std::shared_ptr<nn::Sequential> make_cnn(const std::vector<int64_t>& channels);
 // Data inputs of the step, all resident or fed by the Trainer, so nothing goes up per step:
 // "images" f32 [n, 784], "labels" s32 [n], "order" s32 [steps_per_epoch(n, batch, drop_last) ·
 // batch] (the epoch's order of the rows, epoch_indices: put on the lane once per epoch), then
-// "step", the step's index (train::DataInput::step_index).
-std::vector<train::DataInput> data_inputs(int64_t n, int64_t batch, bool drop_last = false);
+// "step", the step's index (train::DataInput::step_index), and with procs > 1 (0:
+// distributed::world()'s size) "rank", the s32 scalar naming this process (resident: each
+// process, or each replica of an exported step, is given its own).
+std::vector<train::DataInput> data_inputs(int64_t n, int64_t batch, bool drop_last = false,
+                                          int procs = 0);
 // Weighted mean softmax cross-entropy of model(images[idx]) against labels[idx], where idx is
 // step s's batch: order[b·batch, (b + 1)·batch) with b = s mod steps_per_epoch, under data
-// parallelism this process's batch / procs rows of it (procs 0: distributed::world()). Rows
+// parallelism the batch / procs rows of it at "rank" (procs 0: distributed::world()). Rows
 // past n (the last batch's padding) weigh 0, the others 1. `summed`: the loss is sum(weight ·
 // per-row loss) with the weights 1 / (the global batch's real rows): under data parallelism
 // each process's loss is then its part of the global mean
 // (optim::UpdateOptions::ReplicaLoss::sum), a last partial batch too. Throws tlaloc::Error
 // when batch does not split over procs or the rows make no batch.
 train::LossFn loss_fn(int64_t n, int64_t batch, bool drop_last = false, bool summed = false,
-                      int procs = 0, int rank = 0);
+                      int procs = 0);
 // Logits f32 [n, 10] of the model for "images" f32 [n, 784] (for evaluation).
 train::LossFn logits_fn();
 

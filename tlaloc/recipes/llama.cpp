@@ -363,6 +363,8 @@ train::FitResult run(const Config& c) {
     fmt::print(out, "before fine-tuning: {}\n", format_score(s));
   }
   trainer.set_resident("tokens", std::move(train_tok));
+  if (distributed::world_size() > 1)
+    trainer.set_resident("rank", Array::scalar<int32_t>(distributed::rank()));
 
   f.progress_value = "loss (nats/token)";
   f.progress_mean = false;

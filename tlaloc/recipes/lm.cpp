@@ -66,17 +66,17 @@ LossFn loss_fn(int64_t context) {
   };
 }
 
-std::vector<DataInput> sampled_inputs(int64_t n_tokens) {
-  return {{"tokens", {DType::s32, Shape{n_tokens}}, true},
-          {"step", {DType::s32, Shape{}}, false, false, true}};
+std::vector<DataInput> sampled_inputs(int64_t n_tokens, int procs) {
+  if (procs == 0) procs = distributed::world_size();
+  std::vector<DataInput> in = {{"tokens", {DType::s32, Shape{n_tokens}}, true},
+                               {"step", {DType::s32, Shape{}}, false, false, true}};
+  if (procs > 1) in.push_back({"rank", {DType::s32, Shape{}}, true});
+  return in;
 }
 
 LossFn sampled_loss_fn(int64_t context, uint64_t seed, int64_t batch, int64_t n_tokens,
-                       bool dropout, int procs, int rank) {
-  if (procs == 0) {
-    procs = distributed::world_size();
-    rank = distributed::rank();
-  }
+                       bool dropout, int procs) {
+  if (procs == 0) procs = distributed::world_size();
   if (batch < 1 || batch % procs)
     fail("lm: a batch of {} windows does not split over {} processes", batch, procs);
   if (n_tokens <= context)
@@ -87,11 +87,13 @@ LossFn sampled_loss_fn(int64_t context, uint64_t seed, int64_t batch, int64_t n_
     Tensor starts = random::randint(random::fold_in(random::key_constant(random::key(seed)), step),
                                     Shape{batch}, 0, n_tokens - context);
     const int64_t rows = batch / procs;
-    if (procs > 1) starts = trace::slice(starts, 0, rank * rows, (rank + 1) * rows);
+    if (procs > 1)  // this process's rows, at its "rank"
+      starts = trace::dynamic_slice(starts, {d["rank"] * trace::scalar(double(rows), DType::s32)},
+                                    {rows});
     std::optional<Tensor> key;
     if (dropout) {
       key = random::fold_in(random::key_constant(random::split(random::key(seed), 2)[1]), step);
-      if (procs > 1) key = random::fold_in(*key, trace::scalar(double(rank), DType::u32));
+      if (procs > 1) key = random::fold_in(*key, trace::astype(d["rank"], DType::u32));
     }
     return window_loss(m, d["tokens"], starts, context, key);
   };
@@ -107,9 +109,10 @@ optim::TrainStep bench_train_step(int64_t n_tokens, uint64_t seed, int replicas,
   u.replicas = replicas;
   u.flat_state = flat_state;
   const int64_t ctx = model.config().context;
-  return train::build_train_step(
-      model, sampled_loss_fn(ctx, 1, kBenchBatch, n_tokens, false, replicas, 0),
-      sampled_inputs(n_tokens), bench_optimizer(), u, nullptr, nullptr, nullptr, precision);
+  return train::build_train_step(model,
+                                 sampled_loss_fn(ctx, 1, kBenchBatch, n_tokens, false, replicas),
+                                 sampled_inputs(n_tokens, replicas), bench_optimizer(), u, nullptr,
+                                 nullptr, nullptr, precision);
 }
 
 Array read_corpus(const std::vector<std::string>& files) {
@@ -340,6 +343,8 @@ train::FitResult run(const Config& c) {
       s.data<int32_t>()[i - i0] = int32_t(i * (nval - ctx - 1) / std::max<int64_t>(nw, 1));
   }
   trainer.set_resident("tokens", std::move(train_tok));
+  if (distributed::world_size() > 1)
+    trainer.set_resident("rank", Array::scalar<int32_t>(distributed::rank()));
   trainer_of_run = &trainer;
 
   f.progress_value = "loss (bits/byte)";

@@ -40,16 +40,19 @@ Array dropout_key(uint64_t seed, int64_t step);
 
 // The train step with its data drawn in the program, as `train lm`, `train llama` and the
 // benchmarks run it: "tokens" s32 [n_tokens] (resident) and the step index "step"
-// (DataInput::step_index), so nothing goes up per step.
-std::vector<train::DataInput> sampled_inputs(int64_t n_tokens);
+// (DataInput::step_index), so nothing goes up per step; with procs > 1 (0:
+// distributed::world()'s size) "rank", the s32 scalar naming this process (resident: each
+// process, or each replica of an exported step, is given its own).
+std::vector<train::DataInput> sampled_inputs(int64_t n_tokens, int procs = 0);
 // loss_fn on `batch` windows starting at random_starts(seed, step, batch, n_tokens, context),
 // drawn in the program from the step index, the host's bits (random/program.h); under data
-// parallelism this process's rows of them (rank r of N: rows [r·batch/N, (r+1)·batch/N); N, r:
-// `procs`, `rank`, or distributed::world_size() / rank() when procs is 0). `dropout`: training
-// mode under dropout_key(seed, step), drawn there too. Throws tlaloc::Error when batch does not
-// split over the processes or n_tokens <= context.
+// parallelism this process's rows of them (rank r of N: rows [r·batch/N, (r+1)·batch/N); N:
+// `procs`, or distributed::world_size() when procs is 0; r: the "rank" input). `dropout`:
+// training mode under dropout_key(seed, step) (folded with r under data parallelism), drawn
+// there too. Throws tlaloc::Error when batch does not split over the processes or n_tokens <=
+// context.
 train::LossFn sampled_loss_fn(int64_t context, uint64_t seed, int64_t batch, int64_t n_tokens,
-                              bool dropout, int procs = 0, int rank = 0);
+                              bool dropout, int procs = 0);
 
 // The benchmark model's train step (init from `seed`), for export, tests and `bench step`: its
 // batch drawn in the program from the step index (sampled_loss_fn, data seed 1).

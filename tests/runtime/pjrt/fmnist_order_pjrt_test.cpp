@@ -31,8 +31,8 @@ std::vector<std::pair<std::string, Array>> run(runtime::pjrt::Client* client, in
     o.lane = Lane::pjrt;
     o.client = client;
   }
-  Trainer t(*m, fmnist::loss_fn(kRows, kBatch, false, false, 1, 0),
-            fmnist::data_inputs(kRows, kBatch), optim::AdamW{.lr = 1e-2}, o);
+  Trainer t(*m, fmnist::loss_fn(kRows, kBatch, false, false, 1),
+            fmnist::data_inputs(kRows, kBatch, false, 1), optim::AdamW{.lr = 1e-2}, o);
   t.set_resident("images", random::uniform(random::key(2), Shape{kRows, fmnist::kPixels}));
   t.set_resident("labels", random::randint(random::key(3), Shape{kRows}, 0, 10));
   for (int s = 0; s < steps; ++s) {  // nothing read between the steps
@@ -77,8 +77,8 @@ TEST(PjrtFmnistOrder, FitCrossChecksThenTrainsEpochs) {
   TrainerOptions o;
   o.lane = Lane::pjrt;
   o.client = client.get();
-  Trainer t(*m, fmnist::loss_fn(kRows, kBatch, false, false, 1, 0),
-            fmnist::data_inputs(kRows, kBatch), optim::AdamW{.lr = 1e-2}, o);
+  Trainer t(*m, fmnist::loss_fn(kRows, kBatch, false, false, 1),
+            fmnist::data_inputs(kRows, kBatch, false, 1), optim::AdamW{.lr = 1e-2}, o);
   t.set_resident("images", random::uniform(random::key(2), Shape{kRows, fmnist::kPixels}));
   t.set_resident("labels", random::randint(random::key(3), Shape{kRows}, 0, 10));
   FitOptions fo;
