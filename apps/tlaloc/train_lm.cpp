@@ -30,7 +30,9 @@ void register_train_lm(CLI::App& train) {
       ->capture_default_str();
   size("--context", c.model.context, "context length (bytes)");
   size("--d-ff", c.model.d_ff, "MLP hidden width");
-  cmd->add_flag("--tied", c.model.tied, "tie the head to the token embedding");
+  cmd->add_flag(
+      "--tied", c.model.tied,
+      "tie the head to the token embedding (both embeddings then start N(0, 0.02), GPT-2's init)");
   cmd->add_option("--norm", c.model.norm, "layernorm | rmsnorm")
       ->capture_default_str()
       ->check(CLI::IsMember({"layernorm", "rmsnorm"}));

@@ -1,6 +1,6 @@
 // Attention on the host lane against naive f64 loops written here (forward) and central
 // differences of those loops (gradients), for MHA / GQA / MQA; GQA equals MHA with repeated kv
-// heads; LayerNorm's two-pass variance; the LM layers' shapes and parameter names.
+// heads; LayerNorm's two-pass variance; the LM layers' shapes, parameter names and embedding init.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -170,6 +170,32 @@ TEST(CausalLM, BenchmarkModelNamesAndCount) {
   // 256·128 + 16·128 + 2·(2·256 + 4·(128·128 + 128) + 128·512 + 512 + 512·128 + 128) + 256
   // + 128·256 (torch's count of the same model).
   EXPECT_EQ(m.num_parameters(), 464384);
+}
+
+// Sample standard deviation of a parameter's values (f64 sums).
+double sample_std(const Array& a) {
+  double s = 0, s2 = 0;
+  const auto v = a.to_doubles();
+  for (double x : v) s += x, s2 += x * x;
+  const double n = double(v.size()), mean = s / n;
+  return std::sqrt(s2 / n - mean * mean);
+}
+
+TEST(CausalLM, TiedEmbeddingsStartAtGpt2sStdUntiedAtTorchs) {
+  // Tied: the head is tok_emb, so both tables start N(0, 0.02²) (GPT-2's initializer_range);
+  // untied: torch.nn.Embedding's N(0, 1). 32768 and 2048 draws give the std to
+  // about 0.4 % and 1.6 % (one standard error).
+  for (bool tied : {false, true}) {
+    nn::CausalLMConfig c;
+    c.tied = tied;
+    nn::CausalLM m(c);
+    m.init(random::key(7));
+    const double want = tied ? 0.02 : 1.0;
+    for (const auto& p : m.named_parameters()) {
+      if (p.name != "tok_emb.weight" && p.name != "pos_emb.weight") continue;
+      EXPECT_NEAR(sample_std(p.param->value), want, 0.05 * want) << p.name << " tied " << tied;
+    }
+  }
 }
 
 }  // namespace

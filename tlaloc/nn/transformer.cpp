@@ -14,8 +14,8 @@ namespace tlaloc::nn {
 
 using trace::Tensor;
 
-Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim)
-    : n_(num_embeddings), d_(embedding_dim) {
+Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, double init_std)
+    : n_(num_embeddings), d_(embedding_dim), init_std_(init_std) {
   if (n_ <= 0 || d_ <= 0)
     fail("Embedding: num_embeddings {} and embedding_dim {} must be positive", n_, d_);
   register_parameter("weight", Array(DType::f32, Shape{n_, d_}));
@@ -30,7 +30,10 @@ Tensor Embedding::forward(const Tensor& ids) {
 std::string Embedding::repr() const { return fmt::format("Embedding({}, {})", n_, d_); }
 
 void Embedding::reset_parameters(const random::Key& key) {
-  parameter("weight").value = random::normal(key, Shape{n_, d_});
+  Array w = random::normal(key, Shape{n_, d_});
+  if (init_std_ != 1.0)
+    for (float& v : w.span<float>()) v *= float(init_std_);
+  parameter("weight").value = std::move(w);
 }
 
 LayerNorm::LayerNorm(int64_t dim, double eps, bool bias) : dim_(dim), eps_(eps), bias_(bias) {
@@ -139,8 +142,11 @@ CausalLM::CausalLM(CausalLMConfig c) : c_(c) {
   if (c.vocab <= 0 || c.context <= 0 || c.layers <= 0 || c.d_ff <= 0)
     fail("CausalLM: vocab {}, context {}, layers {}, d_ff {} must be positive", c.vocab, c.context,
          c.layers, c.d_ff);
-  register_module("tok_emb", std::make_shared<Embedding>(c.vocab, c.d_model));
-  register_module("pos_emb", std::make_shared<Embedding>(c.context, c.d_model));
+  // Tied: GPT-2's N(0, 0.02) for both tables, as tok_emb is also the head (N(0, 1) would give
+  // logits of std ~sqrt(d_model)); untied: torch.nn.Embedding's N(0, 1).
+  const double emb_std = c.tied ? kTiedEmbeddingStd : 1.0;
+  register_module("tok_emb", std::make_shared<Embedding>(c.vocab, c.d_model, emb_std));
+  register_module("pos_emb", std::make_shared<Embedding>(c.context, c.d_model, emb_std));
   auto blocks = std::make_shared<Sequential>();
   const BlockOptions opt{.norm = c.norm, .gelu = c.gelu, .dropout = c.dropout};
   for (int64_t i = 0; i < c.layers; ++i)

@@ -11,18 +11,19 @@
 
 namespace tlaloc::nn {
 
-// weight [num_embeddings, embedding_dim] ~ N(0, 1) (torch.nn.Embedding). forward: s32 ids [...]
-// -> [..., embedding_dim] (gather; its gradient is a scatter-add). Ids are clamped into range
-// as StableHLO gather clamps.
+// weight [num_embeddings, embedding_dim] ~ N(0, init_std²) (torch.nn.Embedding: init_std 1).
+// forward: s32 ids [...] -> [..., embedding_dim] (gather; its gradient is a scatter-add). Ids
+// are clamped into range as StableHLO gather clamps.
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  Embedding(int64_t num_embeddings, int64_t embedding_dim, double init_std = 1.0);
   trace::Tensor forward(const trace::Tensor& ids) override;
   std::string repr() const override;
   void reset_parameters(const random::Key& key) override;
 
  private:
   int64_t n_, d_;
+  double init_std_;
 };
 
 // y = (x - mean) / sqrt(var + eps) · weight + bias over the last axis (torch.nn.LayerNorm);
@@ -100,10 +101,14 @@ class TransformerBlock : public Module {
 // bias), "rmsnorm" -> RMSNorm(dim) (norms.h). Throws tlaloc::Error for another name.
 std::shared_ptr<Module> make_norm(const std::string& norm, int64_t dim);
 
+inline constexpr double kTiedEmbeddingStd = 0.02;
+
 struct CausalLMConfig {
   int64_t vocab = 256, context = 16, d_model = 128, layers = 2, heads = 4, kv_heads = 4;
   int64_t d_ff = 512;
-  bool tied = false;  // head shares tok_emb.weight
+  // The head shares tok_emb.weight; tok_emb and pos_emb then start N(0, kTiedEmbeddingStd²)
+  // (GPT-2's initializer_range), else N(0, 1).
+  bool tied = false;
   // Block choices (BlockOptions); ln_f follows `norm`, and dropout > 0 also adds a Dropout
   // "drop" on the embeddings. The defaults leave the model and its checkpoints unchanged.
   std::string norm = "layernorm";
