@@ -47,15 +47,7 @@ void run_export(const ExportArgs& a) {
          known.empty() ? "none registered in this build" : known);
   }
   stablehlo::EmitOptions o;
-  if (a.matmul_precision == "default")
-    o.precision = stablehlo::Precision::DEFAULT;
-  else if (a.matmul_precision == "high")
-    o.precision = stablehlo::Precision::HIGH;
-  else if (a.matmul_precision == "highest")
-    o.precision = stablehlo::Precision::HIGHEST;
-  else
-    fail("tlaloc export: --matmul-precision '{}': use default, high or highest",
-         a.matmul_precision);
+  o.precision = stablehlo::parse_precision(a.matmul_precision, "tlaloc export: --matmul-precision");
   if (a.precision != "f32" && a.precision != "bf16" && a.precision != "f16")
     fail(
         "tlaloc export: --precision '{}': use f32, bf16 or f16 (the dots' precision_config is "

@@ -3,6 +3,7 @@
 #include "apps/tlaloc/commands.h"
 #include "apps/tlaloc/train_common.h"
 #include "tlaloc/core/error.h"
+#include "tlaloc/stablehlo/emit.h"
 
 namespace tlaloc::app {
 
@@ -36,8 +37,9 @@ void add_common_options(CLI::App* cmd, CommonTrainFlags& f, recipes::Common& c) 
                   "compute type of matmuls: f32 | bf16 (f32 accumulation, f32 "
                   "master weights) | f16 (the same, with dynamic loss scaling)")
       ->capture_default_str();
-  cmd->add_option("--matmul-precision", f.matmul_precision,
-                  "pjrt lane f32 dots: default (XLA may use TF32) | highest (full f32)")
+  cmd->add_option(
+         "--matmul-precision", f.matmul_precision,
+         "pjrt lane f32 dots: default (XLA may use TF32) | high (bf16_3x) | highest (full f32)")
       ->capture_default_str();
   cmd->add_option("--cross-check", f.cross_check,
                   "pjrt lane: gradients and update compared with the host lane's before "
@@ -98,16 +100,14 @@ void resolve(const CommonTrainFlags& f, recipes::Common& c) {
   if (f.precision != "f32" && f.precision != "bf16" && f.precision != "f16")
     fail(
         "--precision must be f32, bf16 or f16, got '{}' (the pjrt lane's f32 dot precision is "
-        "--matmul-precision default|highest)",
+        "--matmul-precision default|high|highest)",
         f.precision);
-  if (f.matmul_precision != "default" && f.matmul_precision != "highest")
-    fail("--matmul-precision must be default or highest, got '{}'", f.matmul_precision);
   if (f.flat_state != "auto" && f.flat_state != "on" && f.flat_state != "off")
     fail("--flat-state must be auto, on or off, got '{}'", f.flat_state);
   if (f.command) refuse_empty_outputs(f.command, {"--plot", "--confusion", "--boundary"});
   c.lane = train::parse_lane(f.lane);
   c.precision = dtype_from_name(f.precision);
-  c.precision_highest = f.matmul_precision == "highest";
+  c.matmul_precision = stablehlo::parse_precision(f.matmul_precision);
   c.cross_check = train::parse_cross_check_mode(f.cross_check);
   c.flat_state.reset();
   if (f.flat_state != "auto") c.flat_state = f.flat_state == "on";

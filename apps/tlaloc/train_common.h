@@ -13,7 +13,7 @@ namespace tlaloc::app {
 struct CommonTrainFlags {
   std::string lane = "host";
   std::string precision = "f32";             // compute type of dots: f32 | bf16 | f16
-  std::string matmul_precision = "default";  // pjrt lane f32 dots: default (TF32) | highest
+  std::string matmul_precision = "default";  // pjrt lane f32 dots: default | high | highest
   std::string cross_check = "warn";          // pjrt lane: off | warn | require
   std::string flat_state = "auto";           // optimizer state layout: auto | on | off
   std::string save, resume;
@@ -36,7 +36,7 @@ void add_adamw_options(CLI::App* cmd, double& lr, double& wd);
 // Throws tlaloc::Error "<command>: --plot is empty ..." when one of `flags` of `cmd` was given
 // as "" (an unset variable): a picture option names a file or is left out.
 void refuse_empty_outputs(const CLI::App* cmd, std::initializer_list<const char*> flags);
-// Sets c.lane, c.precision, c.precision_highest, c.cross_check, c.save and c.resume from the
+// Sets c.lane, c.precision, c.matmul_precision, c.cross_check, c.save and c.resume from the
 // parsed flags (a flag
 // given as
 // "" stays "", which the recipe refuses). Throws tlaloc::Error for a bad --lane or --precision,

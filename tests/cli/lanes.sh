@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # --lane: pjrt without a usable plugin fails with one line and a non-zero exit; auto falls back
-# to host and says why in one line; a bad lane or precision is refused.
+# to host and says why in one line; a bad lane or precision is refused, the three dot
+# precisions are taken.
 set -euo pipefail
 : "${TLALOC:?set TLALOC to the tlaloc binary}"
 tmp=$(mktemp -d)
@@ -30,6 +31,11 @@ for bad in "--lane gpu" "--precision tf32" "--matmul-precision tf32" "--cross-ch
     echo "FAIL: $bad accepted"; exit 1
   fi
   [ "$(wc -l <"$tmp/err")" -eq 1 ] || { echo "FAIL: $bad: expected one line"; cat "$tmp/err"; exit 1; }
+done
+# train takes export's three dot precisions (they matter only on the pjrt lane).
+for p in default high highest; do
+  "$TLALOC" "${steps[@]}" --matmul-precision "$p" >"$tmp/out" ||
+    { echo "FAIL: --matmul-precision $p refused"; exit 1; }
 done
 # bench step: lane (a) runs, lanes (b) and (c) say why they were skipped.
 "$TLALOC" bench step --steps 5 --warmup 10 --threads 1 >"$tmp/out"

@@ -1,6 +1,8 @@
 // Golden-text tests for StableHLO emission: one hand-written expected text per op.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <functional>
 #include <map>
 
@@ -562,6 +564,21 @@ TEST(StablehloEmit, ReduceInitsAndPrecision) {
                    "#stablehlo<precision HIGHEST>]"),
             std::string::npos)
       << t;
+}
+
+TEST(StablehloEmit, PrecisionNamesParse) {
+  EXPECT_EQ(shlo::parse_precision("default"), shlo::Precision::DEFAULT);
+  EXPECT_EQ(shlo::parse_precision("high"), shlo::Precision::HIGH);
+  EXPECT_EQ(shlo::parse_precision("highest"), shlo::Precision::HIGHEST);
+  for (const char* bad : {"HIGHEST", "tf32", "", "fastest"}) {
+    try {
+      shlo::parse_precision(bad, "--matmul-precision");
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                fmt::format("--matmul-precision '{}': use default, high or highest", bad));
+    }
+  }
 }
 
 TEST(StablehloEmit, DeterministicAndVerifies) {

@@ -28,7 +28,7 @@ train::TrainerOptions trainer_options(const Common& c) {
                "one process it changes nothing\n");
   train::TrainerOptions t;
   t.lane = lane.lane;
-  if (c.precision_highest) t.pjrt.emit.precision = stablehlo::Precision::HIGHEST;
+  t.pjrt.emit.precision = c.matmul_precision;
   if (c.deterministic) t.pjrt.compile.overrides.push_back({"xla_gpu_deterministic_ops", true});
   t.num_threads = c.threads;
   t.zero = c.zero;

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "tlaloc/stablehlo/emit.h"
 #include "tlaloc/train/fit.h"
 #include "tlaloc/train/trainer.h"
 
@@ -23,9 +24,10 @@ struct Common {
   std::string schedule = "constant";  // optim::parse_schedule's names
   int64_t warmup = 0;                 // linear warm-up steps
   train::Lane lane = train::Lane::host;
-  DType precision = DType::f32;    // compute type of dots (TrainerOptions::precision)
-  bool precision_highest = false;  // pjrt lane: full-f32 dots (else XLA may use TF32)
-  bool deterministic = false;      // pjrt lane: xla_gpu_deterministic_ops
+  DType precision = DType::f32;  // compute type of dots (TrainerOptions::precision)
+  // pjrt lane: dot_general's precision_config (DEFAULT: XLA may use TF32; HIGHEST: full f32).
+  stablehlo::Precision matmul_precision = stablehlo::Precision::DEFAULT;
+  bool deterministic = false;  // pjrt lane: xla_gpu_deterministic_ops
   // pjrt lane: the check against the host lane before training (train/cross_check.h).
   train::CrossCheckMode cross_check = train::CrossCheckMode::warn;
   int zero = 0;  // under mpirun: ZeRO stage (1: optimizer state sharded over the processes)

@@ -74,6 +74,13 @@ std::string_view name(Precision p) {
   return "?";
 }
 
+Precision parse_precision(std::string_view s, std::string_view flag) {
+  if (s == "default") return Precision::DEFAULT;
+  if (s == "high") return Precision::HIGH;
+  if (s == "highest") return Precision::HIGHEST;
+  fail("{} '{}': use default, high or highest", flag, s);
+}
+
 std::string_view element_type(DType t) {
   switch (t) {
     case DType::f32:

@@ -23,6 +23,9 @@ namespace tlaloc::stablehlo {
 // full f32). Names as in StableHLO's #stablehlo<precision ...>.
 enum class Precision : uint8_t { DEFAULT, HIGH, HIGHEST };
 std::string_view name(Precision p);
+// "default" | "high" | "highest" (jax.default_matmul_precision's names, as the commands'
+// --matmul-precision takes them); throws tlaloc::Error naming `flag` for another.
+Precision parse_precision(std::string_view s, std::string_view flag = "--matmul-precision");
 
 struct EmitOptions {
   Precision precision = Precision::DEFAULT;

@@ -24,9 +24,9 @@
 //
 // Thresholds (cross_check_thresholds): the loss 1e-3 and every gradient 1e-2 at XLA's default
 // dot precision (TF32 on recent GPUs: 10-bit mantissa operands), 1e-5 with full-f32 dots
-// (--matmul-precision highest); the update 1e-2 at either (it has no dots; given the same
-// gradients, f32 rounding makes it ~1e-6, a wrong formula O(1)). A score equal to its threshold
-// passes.
+// (--matmul-precision highest; high keeps the default's); the update 1e-2 at either (it has no
+// dots; given the same gradients, f32 rounding makes it ~1e-6, a wrong formula O(1)). A score equal
+// to its threshold passes.
 //
 // Nothing of the trainer changes: no buffer is donated, its parameters, state, buffers and step
 // count are as before (the per-step data and scalars of `inputs` are put in its input slots, as
