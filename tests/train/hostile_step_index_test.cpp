@@ -212,3 +212,24 @@ TEST(HostileStepIndex, ScheduleStepPastS32IsRefused) {
   for (size_t i = 0; i < c.size(); ++i)  // SGD: w - lr · c
     EXPECT_NEAR(w[i], w0[i] - 0.05 * c[i], 1e-6) << i;
 }
+
+// A step index past s32 (fed as s32, it would wrap to -2^31: fmnist's rows would be sliced from
+// a wrong place, lm's draws repeat): load_state and step refuse it in one line; the last step
+// s32 holds runs with its own index.
+TEST(HostileStepIndex, StepIndexPastS32IsRefused) {
+  auto m = bn_model();
+  Trainer t(*m, drawn(), {index("step")}, optim::SGD{.lr = 0.01});
+  std::vector<Array> params, state;
+  for (auto& p : t.named_parameters()) params.push_back(p.second);
+  for (auto& s : t.optimizer_state()) state.push_back(s.second);
+  EXPECT_EQ(error_of([&] { t.load_state(params, state, int64_t(1) << 31); }),
+            "Trainer::load_state: step count 2147483648 is past the 2^31 - 1 steps the program's "
+            "step index counts");
+  t.load_state(params, state, INT32_MAX);
+  t.step({});
+  EXPECT_EQ(t.read_last().aux.at(0).at(0), double(float(INT32_MAX)));  // 2^31 as f32
+  EXPECT_EQ(error_of([&] { t.step({}); }),
+            "Trainer::step: step 2147483648 is past the 2^31 - 1 steps the program's step index "
+            "counts");
+  EXPECT_EQ(t.steps_taken(), int64_t(1) << 31);
+}

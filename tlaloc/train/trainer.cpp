@@ -177,12 +177,18 @@ void Trainer::set_resident(std::string_view name, Array value) {
   put_input(int(i), std::move(value));
 }
 
+const char* Trainer::s32_step_counter() const {
+  if (step_.has_schedule_step) return "the schedule in the program";
+  for (const DataInput& d : data_)
+    if (d.step_index) return "the program's step index";
+  return nullptr;
+}
+
 void Trainer::put_step_indices() {
   if (step_.has_schedule_step)
     put_input(step_.schedule_step_input(), Array::scalar<int32_t>(int32_t(steps_taken_)));
   for (size_t i = 0; i < data_.size(); ++i)
-    if (data_[i].step_index)
-      put_input(int(i), Array::scalar<int32_t>(int32_t(uint32_t(steps_taken_))));
+    if (data_[i].step_index) put_input(int(i), Array::scalar<int32_t>(int32_t(steps_taken_)));
 }
 
 void Trainer::put_step_inputs(Batch& inputs) {
@@ -221,9 +227,8 @@ void Trainer::put_step_inputs(Batch& inputs) {
 }
 
 void Trainer::step(Batch inputs) {
-  if (step_.has_schedule_step && steps_taken_ > std::numeric_limits<int32_t>::max())
-    fail("Trainer::step: step {} is past the 2^31 - 1 steps the schedule in the program counts",
-         steps_taken_);
+  if (const char* what = s32_step_counter(); what && steps_taken_ > INT32_MAX)
+    fail("Trainer::step: step {} is past the 2^31 - 1 steps {} counts", steps_taken_, what);
   queue_.make_room();  // refuses to go on after a failed step; keeps max_in_flight
   put_step_inputs(inputs);
   // Params and state are donated: their new values are written into the same storage (on pjrt
@@ -424,11 +429,9 @@ void Trainer::load_state(std::vector<Array> params, std::vector<Array> state, in
   check(state, state_specs());
   if (!problems.empty()) fail("Trainer::load_state:{}", problems);
   if (steps_taken < 0) fail("Trainer::load_state: negative step count {}", steps_taken);
-  if (step_.has_schedule_step && steps_taken > std::numeric_limits<int32_t>::max())
-    fail(
-        "Trainer::load_state: step count {} is past the 2^31 - 1 steps the schedule in the "
-        "program counts",
-        steps_taken);
+  if (const char* what = s32_step_counter(); what && steps_taken > INT32_MAX)
+    fail("Trainer::load_state: step count {} is past the 2^31 - 1 steps {} counts", steps_taken,
+         what);
   for (size_t i = 0; i < params.size(); ++i)
     put_input(step_.param_input(int(i)), std::move(params[i]));
   if (step_.zero) state = optim::shard_state(*step_.zero, step_.state, state);  // this rank's

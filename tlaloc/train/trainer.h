@@ -60,10 +60,10 @@ struct DataInput {
   // parallelism each rank's step takes its rows of it: rank r of N the r-th of N equal parts.
   bool batched = false;
   // The step's own index (type s32 [], not resident, not batched): the Trainer feeds it, equal
-  // to steps_taken() before the step (mod 2^32), kept on the lane and advanced by the program
-  // itself, so per-step draws (batch positions, dropout keys: random::fold_in(key, step)) need
-  // no upload. Set again from the step count by load_state. The train step only: an evaluation
-  // refuses it.
+  // to steps_taken() before the step (a step past 2^31 - 1 is refused), kept on the lane and
+  // advanced by the program itself, so per-step draws (batch positions, dropout keys:
+  // random::fold_in(key, step)) need no upload. Set again from the step count by load_state. The
+  // train step only: an evaluation refuses it.
   bool step_index = false;
 };
 
@@ -180,8 +180,9 @@ class Trainer {
   // name or `value`'s dtype or shape differs from its DataInput::type.
   void set_resident(std::string_view name, Array value);
   // Runs one step on `inputs`: every per-step (non-resident) data input by name. Throws
-  // tlaloc::Error naming a missing, unknown, repeated or mistyped input, or a resident input
-  // never set; nothing runs then.
+  // tlaloc::Error naming a missing, unknown, repeated or mistyped input, a resident input
+  // never set, or a step past 2^31 - 1 when the program counts steps in s32 (a schedule or a
+  // step_index input); nothing runs then.
   void step(Batch inputs);
   // Reads the last step's outputs (loss, found-inf, grad norm, aux); on the pjrt lane this is
   // the only per-step download.
@@ -274,6 +275,9 @@ class Trainer {
   // Every step_index input, and the schedule's step, set to steps_taken_ (construction,
   // load_state).
   void put_step_indices();
+  // What in the program counts steps in s32 ("the schedule in the program", "the program's
+  // step index"), or null when nothing does.
+  const char* s32_step_counter() const;
   // The same once every step in flight is done (cross_check's).
   void set_step_inputs(Batch& inputs) {
     wait();
