@@ -2,7 +2,8 @@
 # A resumed checkpoint is checked before training, in every recipe (issue 18): NaN / inf in a
 # parameter or in the optimizer state, a negative exp_avg_sq, a metadata step that disagrees with
 # the optimizer.step tensor (edited) or a missing optimizer.step are refused with one line naming
-# the tensor and the values, and nothing is trained or saved. `tlaloc eval` of a model holding
+# the tensor and the values, and nothing is trained or saved. Another --lr or --schedule is taken
+# with a note naming the change. `tlaloc eval` of a model holding
 # inf refuses it by name instead of printing 10%.
 # shellcheck source=tests/cli/lib.bash
 source "$(dirname "$0")/lib.bash"
@@ -55,6 +56,14 @@ for r in "${recipes[@]}"; do
   "$TLALOC" "${cmd[@]}" --resume "$ck" --save "$tmp/ok.st" >"$tmp/out" ||
     die "$recipe: a good checkpoint did not resume"
   grep -q "^resumed from $ck at step 5" "$tmp/out" || die "$recipe: no resume line"
+  ! grep -q "^note: " "$tmp/out" || die "$recipe: a note on an unchanged resume: $(cat "$tmp/out")"
+  # Another lr and schedule train (as fine-tuning does), each change noted in a line.
+  "$TLALOC" "${cmd[@]}" --resume "$ck" --save "$tmp/ok.st" --lr 0.5 --schedule step:2:0.5 >"$tmp/out" ||
+    die "$recipe: another --lr was refused"
+  grep -q "^note: $ck was trained with lr=[0-9.e-]*, this run has lr=0.5 (this run's is used)$" "$tmp/out" ||
+    die "$recipe: no note of the lr: $(cat "$tmp/out")"
+  grep -q "^note: $ck was trained with the lr schedule '[^']*', this run has 'step: x0.5 every 2 steps': from step 5 the lr follows this run's (0.125 now)$" "$tmp/out" ||
+    die "$recipe: no note of the schedule: $(cat "$tmp/out")"
 
   where="--resume $tmp/bad.st"
   edit "$ck" "$tmp/bad.st" set "$param" nan

@@ -53,7 +53,7 @@ std::vector<Schedule> schedules() {
   return all;
 }
 
-std::string describe(const Schedule& s) {
+std::string all_fields(const Schedule& s) {
   return std::string(name(s.kind)) + " T=" + std::to_string(s.total_steps) +
          " W=" + std::to_string(s.warmup_steps) + " size=" + std::to_string(s.step_size) +
          " gamma=" + std::to_string(s.gamma) + " min=" + std::to_string(s.min_factor);
@@ -63,7 +63,7 @@ std::string describe(const Schedule& s) {
 
 TEST(HostileSchedule, EveryKindEqualsTheHostsBitsPastTheHorizon) {
   for (const Schedule& s : schedules()) {
-    SCOPED_TRACE(describe(s));
+    SCOPED_TRACE(all_fields(s));
     const ir::Function f = factor_fn(s);
     for (bool fuse : {true, false}) {
       auto exe = runtime::host::compile(f, {.num_threads = 0, .fuse = fuse});
@@ -91,7 +91,7 @@ TEST(HostileSchedule, EveryKindEqualsTheHostsBitsPastTheHorizon) {
 TEST(HostileSchedule, StableHloRoundTrip) {
   for (const Schedule& s : {parse_schedule("warmup-cosine", 30, 7),
                             parse_schedule("step:3:0.5", 20), parse_schedule("constant", 10, 4)}) {
-    SCOPED_TRACE(describe(s));
+    SCOPED_TRACE(all_fields(s));
     for (int32_t k : {0, 5, 29, 40})
       tlaloc::testing::expect_stablehlo_roundtrip(factor_fn(s),
                                                   std::vector<Array>{Array::scalar<int32_t>(k)});

@@ -55,6 +55,21 @@ TEST(OptimSchedule, StepDecay) {
   EXPECT_NEAR(d.factor(60), 0.01, 1e-17);
 }
 
+TEST(OptimSchedule, DescribeNamesWhatTheKindReads) {
+  EXPECT_EQ(describe(parse_schedule("constant", 100)), "constant");
+  EXPECT_EQ(describe(parse_schedule("constant", 200, 5)), "constant, 5 warm-up steps");
+  EXPECT_EQ(describe(parse_schedule("cosine", 2000)), "cosine over 2000 steps");
+  Schedule floor = parse_schedule("cosine", 2000);
+  floor.min_factor = 0.1;
+  EXPECT_EQ(describe(floor), "cosine over 2000 steps to 0.1 of the lr");
+  EXPECT_EQ(describe(parse_schedule("warmup-cosine", 2000, 100)),
+            "warmup-cosine over 2000 steps, 100 warm-up");
+  EXPECT_EQ(describe(parse_schedule("step:666:0.1", 2000)), "step: x0.1 every 666 steps");
+  // The horizon of a constant lr changes nothing: the same words.
+  EXPECT_EQ(describe(parse_schedule("constant", 10, 2)),
+            describe(parse_schedule("constant", 99, 2)));
+}
+
 TEST(OptimSchedule, ParseErrors) {
   EXPECT_THROW(parse_schedule("linear", 10), Error);
   EXPECT_THROW(parse_schedule("cosine", 10, 3), Error);

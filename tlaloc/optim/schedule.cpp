@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numbers>
 
+#include <fmt/format.h>
+
 #include "tlaloc/core/error.h"
 
 namespace tlaloc::optim {
@@ -36,6 +38,26 @@ std::string_view name(ScheduleKind k) {
       return "step";
   }
   return "?";
+}
+
+std::string describe(const Schedule& s) {
+  std::string d(name(s.kind));
+  const std::string floor = s.min_factor > 0 ? fmt::format(" to {} of the lr", s.min_factor) : "";
+  switch (s.kind) {
+    case ScheduleKind::constant:
+      if (s.warmup_steps > 0) d += fmt::format(", {} warm-up steps", s.warmup_steps);
+      break;
+    case ScheduleKind::cosine:
+      d += fmt::format(" over {} steps{}", s.total_steps, floor);
+      break;
+    case ScheduleKind::warmup_cosine:
+      d += fmt::format(" over {} steps{}, {} warm-up", s.total_steps, floor, s.warmup_steps);
+      break;
+    case ScheduleKind::step:
+      d += fmt::format(": x{} every {} steps", s.gamma, s.step_size);
+      break;
+  }
+  return d;
 }
 
 void Schedule::check() const {

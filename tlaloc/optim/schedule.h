@@ -44,6 +44,11 @@ struct Schedule {
 
 // "constant", "cosine", "warmup-cosine", "step".
 std::string_view name(ScheduleKind k);
+// The lr curve in words, only the fields its kind reads: "constant", "constant, 5 warm-up
+// steps", "cosine over 2000 steps", "cosine over 2000 steps to 0.1 of the lr",
+// "warmup-cosine over 2000 steps, 100 warm-up", "step: x0.1 every 666 steps". Two schedules
+// with the same description give the same factors.
+std::string describe(const Schedule& s);
 
 // Parses the command line's --schedule value: constant | cosine | warmup-cosine | step, where
 // step may carry its period and factor as "step:STEP_SIZE:GAMMA" (default: total_steps / 3,

@@ -25,6 +25,9 @@ namespace tlaloc::train {
 
 namespace {
 
+// The checkpoint field naming the lr schedule (optim::describe) the run was trained with.
+constexpr const char* kScheduleField = "schedule";
+
 volatile std::sig_atomic_t g_signal = 0;
 
 extern "C" void on_stop_signal(int sig) {
@@ -146,6 +149,27 @@ size_t plot_curves(const FitOptions& o, const std::vector<io::MetricsRow>& rows,
   return rows.size();
 }
 
+// A resumed run may change its lr, schedule or other hyper-parameters (to extend or fine-tune a
+// run), so they are not refused as the model's fields are; each change gets a note, as the run
+// is then not the one it continues. (PyTorch's load_state_dict would bring the checkpoint's back;
+// the command line here is taken at its word.)
+void note_changed_hyper_parameters(const Trainer& t, const io::Checkpoint& c, const FitOptions& o) {
+  const std::string& path = *o.resume;
+  if (auto s = c.user.find(kScheduleField);
+      s != c.user.end() && s->second != optim::describe(t.schedule()))
+    fmt::print(o.out,
+               "note: {} was trained with the lr schedule '{}', this run has '{}': from step {} "
+               "the lr follows this run's ({:.6g} now)\n",
+               path, s->second, optim::describe(t.schedule()), t.steps_taken(), t.current_lr());
+  if (c.optimizer != optim::name(t.optimizer())) return;  // restore refused it already
+  const auto now = hyper_parameters(t.optimizer());
+  for (const auto& [k, v] : c.hyper_parameters)
+    if (auto h = now.find(k); h != now.end() && h->second != v)
+      fmt::print(o.out,
+                 "note: {} was trained with {}={}, this run has {}={} (this run's is used)\n", path,
+                 k, v, k, h->second);
+}
+
 void resume(Trainer& t, const FitOptions& o) {
   const std::string& path = *o.resume;
   io::Checkpoint c = o.format ? o.format->load(path) : io::load_checkpoint(path);
@@ -168,6 +192,7 @@ void resume(Trainer& t, const FitOptions& o) {
                "note: {} was trained by {} process{}, this run has {}: the global batch is kept, "
                "the gradient sums run in another order (not bitwise the run it continues)\n",
                path, had, had == "1" ? "" : "es", n);
+  note_changed_hyper_parameters(t, c, o);
 }
 
 }  // namespace
@@ -330,6 +355,7 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     if (t.steps_taken() > first) check_loss(t.read_last().loss);
     auto meta = o.metadata;
     if (many) meta["world_size"] = std::to_string(distributed::world_size());
+    meta[kScheduleField] = optim::describe(t.schedule());  // noted, not refused, on resume
     io::Checkpoint c = to_checkpoint(t, o.seed, t.steps_taken(), std::move(meta));
     if (!root) {  // written once, by rank 0, after every rank reached the step
       distributed::world().barrier();

@@ -250,6 +250,7 @@ class Trainer {
   const ir::Function& step_function() const { return step_.fn; }
   const optim::TrainStep& train_step() const { return step_; }
   const optim::Optimizer& optimizer() const { return opt_; }
+  const optim::Schedule& schedule() const { return options_.schedule; }
   bool zero() const { return step_.zero.has_value(); }  // ZeRO-1 in this step
   // Whether a per-step input is DataInput::batched (split over data-parallel processes).
   bool splits_batches() const;
