@@ -2,10 +2,12 @@
 // folder with config.json), generated with a KV cache.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "apps/tlaloc/cli_numbers.h"
 #include "apps/tlaloc/commands.h"
@@ -17,11 +19,13 @@ namespace tlaloc::app {
 namespace {
 
 struct SampleArgs {
-  std::string path, prompt = "The ";
+  std::string path;
+  std::optional<std::string> prompt;  // unset: "The " (lm, bytes), "The" (Llama, pieces)
   int64_t tokens = 200;
   recipes::lm::SampleOptions sample;
   int threads = 1;
   std::string adapter;  // llama: a PEFT LoRA adapter directory
+  bool ignore_eos = false;
 };
 
 // A Llama directory: the prompt encoded with its tokenizer.model (BOS, then its lines, as train
@@ -37,11 +41,14 @@ void sample_llama(const SampleArgs& a) {
              a.adapter.empty() ? a.path : a.path + " + " + a.adapter, d.state.step,
              d.model->num_parameters(), m.num_hidden_layers, m.hidden_size, m.num_attention_heads,
              m.kv_heads(), m.vocab_size, d.context);
-  const Array p = llama::encode_stream(*d.tokenizer, {{"--prompt", a.prompt}});
+  // No trailing space by default: SentencePiece would make it a piece of its own ("▁"), which
+  // the model rarely saw before a word.
+  const Array p = llama::encode_stream(*d.tokenizer, {{"--prompt", a.prompt.value_or("The")}});
   std::vector<int32_t> ids(p.data<int32_t>(), p.data<int32_t>() + p.numel());
   recipes::lm::Decoder decoder(*d.model, d.context, a.threads);
   recipes::lm::SampleOptions o = a.sample;
   o.vocab = d.tokenizer->vocab_size();  // the model's ids past the tokenizer's have no text
+  if (!a.ignore_eos) o.eos = d.eos;     // an end-of-sequence id ends the text, unwritten
   // Streamed a line at a time: each line is written once its newline is drawn (a line decodes
   // on its own, as the streams were encoded), the rest at the end.
   const int32_t nl = llama::newline_id(*d.tokenizer);
@@ -55,6 +62,7 @@ void sample_llama(const SampleArgs& a) {
   };
   const std::vector<int32_t> prompt = ids;
   recipes::lm::generate(decoder, prompt, a.tokens, o, [&](int32_t t) {
+    if (std::find(o.eos.begin(), o.eos.end(), t) != o.eos.end()) return;
     ids.push_back(t);
     if (t == nl) write(false);
   });
@@ -63,7 +71,8 @@ void sample_llama(const SampleArgs& a) {
 
 void run_sample(const SampleArgs& a) {
   namespace lm = recipes::lm;
-  if (a.prompt.empty()) fail("sample: --prompt is empty; the model needs at least one byte");
+  if (a.prompt && a.prompt->empty())
+    fail("sample: --prompt is empty; the model needs at least one byte");
   if (a.tokens < 0) fail("sample: --tokens {} must be >= 0", a.tokens);
   lm::sample_token(std::vector<float>{0.0f}, a.sample, random::key(0));  // checks T and k
   std::error_code ec;
@@ -77,6 +86,11 @@ void run_sample(const SampleArgs& a) {
     return sample_llama(a);
   if (!a.adapter.empty())
     fail("sample: --adapter is for Llama model directories; {} is not one", a.path);
+  if (a.ignore_eos)
+    fail(
+        "sample: --ignore-eos is for Llama model directories ({} is an lm checkpoint, which has "
+        "no end-of-sequence byte)",
+        a.path);
   io::Checkpoint c = io::load_checkpoint(a.path);
   auto model = lm::load_model(c);
   const auto& m = model->config();
@@ -87,7 +101,8 @@ void run_sample(const SampleArgs& a) {
              m.context, m.d_ff, m.norm, m.gelu, m.tied ? ", tied head" : "");
   lm::Decoder decoder(*model, a.threads);
   std::vector<int32_t> prompt;
-  for (char ch : a.prompt) prompt.push_back(int32_t(static_cast<unsigned char>(ch)));
+  const std::string text = a.prompt.value_or("The ");
+  for (char ch : text) prompt.push_back(int32_t(static_cast<unsigned char>(ch)));
   // Streamed: each byte is written as soon as it is drawn (a long --tokens shows progress and
   // can be cut short with Ctrl-C or `| head`).
   // A failed write (a full disk, a closed pipe) stops the run with an error, not exit 0.
@@ -95,7 +110,7 @@ void run_sample(const SampleArgs& a) {
     if (std::fflush(stdout) != 0 || std::ferror(stdout))
       fail("sample: cannot write the text to stdout: {}", std::strerror(errno));
   };
-  std::fwrite(a.prompt.data(), 1, a.prompt.size(), stdout);
+  std::fwrite(text.data(), 1, text.size(), stdout);
   flushed();
   lm::generate(decoder, prompt, a.tokens, a.sample, [&](int32_t t) {
     std::fputc(static_cast<unsigned char>(t), stdout);
@@ -120,8 +135,11 @@ void register_sample(CLI::App& app) {
       "--adapter", a.adapter,
       "Llama: add this PEFT LoRA adapter directory (of `tlaloc finetune --lora` or PEFT)");
   cmd->add_option("--prompt", a.prompt,
-                  "text to continue (bytes; Llama: encoded with its tokenizer)")
-      ->capture_default_str();
+                  "text to continue (bytes; Llama: encoded with its tokenizer); default \"The \" "
+                  "(lm), \"The\" (Llama)");
+  cmd->add_flag("--ignore-eos", a.ignore_eos,
+                "Llama: go on past an end-of-sequence token (generation_config.json's "
+                "eos_token_id, else config.json's), which otherwise ends the text");
   cmd->add_option("--tokens", a.tokens, "bytes (Llama: tokens) to generate")->capture_default_str();
   cmd->add_option("--temperature", a.sample.temperature, "softmax temperature (0: greedy)")
       ->capture_default_str();

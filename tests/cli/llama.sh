@@ -108,6 +108,23 @@ refused "eval: lm.st is a \`tlaloc train lm\` checkpoint; pass the text to score
 grep -q "layers 1, hidden 32, heads 4, kv_heads 2, vocab 320), context 16" s.err || die "$(cat s.err)"
 case "$(cat s1)" in "the cat"?*) ;; *) die "sample: $(cat s1)" ;; esac
 cmp -s s1 s2 || die "sample: same seed, different text"
+# End of sequence (HF generate's eos_token_id, generation_config.json's over config.json's):
+# with every id an end, the text is the prompt alone; --ignore-eos and a null id run on.
+cp -r m e
+set_eos() { /usr/bin/python3 -c "import json; json.dump({'eos_token_id': $1}, open('e/generation_config.json', 'w'))"; }
+set_eos "list(range(320))"
+"$TLALOC" sample e --prompt "the cat" --tokens 24 --seed 3 >s3 2>/dev/null
+[ "$(cat s3)" = "the cat" ] || die "sample: not stopped at the end-of-sequence id: $(cat s3)"
+"$TLALOC" sample e --prompt "the cat" --tokens 24 --seed 3 --ignore-eos >s3 2>/dev/null
+cmp -s s1 s3 || die "sample --ignore-eos: $(cat s3)"
+set_eos None
+"$TLALOC" sample e --prompt "the cat" --tokens 24 --seed 3 >s3 2>/dev/null
+cmp -s s1 s3 || die "sample, eos_token_id null: $(cat s3)"
+set_eos "'2'"
+refused "e/generation_config.json: eos_token_id \"2\" must be an id in [0, 320) or a list of them" \
+  sample e
+refused "sample: --ignore-eos is for Llama model directories (lm.st is an lm checkpoint, which has no end-of-sequence byte)" \
+  sample lm.st --ignore-eos
 
 # --resume continues bitwise; so does a run stopped by --minutes.
 "$TLALOC" train llama "${common[@]}" --steps 30 --save r --stop-after 12 >/dev/null

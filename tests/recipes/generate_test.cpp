@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -111,6 +112,26 @@ TEST(Generate, SameSeedSameTextOtherSeedOtherText) {
   EXPECT_NE(a1, b1);
   EXPECT_EQ(a1.size(), 32u);
   EXPECT_TRUE(recipes::lm::generate(d, kPrompt, 0, a).empty());
+}
+
+// HF generate's eos_token_id: the text ends with the first end-of-sequence token drawn (kept
+// as the last token); the tokens before it are the run without one, as the keys are the same.
+TEST(Generate, StopsAtTheFirstEndOfSequenceToken) {
+  nn::CausalLM m(small(4));
+  m.init(random::key(5));
+  recipes::lm::Decoder d(m);
+  SampleOptions o{.temperature = 1.0, .seed = 3};
+  const auto all = recipes::lm::generate(d, kPrompt, 24, o);
+  const size_t at = 5;
+  const auto first = std::find(all.begin(), all.end(), all[at]);  // its first draw
+  o.eos = {999, all[at]};  // an id never drawn, then the one that ends the text
+  std::vector<int32_t> streamed;
+  const auto got =
+      recipes::lm::generate(d, kPrompt, 24, o, [&](int32_t t) { streamed.push_back(t); });
+  EXPECT_EQ(got, std::vector<int32_t>(all.begin(), first + 1));
+  EXPECT_EQ(streamed, got);
+  o.eos = {999};  // never drawn: all 24
+  EXPECT_EQ(recipes::lm::generate(d, kPrompt, 24, o), all);
 }
 
 TEST(Generate, SamplerFollowsHandComputedProbabilities) {

@@ -170,6 +170,7 @@ std::vector<int32_t> generate(Decoder& d, std::span<const int32_t> prompt, int64
     key = next;
     out.push_back(sample_token(logits, o, sub));
     if (on_token) on_token(out.back());
+    if (std::find(o.eos.begin(), o.eos.end(), out.back()) != o.eos.end()) break;
     if (i + 1 < n) logits = d.push(out.back());
   }
   return out;

@@ -69,6 +69,9 @@ struct SampleOptions {
   // > 0: only ids below it are drawn (the logits past it are dropped first): a tokenizer with
   // fewer pieces than the model's vocabulary.
   int64_t vocab = 0;
+  // End-of-sequence ids: generation stops once one is drawn (it is the last token returned),
+  // as HF generate's eos_token_id. Empty: it runs for all n tokens.
+  std::vector<int32_t> eos = {};
 };
 
 // One token from `logits` [vocab]: temperature 0 -> the first index of the largest logit;
@@ -82,7 +85,8 @@ int32_t sample_token(std::span<const float> logits, const SampleOptions& o, rand
 // Feeds `prompt` (non-empty, tokens in [0, vocab); only its last `context` tokens matter, so
 // only those are fed) to a reset decoder and generates `n` (>= 0) tokens: token i is
 // sample_token(logits, o, k_i), where (key, k_i) = random::split<2>(key) per token from
-// key = random::key(o.seed). Returns the generated tokens only; `on_token`, when set, is also
+// key = random::key(o.seed), stopping early after an o.eos token. Returns the generated tokens
+// only; `on_token`, when set, is also
 // called with each token as soon as it is drawn (to stream long outputs). Throws tlaloc::Error
 // for an empty prompt, a token outside the vocabulary, n < 0 or bad options.
 std::vector<int32_t> generate(Decoder& d, std::span<const int32_t> prompt, int64_t n,

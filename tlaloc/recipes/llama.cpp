@@ -385,6 +385,34 @@ train::FitResult run(const Config& c) {
   return train::fit(trainer, f, cb);
 }
 
+namespace {
+
+// generation_config.json's eos_token_id when it has the key, else config.json's.
+std::vector<int32_t> eos_ids(const io::HfModelDir& d, const LlamaConfig& cfg,
+                             const std::string& dir) {
+  std::vector<int32_t> ids;
+  const auto& g = d.generation_config();
+  if (!g || !g->contains("eos_token_id")) {
+    for (int64_t id : cfg.eos_token_id) ids.push_back(int32_t(id));
+    return ids;
+  }
+  const json& e = g->at("eos_token_id");
+  auto add = [&](const json& v) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= cfg.vocab_size)
+      fail("{}/generation_config.json: eos_token_id {} must be an id in [0, {}) or a list of them",
+           dir, e.dump(), cfg.vocab_size);
+    ids.push_back(v.get<int32_t>());
+  };
+  if (e.is_array()) {
+    for (const json& v : e) add(v);
+  } else if (!e.is_null()) {
+    add(e);
+  }
+  return ids;
+}
+
+}  // namespace
+
 LoadedDir load_dir(const std::string& dir, bool need_tokenizer) {
   io::HfModelDir d = io::HfModelDir::open(dir);
   LoadedDir r;
@@ -397,6 +425,7 @@ LoadedDir load_dir(const std::string& dir, bool need_tokenizer) {
   r.context = r.state.user.count("context") ? field_int(r.state, "context", dir)
                                             : cfg.max_position_embeddings;
   r.context = std::min(r.context, cfg.max_position_embeddings);
+  r.eos = eos_ids(d, cfg, dir);
   if (d.tokenizer_model()) {
     r.tokenizer.emplace(text::Tokenizer::load(*d.tokenizer_model()));
     check_vocab(*r.tokenizer, cfg, dir);

@@ -76,6 +76,9 @@ struct LoadedDir {
   std::optional<text::Tokenizer> tokenizer;
   io::Checkpoint state;  // parameters dropped; step 0 and no user fields without the file
   int64_t context = 0;   // the training context, else max_position_embeddings
+  // Where generation ends (HF generate's eos_token_id): generation_config.json's eos_token_id
+  // when the file has the key (an id, a list, or null: none), else config.json's.
+  std::vector<int32_t> eos;
 };
 // Throws naming DIR and the key / tensor / file (hf_dir.h's refusals, config keys, tensors of
 // another name, shape or dtype, NaN / inf parameters, a tokenizer larger than vocab_size).
