@@ -126,6 +126,13 @@ refused "e/generation_config.json: eos_token_id \"2\" must be an id in [0, 320) 
 refused "sample: --ignore-eos is for Llama model directories (lm.st is an lm checkpoint, which has no end-of-sequence byte)" \
   sample lm.st --ignore-eos
 
+# A picture or metrics over a model directory's training state (its checkpoint too) is refused.
+refused "train llama: --plot m2.training.safetensors is the checkpoint file m2.training.safetensors too; give it a file of its own" \
+  train llama "${common[@]}" --steps 2 --save m2 --plot m2.training.safetensors
+refused "train llama: --metrics m.training.safetensors is the checkpoint file m.training.safetensors too; give it a file of its own" \
+  train llama "${common[@]}" --steps 40 --resume m --save m2 --metrics m.training.safetensors
+[ ! -e m2 ] || die "a refused run wrote m2"
+
 # --resume continues bitwise; so does a run stopped by --minutes.
 "$TLALOC" train llama "${common[@]}" --steps 30 --save r --stop-after 12 >/dev/null
 "$TLALOC" train llama "${common[@]}" --steps 30 --save r --resume r >r.out

@@ -16,6 +16,7 @@
 
 #include "tlaloc/distributed/communicator.h"
 #include "tlaloc/io/atomic_file.h"
+#include "tlaloc/io/hf_dir.h"
 #include "tlaloc/io/metrics_csv.h"
 #include "tlaloc/plot/curves.h"
 #include "tlaloc/train/checkpointing.h"
@@ -229,19 +230,26 @@ void check(const FitOptions& o) {
   }
   if (!(o.time_limit_seconds >= 0) || !std::isfinite(o.time_limit_seconds))
     fail("{}: the time limit {} s must be finite and >= 0", o.name, o.time_limit_seconds);
+  // Appending CSV rows to the checkpoint, or a picture over it, would make it unreadable; a
+  // model directory's checkpoint is also the training state beside it.
+  std::vector<std::string> checkpoint_files;
+  for (const auto* ck : {&o.save, &o.resume}) {
+    if (!*ck) continue;
+    checkpoint_files.push_back(**ck);
+    if (o.format && o.format->folder) checkpoint_files.push_back(io::training_state_path(**ck));
+  }
+  for (const auto& [flag, path] : {std::pair{"--metrics", &o.metrics}, {"--plot", &o.plot}}) {
+    if (path->empty()) continue;
+    for (const std::string& ck : checkpoint_files)
+      if (io::same_file(*path, ck))
+        fail("{}: {} {} is the checkpoint file {} too; give it a file of its own", o.name, flag,
+             *path, ck);
+  }
   if (!o.metrics.empty()) {
     io::check_output_file(o.metrics, o.name + ": --metrics", io::OutputMode::append);
     io::check_metrics_header(o.metrics, o.name + ": --metrics");
   }
   if (!o.plot.empty()) io::check_output_file(o.plot, o.name + ": --plot", io::OutputMode::replace);
-  // Appending CSV rows to the checkpoint, or a picture over it, would make it unreadable.
-  for (const auto& [flag, path] : {std::pair{"--metrics", &o.metrics}, {"--plot", &o.plot}}) {
-    if (path->empty()) continue;
-    for (const auto* other : {&o.save, &o.resume})
-      if (*other && io::same_file(*path, **other))
-        fail("{}: {} {} is the checkpoint file {} too; give it a file of its own", o.name, flag,
-             *path, **other);
-  }
   if (!o.plot.empty() && !o.metrics.empty() && io::same_file(o.plot, o.metrics))
     fail("{}: --plot {} is the --metrics file too; give the picture a file of its own", o.name,
          o.plot);
