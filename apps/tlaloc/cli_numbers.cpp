@@ -1,11 +1,13 @@
 #include "apps/tlaloc/cli_numbers.h"
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 
 #include "tlaloc/core/error.h"
@@ -62,6 +64,31 @@ void require_strict_numbers(CLI::App& app) {
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     require_strict_numbers(*sub);
+}
+
+void refuse_empty_values(CLI::App& app) {
+  static const std::set<std::string> own_message = {"--save",   "--resume",    "--output",
+                                                    "--plot",   "--confusion", "--boundary",
+                                                    "--prompt", "--title"};
+  std::string what = app.get_name();
+  for (const CLI::App* p = app.get_parent(); p && p->get_parent(); p = p->get_parent())
+    what = p->get_name() + " " + what;
+  for (CLI::Option* opt : app.get_options()) {
+    if (opt->get_type_name().rfind("TEXT", 0) != 0) continue;
+    const auto& names = opt->get_lnames();
+    if (std::any_of(names.begin(), names.end(),
+                    [](const std::string& n) { return own_message.count("--" + n) > 0; }))
+      continue;
+    const std::string flag = opt->get_name();
+    opt->check(CLI::Validator(
+        [what, flag](std::string& s) -> std::string {
+          if (s.empty()) fail("{}: {} is empty (an unset variable?)", what, flag);
+          return "";
+        },
+        "", "non_empty"));
+  }
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    refuse_empty_values(*sub);
 }
 
 void check_thread_environment() {

@@ -14,6 +14,14 @@ namespace tlaloc::app {
 // after every option is registered.
 void require_strict_numbers(CLI::App& app);
 
+// Adds to every text option and argument of `app` and of its subcommands, recursively, a check
+// that refuses an empty value (an unset shell variable: `--adapter "$A"` with A unset) with
+// tlaloc::Error "COMMAND: FLAG is empty (an unset variable?)", where it would otherwise mean
+// "not given" and run something else (a full fine-tune instead of an adapter's, the base model
+// instead of its adapter). The options with a message of their own (--save, --resume, -o, the
+// pictures, --prompt) and --title (empty: no title) are left to it. Call after registration.
+void refuse_empty_values(CLI::App& app);
+
 // The most host threads a command takes (--threads, OMP_NUM_THREADS).
 inline constexpr int kMaxThreads = 4096;
 // The largest step count an option takes (--warmup, --save-every, --stop-after).

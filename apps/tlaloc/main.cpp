@@ -128,6 +128,7 @@ int main(int argc, char** argv) {
   tlaloc::app::register_finetune(app);
   tlaloc::app::register_merge(app);
   tlaloc::app::require_strict_numbers(app);
+  tlaloc::app::refuse_empty_values(app);
   if (argc == 1) {  // no command: the usage, as `tlaloc --help` prints it
     std::fputs(app.help().c_str(), stdout);
     return 2;

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Errors name what is wrong (issue 18): an unknown command at any level is named with the known
-# ones (exit 2); a missing --resume fails before any work; a data folder that cannot be read is
-# reported as unreadable, not missing; a folder where a data file should be, or a file given as
-# the data folder, is one line naming the path, not an internal error. The unreadable case
-# needs a user that permissions stop: as root it runs as nobody through setpriv (skipped
-# without it).
+# ones (exit 2); an empty value is refused by name; a missing --resume fails before any work; a
+# data folder that cannot be read is reported as unreadable, not missing; a folder where a data
+# file should be, or a file given as the data folder, is one line naming the path, not an
+# internal error. The unreadable case needs a user that permissions stop: as root it runs as
+# nobody through setpriv (skipped without it).
 # shellcheck source=tests/cli/lib.bash
 source "$(dirname "$0")/lib.bash"
 data=/usr/share/datasets/fashion-mnist
@@ -20,6 +20,19 @@ refused "bench step: --model must be disc, lm or llama, got 'gpt'" bench step --
 refused "bench step: --mode must be latency, throughput or both, got 'fast'" bench step --mode fast
 refused "bench step: --flat-state must be auto, on or off, got 'yes'" bench step --flat-state yes
 usage_error "train: unknown recipe 'foo' (known: disc, fmnist, lm, llama)" train foo
+
+# An empty value (an unset shell variable) is refused by name, not taken as "not given": an
+# empty --adapter would fine-tune every weight, or score the base model without its adapter.
+refused "finetune: --adapter is empty (an unset variable?)" finetune "$tmp/none" --adapter ""
+refused "eval: --adapter is empty (an unset variable?)" eval "$tmp/none" --adapter ""
+refused "sample: --adapter is empty (an unset variable?)" sample "$tmp/none" --adapter ""
+refused "train lm: --metrics is empty (an unset variable?)" train lm --steps 1 --metrics ""
+refused "train lm: --text is empty (an unset variable?)" train lm --steps 1 --text "$tmp/none" ""
+refused "train llama: --init is empty (an unset variable?)" train llama --init ""
+refused "train llama: --tokenizer is empty (an unset variable?)" train llama --tokenizer ""
+refused "finetune: --text is empty (an unset variable?)" finetune "$tmp/none" --text ""
+refused "sample: CKPT is empty (an unset variable?)" sample ""
+refused "tokenizer encode: MODEL is empty (an unset variable?)" tokenizer encode ""
 
 # A --resume that does not exist fails before any work (it failed after the step compiled).
 refused "train fmnist: --resume $tmp/missing.st: No such file or directory" \
