@@ -89,7 +89,9 @@ void register_finetune(CLI::App& app) {
   add_checkpoint_options(cmd, f, c.common, "");
   f.save_option->description(
       "output: a model directory (default llama-model) or, with --lora, a PEFT adapter directory "
-      "(default llama-lora); its training state goes beside it as OUT.training.safetensors");
+      "(default llama-lora), its training state beside it as OUT.training.safetensors; of a "
+      "`train lm` checkpoint: a checkpoint (default lm-finetuned.safetensors) or, with --lora, "
+      "an adapter directory (default lm-lora)");
   f.resume_option->description("continue from this output (and its training state)");
   cmd->callback([ctx, bat] {
     resolve(f, c.common);

@@ -32,6 +32,8 @@ struct SampleArgs {
 // llama's streams), the text decoded and written a line at a time.
 void sample_llama(const SampleArgs& a) {
   namespace llama = recipes::llama;
+  const std::string prompt_text = a.prompt.value_or("The");
+  llama::check_utf8(prompt_text, "sample: --prompt");  // SentencePiece would read U+FFFD
   llama::LoadedDir d = llama::load_dir(a.path);
   if (!a.adapter.empty()) llama::add_adapter(d, a.path, a.adapter);
   const auto& m = d.model->config();
@@ -43,7 +45,7 @@ void sample_llama(const SampleArgs& a) {
              m.kv_heads(), m.vocab_size, d.context);
   // No trailing space by default: SentencePiece would make it a piece of its own ("▁"), which
   // the model rarely saw before a word.
-  const Array p = llama::encode_stream(*d.tokenizer, {{"--prompt", a.prompt.value_or("The")}});
+  const Array p = llama::encode_stream(*d.tokenizer, {{"--prompt", prompt_text}});
   std::vector<int32_t> ids(p.data<int32_t>(), p.data<int32_t>() + p.numel());
   recipes::lm::Decoder decoder(*d.model, d.context, a.threads);
   recipes::lm::SampleOptions o = a.sample;

@@ -123,6 +123,8 @@ cmp -s s1 s3 || die "sample, eos_token_id null: $(cat s3)"
 set_eos "'2'"
 refused "e/generation_config.json: eos_token_id \"2\" must be an id in [0, 320) or a list of them" \
   sample e
+refused "sample: --prompt: line 1 is not UTF-8 text (the tokenizer reads UTF-8; convert it, e.g. with iconv -f latin1 -t utf-8)" \
+  sample m --prompt "$(printf 'caf\xe9')"
 refused "sample: --ignore-eos is for Llama model directories (lm.st is an lm checkpoint, which has no end-of-sequence byte)" \
   sample lm.st --ignore-eos
 

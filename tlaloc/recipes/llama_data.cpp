@@ -45,16 +45,20 @@ int64_t first_non_utf8_line(std::string_view s) {
 
 }  // namespace
 
+void check_utf8(std::string_view text, const std::string& what) {
+  if (const int64_t line = first_non_utf8_line(text))
+    fail(
+        "{}: line {} is not UTF-8 text (the tokenizer reads UTF-8; convert it, e.g. with iconv -f "
+        "latin1 -t utf-8)",
+        what, line);
+}
+
 std::vector<Document> read_documents(const std::vector<std::string>& files,
                                      const std::string& what) {
   std::vector<Document> docs;
   for (const auto& f : files) {
     docs.push_back({f, text::read_text_file(f, what)});
-    if (const int64_t line = first_non_utf8_line(docs.back().text))
-      fail(
-          "{} {}: line {} is not UTF-8 text (the tokenizer reads UTF-8; convert it, e.g. with "
-          "iconv -f latin1 -t utf-8)",
-          what, f, line);
+    check_utf8(docs.back().text, what + " " + f);
   }
   if (total_bytes(docs) == 0) fail("{}: the text ({} files) is empty", what, files.size());
   return docs;
