@@ -87,6 +87,28 @@ for k in base:
 assert not [k for k in st.read("fz.training.safetensors") if "embed_tokens" in k]
 PY
 
+# (d2) --adapter whose config targets k_proj too, without k_proj tensors: as PEFT's
+# from_pretrained(is_trainable=True), k_proj is adapted from a fresh start and trained beside
+# q_proj / v_proj, which continue from the file's values.
+rm -rf ak && cp -r ad ak
+python3 -c "
+import json
+c = json.load(open('ak/adapter_config.json'))
+c['target_modules'] = ['q_proj', 'v_proj', 'k_proj']
+json.dump(c, open('ak/adapter_config.json', 'w'))"
+"$TLALOC" finetune base --adapter ak --text corpus.txt --batch 4 --lr 1e-2 --threads 1 --steps 2 --save ak2 >ak2.out
+python3 - <<'PY' || die "--adapter with a target without tensors"
+import st
+a, b = st.read("ad/adapter_model.safetensors"), st.read("ak2/adapter_model.safetensors")
+k = [n for n in b if ".k_proj." in n]
+assert len(k) == 2 * sum(1 for n in a if n.endswith("q_proj.lora_A.weight")), sorted(b)
+assert set(b) - set(k) == set(a), set(b) ^ set(a)
+for n in k:  # B trained from 0; A from its fresh draw
+    assert b[n][2] != bytes(len(b[n][2])), n
+for n in a:  # every tensor of the file went on training
+    assert a[n][1] == b[n][1] and a[n][2] != b[n][2], n
+PY
+
 # (e) merge: an adapter of layer 0's q_proj and every v_proj, r 4, alpha 8, rsLoRA (scaling
 # 8 / sqrt(4)); the merged weights are W + 4 B A (computed here in f64) where it applies and
 # the base's bytes elsewhere, and eval of the merged model repeats the adapter run's validation.

@@ -57,7 +57,10 @@ void prepare_finetune(const Config& c, nn::models::LlamaForCausalLM& model) {
   try {
     if (!c.freeze.empty()) nn::freeze(model, c.freeze);
     if (c.lora && !c.adapter.empty()) {
-      apply_adapter(model, io::load_peft_adapter(c.adapter));
+      // PEFT's from_pretrained(is_trainable=True): every target is adapted and trained; one the
+      // file holds no tensors for starts as a fresh adapter does.
+      apply_adapter(model, io::load_peft_adapter(c.adapter),
+                    random::fold_in(random::key(c.common.seed), kLoraStream));
     } else if (c.lora) {
       nn::add_lora(model, *c.lora, random::fold_in(random::key(c.common.seed), kLoraStream));
     }
@@ -70,7 +73,8 @@ train::FitOptions::CheckpointFormat lora_format(const Config& c) {
   return recipes::lora_format(peft_config(c), c.name);
 }
 
-void apply_adapter(nn::models::LlamaForCausalLM& model, const io::PeftAdapter& adapter) {
+void apply_adapter(nn::models::LlamaForCausalLM& model, const io::PeftAdapter& adapter,
+                   std::optional<random::Key> fresh) {
   std::vector<std::string> modules;
   for (const auto& [name, a] : adapter.tensors)
     if (name.ends_with(".lora_A.weight"))
@@ -85,7 +89,12 @@ void apply_adapter(nn::models::LlamaForCausalLM& model, const io::PeftAdapter& a
                    .lora_dropout = adapter.config.lora_dropout,
                    .use_rslora = adapter.config.use_rslora};
   try {
-    nn::add_lora_to(model, modules, c);
+    if (fresh) {
+      c.target_modules = adapter.config.target_modules;
+      nn::add_lora(model, c, *fresh);
+    } else {
+      nn::add_lora_to(model, modules, c);
+    }
   } catch (const Error& e) {
     fail("{}: {}", adapter.path, e.what());
   }
