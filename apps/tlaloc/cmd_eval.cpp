@@ -15,6 +15,7 @@
 #include "tlaloc/recipes/generate.h"
 #include "tlaloc/recipes/llama.h"
 #include "tlaloc/recipes/lm.h"
+#include "tlaloc/recipes/lm_adapter.h"
 #include "tlaloc/train/progress.h"
 
 namespace tlaloc::app {
@@ -62,10 +63,11 @@ void eval_lm(const EvalArgs& a, const io::Checkpoint& c) {
     fail("eval: {} is a `tlaloc train lm` checkpoint; pass the text to score with --text FILE",
          a.path);
   auto model = recipes::lm::load_model(c);
+  if (!a.adapter.empty()) recipes::lm::add_adapter(*model, c, a.path, a.adapter);
   const Array bytes = recipes::lm::read_corpus(a.text);
-  fmt::print("{}: step {}, {} parameters, context {}; on {} text files ({} bytes)\n", a.path,
-             c.step, model->num_parameters(), model->config().context, a.text.size(),
-             bytes.numel());
+  fmt::print("{}: step {}, {} parameters, context {}; on {} text files ({} bytes)\n",
+             a.adapter.empty() ? a.path : a.path + " + " + a.adapter, c.step,
+             model->num_parameters(), model->config().context, a.text.size(), bytes.numel());
   if (bytes.numel() < 2) fail("eval: the text has {} byte; 2 or more are needed", bytes.numel());
   recipes::TextScore s;
   {
@@ -115,8 +117,6 @@ void run_eval(const EvalArgs& a) {
       fail("eval: {} is a folder without config.json (not a model directory)", a.path);
     return eval_llama(a);
   }
-  if (!a.adapter.empty())
-    fail("eval: --adapter is for Llama model directories; {} is not a folder", a.path);
   io::Checkpoint c = io::load_checkpoint(a.path);
   auto recipe = c.user.find("recipe");
   if (recipe != c.user.end() && recipe->second == "lm") {
@@ -125,6 +125,9 @@ void run_eval(const EvalArgs& a) {
   }
   if (!a.text.empty())
     fail("eval: --text is for Llama directories and `train lm` checkpoints; {} is neither", a.path);
+  if (!a.adapter.empty())
+    fail("eval: --adapter is for Llama directories and `train lm` checkpoints; {} is neither",
+         a.path);
   eval_fmnist(a);
 }
 
@@ -145,7 +148,8 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--data", a.data, "fmnist: folder with the idx .gz files")->capture_default_str();
   cmd->add_option(
       "--adapter", a.adapter,
-      "Llama: add this PEFT LoRA adapter directory (of `tlaloc finetune --lora` or PEFT)");
+      "add this PEFT LoRA adapter directory (of `tlaloc finetune --lora` or PEFT) to the Llama "
+      "directory or `train lm` checkpoint");
   cmd->add_option("--threads", a.threads, "host lane threads (0: OpenMP default)")
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxThreads));

@@ -7,6 +7,7 @@
 #include "tlaloc/io/peft.h"
 #include "tlaloc/recipes/llama.h"
 #include "tlaloc/recipes/lm.h"
+#include "tlaloc/recipes/lm_adapter.h"
 
 #include <filesystem>
 
@@ -142,11 +143,22 @@ namespace tlaloc::app {
 void register_merge(CLI::App& app) {
   static std::string dir, adapter, out;
   auto* cmd = app.add_subcommand(
-      "merge", "fold a PEFT LoRA adapter into a Llama model directory: W + scaling * B A, in f32");
-  cmd->add_option("DIR", dir, "the base model directory")->required();
+      "merge",
+      "fold a PEFT LoRA adapter into a Llama model directory or a `train lm` checkpoint: W + "
+      "scaling * B A, in f32");
+  cmd->add_option("DIR", dir, "the base model directory, or `train lm` checkpoint")->required();
   cmd->add_option("ADAPTER", adapter, "the PEFT adapter directory")->required();
-  cmd->add_option("OUT", out, "the merged model directory to write")->required();
-  cmd->callback([] { recipes::llama::merge_adapter(dir, adapter, out, stdout); });
+  cmd->add_option("OUT", out,
+                  "the merged model directory to write (of a `train lm` checkpoint: a checkpoint "
+                  "file)")
+      ->required();
+  cmd->callback([] {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec) && std::filesystem::is_regular_file(dir, ec))
+      recipes::lm::merge_adapter(dir, adapter, out, stdout);
+    else
+      recipes::llama::merge_adapter(dir, adapter, out, stdout);
+  });
 }
 
 }  // namespace tlaloc::app

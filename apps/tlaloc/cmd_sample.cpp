@@ -13,6 +13,7 @@
 #include "apps/tlaloc/commands.h"
 #include "tlaloc/recipes/generate.h"
 #include "tlaloc/recipes/llama.h"
+#include "tlaloc/recipes/lm_adapter.h"
 
 namespace tlaloc::app {
 
@@ -86,8 +87,6 @@ void run_sample(const SampleArgs& a) {
   if (std::filesystem::is_directory(a.path, ec) &&
       std::filesystem::exists(a.path + "/config.json", ec))
     return sample_llama(a);
-  if (!a.adapter.empty())
-    fail("sample: --adapter is for Llama model directories; {} is not one", a.path);
   if (a.ignore_eos)
     fail(
         "sample: --ignore-eos is for Llama model directories ({} is an lm checkpoint, which has "
@@ -95,12 +94,14 @@ void run_sample(const SampleArgs& a) {
         a.path);
   io::Checkpoint c = io::load_checkpoint(a.path);
   auto model = lm::load_model(c);
+  if (!a.adapter.empty()) lm::add_adapter(*model, c, a.path, a.adapter);
   const auto& m = model->config();
   fmt::print(stderr,
              "{}: step {}, {} parameters (layers {}, d_model {}, heads {}, kv_heads {}, context "
              "{}, d_ff {}, {}, gelu {}{}); past the context the window slides (recomputed)\n",
-             a.path, c.step, model->num_parameters(), m.layers, m.d_model, m.heads, m.kv_heads,
-             m.context, m.d_ff, m.norm, m.gelu, m.tied ? ", tied head" : "");
+             a.adapter.empty() ? a.path : a.path + " + " + a.adapter, c.step,
+             model->num_parameters(), m.layers, m.d_model, m.heads, m.kv_heads, m.context, m.d_ff,
+             m.norm, m.gelu, m.tied ? ", tied head" : "");
   lm::Decoder decoder(*model, a.threads);
   std::vector<int32_t> prompt;
   const std::string text = a.prompt.value_or("The ");
@@ -135,7 +136,8 @@ void register_sample(CLI::App& app) {
       ->required();
   cmd->add_option(
       "--adapter", a.adapter,
-      "Llama: add this PEFT LoRA adapter directory (of `tlaloc finetune --lora` or PEFT)");
+      "add this PEFT LoRA adapter directory (of `tlaloc finetune --lora` or PEFT) to the Llama "
+      "directory or `train lm` checkpoint");
   cmd->add_option("--prompt", a.prompt,
                   "text to continue (bytes; Llama: encoded with its tokenizer); default \"The \" "
                   "(lm), \"The\" (Llama)");

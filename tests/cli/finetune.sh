@@ -314,6 +314,44 @@ assert a['tok_emb.weight'] == f['tok_emb.weight'] and a['head.weight'] != f['hea
 "$TLALOC" sample lmf.safetensors --tokens 5 >/dev/null
 refused "finetune: lmb.safetensors is a \`train lm\` checkpoint" \
   finetune lmb.safetensors --lora --tokenizer tok.model "${lmft[@]}"
+# An lm adapter in eval, sample and merge: the merged weights are W + (alpha / r) B A (computed
+# here in f64), the rest the base's; the merged checkpoint scores and samples as base + adapter.
+"$TLALOC" merge lmb.safetensors lml lmm.safetensors >merge.out
+grep -q "^merged the 4 LoRA adapters of lml into lmb.safetensors: wrote lmm.safetensors$" merge.out ||
+  die "lm merge: $(cat merge.out)"
+python3 - <<'PY' || die "lm merged weights"
+import json, st
+c = json.load(open("lml/adapter_config.json"))
+s = c["lora_alpha"] / c["r"]
+base, ad = st.read("lmb.safetensors"), st.read("lml/adapter_model.safetensors")
+out, meta = st.read_all("lmm.safetensors")
+params = {k for k in base if not k.startswith("optimizer.")}
+assert set(out) == params, set(out) ^ params
+assert meta["user.recipe"] == "lm" and "optimizer" not in meta, meta
+for k in params:
+    m = "base_model.model." + k[:-len(".weight")]
+    if m + ".lora_A.weight" not in ad:
+        assert out[k] == base[k], k
+        continue
+    (o, i), r = base[k][1], c["r"]
+    w, got = st.floats(base[k][2]), st.floats(out[k][2])
+    a, b = st.floats(ad[m + ".lora_A.weight"][2]), st.floats(ad[m + ".lora_B.weight"][2])
+    for y in range(0, o, 7):
+        for x in range(i):
+            want = w[y * i + x] + s * sum(b[y * r + j] * a[j * i + x] for j in range(r))
+            assert abs(got[y * i + x] - want) <= 1e-6 * (1 + abs(want)), (k, y, x)
+PY
+"$TLALOC" eval lmb.safetensors --adapter lml --text corpus.txt | tail -1 >ev1
+"$TLALOC" eval lmm.safetensors --text corpus.txt | tail -1 >ev2
+"$TLALOC" eval lmb.safetensors --text corpus.txt | tail -1 >ev0
+cmp -s ev1 ev2 || die "lm eval with the adapter $(cat ev1), merged $(cat ev2)"
+! cmp -s ev0 ev1 || die "lm eval: the adapter changed nothing"
+"$TLALOC" sample lmb.safetensors --adapter lml --temperature 0 --tokens 30 >sa1 2>/dev/null
+"$TLALOC" sample lmm.safetensors --temperature 0 --tokens 30 >sa2 2>/dev/null
+cmp -s sa1 sa2 || die "lm sample with the adapter $(cat sa1), merged $(cat sa2)"
+refused "merge: lmb.safetensors is lmb.safetensors: write the merged model to a file of its own" \
+  merge lmb.safetensors lml lmb.safetensors
+refused "ad: was trained on another base model than lmb.safetensors" eval lmb.safetensors --adapter ad --text corpus.txt
 
 # (b) After all of it the base directory and its training state are byte for byte as trained.
 [ "$(ls -A base)" = "$(ls -A base.orig)" ] || die "base's files changed: $(ls -A base)"

@@ -7,6 +7,8 @@
 #include <map>
 
 #include "tlaloc/io/hf_dir.h"
+#include "tlaloc/nn/lora.h"
+#include "tlaloc/train/checkpointing.h"
 
 namespace tlaloc::recipes {
 
@@ -101,6 +103,54 @@ train::FitOptions::CheckpointFormat single_file_format() {
   };
   format.load = [](const std::string& path) { return io::load_checkpoint(path); };
   return format;
+}
+
+void apply_peft_adapter(nn::Module& model, const io::PeftAdapter& adapter,
+                        std::optional<random::Key> fresh) {
+  std::vector<std::string> modules;
+  for (const auto& [name, a] : adapter.tensors)
+    if (name.ends_with(".lora_A.weight"))
+      modules.push_back(name.substr(0, name.size() - std::strlen(".lora_A.weight")));
+  for (const auto& m : modules)  // PEFT would not adapt it: its tensors would be left unused
+    if (!nn::is_lora_target(m, adapter.config.target_modules))
+      fail("{}: module '{}' has adapter tensors but its target_modules do not name it",
+           adapter.path, m);
+  train::require_finite(adapter.tensors, adapter.path, "adapter tensor");
+  nn::LoraConfig c{.r = adapter.config.r,
+                   .lora_alpha = adapter.config.lora_alpha,
+                   .lora_dropout = adapter.config.lora_dropout,
+                   .use_rslora = adapter.config.use_rslora};
+  try {
+    if (fresh) {
+      c.target_modules = adapter.config.target_modules;
+      nn::add_lora(model, c, *fresh);
+    } else {
+      nn::add_lora_to(model, modules, c);
+    }
+  } catch (const Error& e) {
+    fail("{}: {}", adapter.path, e.what());
+  }
+  std::map<std::string, nn::Parameter*> params;
+  for (auto& p : model.named_parameters()) params[p.name] = p.param;
+  for (const auto& [name, a] : adapter.tensors) {
+    nn::Parameter* p = params.at(name);
+    Array v = a.dtype() == DType::bf16 || a.dtype() == DType::f16 ? a.astype(DType::f32) : a;
+    if (v.dtype() != p->value.dtype() || v.shape() != p->value.shape())
+      fail("{}: tensor '{}{}' is {}, the model's is {}", adapter.path, io::kPeftPrefix, name,
+           describe(a), describe(p->value));
+    p->value = std::move(v);
+  }
+}
+
+void check_adapter_base(const io::Checkpoint& state, const std::string& base_digest,
+                        const std::string& base, const std::string& adapter) {
+  auto want = state.user.find("base_model");
+  if (want == state.user.end()) return;
+  if (want->second != base_digest)
+    fail(
+        "{}: was trained on another base model than {} (its training state's base_model {}, "
+        "{}'s {})",
+        adapter, base, want->second, base, base_digest);
 }
 
 }  // namespace tlaloc::recipes

@@ -3,10 +3,12 @@
 // parameters saved with them.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "tlaloc/io/peft.h"
 #include "tlaloc/nn/module.h"
+#include "tlaloc/random/key.h"
 #include "tlaloc/train/fit.h"
 
 namespace tlaloc::recipes {
@@ -31,5 +33,21 @@ void frozen_format(nn::Module& model, train::FitOptions::CheckpointFormat& forma
 
 // fit's default: one safetensors file (io::save_checkpoint / io::load_checkpoint).
 train::FitOptions::CheckpointFormat single_file_format();
+
+// `model` with the PEFT adapter `adapter` added (its modules, r and scaling) and
+// its tensors loaded (BF16 / F16 widened to the parameters' F32). With `fresh` (to train it),
+// every module its target_modules name is adapted, as PEFT's from_pretrained(is_trainable=True)
+// does: one without tensors starts as nn::add_lora draws it from `fresh` (B = 0); without, only
+// the modules with tensors (the others would add B A = 0). Throws naming a module the model
+// does not have, a target that matches none (with `fresh`), or a tensor of another shape than
+// the module's.
+void apply_peft_adapter(nn::Module& model, const io::PeftAdapter& adapter,
+                        std::optional<random::Key> fresh = std::nullopt);
+
+// Refuses (naming both) an adapter whose training state `state` records a base_model digest
+// other than `base_digest` (io::tensors_digest of the base's tensors): it was trained on
+// another base. A state without one (PEFT's own adapters) passes.
+void check_adapter_base(const io::Checkpoint& state, const std::string& base_digest,
+                        const std::string& base, const std::string& adapter);
 
 }  // namespace tlaloc::recipes

@@ -59,8 +59,8 @@ void prepare_finetune(const Config& c, nn::models::LlamaForCausalLM& model) {
     if (c.lora && !c.adapter.empty()) {
       // PEFT's from_pretrained(is_trainable=True): every target is adapted and trained; one the
       // file holds no tensors for starts as a fresh adapter does.
-      apply_adapter(model, io::load_peft_adapter(c.adapter),
-                    random::fold_in(random::key(c.common.seed), kLoraStream));
+      apply_peft_adapter(model, io::load_peft_adapter(c.adapter),
+                         random::fold_in(random::key(c.common.seed), kLoraStream));
     } else if (c.lora) {
       nn::add_lora(model, *c.lora, random::fold_in(random::key(c.common.seed), kLoraStream));
     }
@@ -73,65 +73,12 @@ train::FitOptions::CheckpointFormat lora_format(const Config& c) {
   return recipes::lora_format(peft_config(c), c.name);
 }
 
-void apply_adapter(nn::models::LlamaForCausalLM& model, const io::PeftAdapter& adapter,
-                   std::optional<random::Key> fresh) {
-  std::vector<std::string> modules;
-  for (const auto& [name, a] : adapter.tensors)
-    if (name.ends_with(".lora_A.weight"))
-      modules.push_back(name.substr(0, name.size() - std::strlen(".lora_A.weight")));
-  for (const auto& m : modules)  // PEFT would not adapt it: its tensors would be left unused
-    if (!nn::is_lora_target(m, adapter.config.target_modules))
-      fail("{}: module '{}' has adapter tensors but its target_modules do not name it",
-           adapter.path, m);
-  train::require_finite(adapter.tensors, adapter.path, "adapter tensor");
-  nn::LoraConfig c{.r = adapter.config.r,
-                   .lora_alpha = adapter.config.lora_alpha,
-                   .lora_dropout = adapter.config.lora_dropout,
-                   .use_rslora = adapter.config.use_rslora};
-  try {
-    if (fresh) {
-      c.target_modules = adapter.config.target_modules;
-      nn::add_lora(model, c, *fresh);
-    } else {
-      nn::add_lora_to(model, modules, c);
-    }
-  } catch (const Error& e) {
-    fail("{}: {}", adapter.path, e.what());
-  }
-  std::map<std::string, nn::Parameter*> params;
-  for (auto& p : model.named_parameters()) params[p.name] = p.param;
-  for (const auto& [name, a] : adapter.tensors) {
-    nn::Parameter* p = params.at(name);
-    Array v = a.dtype() == DType::bf16 || a.dtype() == DType::f16 ? a.astype(DType::f32) : a;
-    if (v.dtype() != p->value.dtype() || v.shape() != p->value.shape())
-      fail("{}: tensor '{}{}' is {}, the model's is {}", adapter.path, io::kPeftPrefix, name,
-           describe(a), describe(p->value));
-    p->value = std::move(v);
-  }
-}
-
-namespace {
-
-// Refuses an adapter whose training state (when there is one) was trained on another base.
-void check_base(const io::Checkpoint& state, const io::HfModelDir& base,
-                const std::string& adapter) {
-  auto want = state.user.find("base_model");
-  if (want == state.user.end()) return;
-  const std::string have = io::tensors_digest(base.tensor_refs());
-  if (want->second != have)
-    fail(
-        "{}: was trained on another base model than {} (its training state's base_model {}, the "
-        "folder's {})",
-        adapter, base.path(), want->second, have);
-}
-
-}  // namespace
-
 void add_adapter(LoadedDir& d, const std::string& dir, const std::string& adapter_dir) {
   const io::PeftAdapter adapter = io::load_peft_adapter(adapter_dir);
   io::Checkpoint state = io::load_peft_checkpoint(adapter, true);
-  check_base(state, io::HfModelDir::open(dir), adapter_dir);
-  apply_adapter(*d.model, adapter);
+  check_adapter_base(state, io::tensors_digest(io::HfModelDir::open(dir).tensor_refs()), dir,
+                     adapter_dir);
+  apply_peft_adapter(*d.model, adapter);
   d.model->eval();  // inference: lora_dropout off
   if (state.user.count("context")) {
     state.params.clear();
@@ -158,9 +105,10 @@ void merge_adapter(const std::string& dir, const std::string& adapter_dir, const
         what, state);
   const io::PeftAdapter adapter = io::load_peft_adapter(adapter_dir);
   io::HfModelDir base = io::HfModelDir::open(dir);
-  check_base(io::load_peft_checkpoint(adapter, true), base, adapter_dir);
+  check_adapter_base(io::load_peft_checkpoint(adapter, true),
+                     io::tensors_digest(base.tensor_refs()), dir, adapter_dir);
   LoadedDir d = load_dir(dir, false);
-  apply_adapter(*d.model, adapter);
+  apply_peft_adapter(*d.model, adapter);
   std::map<std::string, Array> merged;
   io::NamedArrays merged_list = nn::merged_lora_weights(*d.model);
   train::require_finite(merged_list, what, "merged weight");  // e.g. a huge lora_alpha

@@ -32,14 +32,4 @@ io::PeftLoraConfig peft_config(const Config& c);
 // recipes::lora_format of this run's adapter config.
 train::FitOptions::CheckpointFormat lora_format(const Config& c);
 
-// The model of `dir` with the PEFT adapter of `adapter` added (its modules, r and scaling) and
-// its tensors loaded (BF16 / F16 widened to the parameters' F32). With `fresh` (to train it),
-// every module its target_modules name is adapted, as PEFT's from_pretrained(is_trainable=True)
-// does: one without tensors starts as nn::add_lora draws it from `fresh` (B = 0); without, only
-// the modules with tensors (the others would add B A = 0). Throws naming a module the model
-// does not have, a target that matches none (with `fresh`), or a tensor of another shape than
-// the module's.
-void apply_adapter(nn::models::LlamaForCausalLM& model, const io::PeftAdapter& adapter,
-                   std::optional<random::Key> fresh = std::nullopt);
-
 }  // namespace tlaloc::recipes::llama
