@@ -314,6 +314,11 @@ assert a['tok_emb.weight'] == f['tok_emb.weight'] and a['head.weight'] != f['hea
 "$TLALOC" sample lmf.safetensors --tokens 5 >/dev/null
 refused "finetune: lmb.safetensors is a \`train lm\` checkpoint" \
   finetune lmb.safetensors --lora --tokenizer tok.model "${lmft[@]}"
+# A resume with other --freeze patterns, or none, is refused by the patterns' name.
+refused_later "--resume lmf.safetensors: it was trained with freeze=tok_emb.*, this run has freeze=pos_emb.*" \
+  finetune lmb.safetensors --freeze 'pos_emb.*' --text corpus.txt --threads 1 --steps 30 --resume lmf.safetensors --save lmf2.safetensors
+refused_later "--resume lmf.safetensors: it was trained with freeze=tok_emb.*, this run has none" \
+  train lm --text corpus.txt --threads 1 --steps 30 --resume lmf.safetensors --save lmf2.safetensors
 # An lm adapter in eval, sample and merge: the merged weights are W + (alpha / r) B A (computed
 # here in f64), the rest the base's; the merged checkpoint scores and samples as base + adapter.
 "$TLALOC" merge lmb.safetensors lml lmm.safetensors >merge.out

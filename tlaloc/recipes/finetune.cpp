@@ -62,8 +62,8 @@ train::FitOptions::CheckpointFormat lora_format(const io::PeftLoraConfig& cfg,
   return format;
 }
 
-void frozen_format(nn::Module& model, train::FitOptions::CheckpointFormat& format,
-                   const train::Trainer*& trainer) {
+void frozen_format(nn::Module& model, const std::string& freeze,
+                   train::FitOptions::CheckpointFormat& format, const train::Trainer*& trainer) {
   auto save = format.save;
   format.save = [save, &trainer](const std::string& path, const io::Checkpoint& ck) {
     io::Checkpoint all = ck;
@@ -71,8 +71,13 @@ void frozen_format(nn::Module& model, train::FitOptions::CheckpointFormat& forma
     save(path, all);
   };
   auto load = format.load;
-  format.load = [load, &model](const std::string& path) {
+  format.load = [load, &model, freeze](const std::string& path) {
     io::Checkpoint ck = load(path);
+    // Before the tensors: another pattern freezes other tensors, which would be named instead.
+    const auto was = ck.user.find("freeze");
+    if (was == ck.user.end() || was->second != freeze)
+      fail("--resume {}: it was trained with {}, this run has freeze={}", path,
+           was == ck.user.end() ? std::string("no --freeze") : "freeze=" + was->second, freeze);
     std::map<std::string, const Array*> frozen;
     for (auto& p : model.named_parameters())
       if (!p.param->requires_grad) frozen[p.name] = &p.param->value;

@@ -25,11 +25,12 @@ std::string trained_text(nn::Module& model);
 train::FitOptions::CheckpointFormat lora_format(const io::PeftLoraConfig& cfg,
                                                 const std::string& name);
 
-// Wraps `format` for a run with frozen parameters: a save writes the frozen tensors too (read
-// from *trainer once it is set), a load checks that the checkpoint's frozen tensors are the
-// model's (bitwise) and leaves them out of it.
-void frozen_format(nn::Module& model, train::FitOptions::CheckpointFormat& format,
-                   const train::Trainer*& trainer);
+// Wraps `format` for a run with frozen parameters (`freeze`: its patterns, comma-joined, as the
+// checkpoint field "freeze" records them): a save writes the frozen tensors too (read from
+// *trainer once it is set), a load refuses a checkpoint trained with other patterns (or none)
+// by name, checks that its frozen tensors are the model's (bitwise) and leaves them out of it.
+void frozen_format(nn::Module& model, const std::string& freeze,
+                   train::FitOptions::CheckpointFormat& format, const train::Trainer*& trainer);
 
 // fit's default: one safetensors file (io::save_checkpoint / io::load_checkpoint).
 train::FitOptions::CheckpointFormat single_file_format();

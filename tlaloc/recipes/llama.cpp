@@ -269,7 +269,8 @@ train::FitResult run(const Config& c) {
   LlamaForCausalLM model(cfg);
   const train::Trainer* trainer_of_run = nullptr;  // set once made: the frozen tensors' source
   if (c.lora) format = lora_format(c);
-  if (!c.freeze.empty()) frozen_format(model, format, trainer_of_run);
+  if (!c.freeze.empty())
+    frozen_format(model, fmt::format("{}", fmt::join(c.freeze, ",")), format, trainer_of_run);
   f.format = std::move(format);
   train::check(f);
   const io::WriteLock lock = train::lock_outputs(f);

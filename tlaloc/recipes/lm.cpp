@@ -256,7 +256,7 @@ train::FitResult run(const Config& c) {
     format = lora_format(p, what);
   } else if (!c.freeze.empty()) {
     format = single_file_format();
-    frozen_format(model, *format, trainer_of_run);
+    frozen_format(model, fmt::format("{}", fmt::join(c.freeze, ",")), *format, trainer_of_run);
   }
   std::map<std::string, std::string> fields = {{"recipe", "lm"},
                                                {"layers", std::to_string(mc.layers)},

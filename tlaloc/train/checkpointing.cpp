@@ -120,6 +120,11 @@ void check_resume_fields(const io::Checkpoint& c, const std::string& path,
   for (const auto& [k, v] : user)
     if (c.user.count(k) && c.user.at(k) != v)
       fail("--resume {}: it was trained with {}={}, this run has {}", path, k, c.user.at(k), v);
+  // Fields only some runs have, whose absence means something: a run without --freeze would
+  // train the tensors the checkpoint kept frozen (their moments are not in it).
+  for (const char* k : {"freeze", "lora"})
+    if (c.user.count(k) && !user.count(k) && user.count("recipe"))
+      fail("--resume {}: it was trained with {}={}, this run has none", path, k, c.user.at(k));
   // Checkpoints from before mixed precision have no precision field: they were f32.
   if (auto p = user.find("precision");
       p != user.end() && !c.user.count("precision") && p->second != "f32")
