@@ -35,6 +35,8 @@ void register_train_fmnist(CLI::App& train) {
   cmd->add_option("--confusion", c.confusion,
                   "write the test set's confusion matrix as a heat map (PNG) here at the end");
   CLI::Option* warmup = cmd->get_option("--warmup");
+  warmup->description("linear warm-up steps (default: one epoch's, shortened to the run)")
+      ->default_str("");
   cmd->callback([warmup] {
     resolve(f, c.common);
     c.warmup_given = warmup->count() > 0;

@@ -123,20 +123,23 @@ TEST(Idx, TruncatedAndCorruptGzip) {
 
 TEST(FashionMnist, LoadsScaledImagesAndLabels) {
   ScratchDir dir;
-  // 3 images of 2x2 and their labels, in the dataset's file names.
-  write_gz(dir.file("t10k-images-idx3-ubyte.gz"),
-           idx_bytes(0x08, {3, 2, 2}, {0, 255, 51, 102, 1, 2, 3, 4, 255, 255, 0, 0}));
+  // 3 images of 28 x 28 (the first starting 0, 255, 51, 102) and their labels, in the dataset's
+  // file names.
+  std::vector<uint8_t> pixels(3 * 784, 7);
+  for (size_t i = 0; i < 4; ++i) pixels[i] = std::vector<uint8_t>{0, 255, 51, 102}[i];
+  write_gz(dir.file("t10k-images-idx3-ubyte.gz"), idx_bytes(0x08, {3, 28, 28}, pixels));
   write_gz(dir.file("t10k-labels-idx1-ubyte.gz"), idx_bytes(0x08, {3}, {9, 0, 3}));
   ImageSet s = load_fashion_mnist(dir.path(), /*train=*/false);
   EXPECT_EQ(s.images.dtype(), DType::f32);
-  EXPECT_EQ(s.images.shape(), (Shape{3, 4}));
+  EXPECT_EQ(s.images.shape(), (Shape{3, 784}));
   EXPECT_EQ(s.labels.dtype(), DType::s32);
   EXPECT_EQ(s.labels.to_vector<int32_t>(), (std::vector<int32_t>{9, 0, 3}));
   EXPECT_EQ(s.images.at(0), 0.0);
   EXPECT_EQ(s.images.at(1), 1.0);
   EXPECT_FLOAT_EQ(float(s.images.at(2)), 0.2f);  // 51 / 255
   EXPECT_FLOAT_EQ(float(s.images.at(3)), 0.4f);  // 102 / 255
-  EXPECT_EQ(s.rows, 2);
+  EXPECT_FLOAT_EQ(float(s.images.at(3 * 784 - 1)), 7.0f / 255.0f);
+  EXPECT_EQ(s.rows, 28);
 
   // Missing training files name the file and the Debian package.
   std::string m = error_of([&] { load_fashion_mnist(dir.path(), true); });
@@ -149,6 +152,18 @@ TEST(FashionMnist, LoadsScaledImagesAndLabels) {
   write_gz(dir.file("t10k-labels-idx1-ubyte.gz"), idx_bytes(0x08, {3}, {9, 10, 0}));
   EXPECT_NE(error_of([&] { load_fashion_mnist(dir.path(), false); }).find("label 10 of sample 1"),
             std::string::npos);
+  // Images of another size (the models take 28 x 28), and an empty set (0 / 0 accuracy).
+  write_gz(dir.file("t10k-labels-idx1-ubyte.gz"), idx_bytes(0x08, {3}, {9, 0, 3}));
+  write_gz(dir.file("t10k-images-idx3-ubyte.gz"),
+           idx_bytes(0x08, {3, 2, 2}, std::vector<uint8_t>(12)));
+  EXPECT_EQ(error_of([&] { load_fashion_mnist(dir.path(), false); }),
+            dir.file("t10k-images-idx3-ubyte.gz") +
+                ": its images are 2 x 2; Fashion-MNIST's are 28 x 28");
+  write_gz(dir.file("t10k-labels-idx1-ubyte.gz"), idx_bytes(0x08, {0}, {}));
+  write_gz(dir.file("t10k-images-idx3-ubyte.gz"), idx_bytes(0x08, {0, 28, 28}, {}));
+  EXPECT_EQ(
+      error_of([&] { load_fashion_mnist(dir.path(), false); }),
+      dir.file("t10k-images-idx3-ubyte.gz") + ": holds no images (a test set needs at least one)");
 }
 
 TEST(FashionMnist, RealFilesWhenInstalled) {

@@ -119,6 +119,19 @@ TEST(MetricsCsv, FilesAndTheAppendCheck) {
   std::ofstream(path) << kHeader << "step,1,1,2,,,0.1,0.5\n";
   io::check_metrics_header(path, "--metrics");  // this layout: fine
   EXPECT_EQ(io::read_metrics(path, "plot").at(0).train_loss, 2);
+  // A fresh run appending to another run's rows would draw the two as one curve.
+  EXPECT_EQ(error_of([&] { io::check_metrics_header(path, "--metrics", true); }),
+            "--metrics " + path +
+                " holds the rows of another run; a new run writes a new file (--resume continues "
+                "the run that wrote them)");
+  std::ofstream(path) << kHeader;
+  io::check_metrics_header(path, "--metrics", true);  // a header alone: fine
+  // Bytes of a binary file are shown escaped (a NUL would end the message).
+  std::ofstream(path, std::ios::binary) << std::string("\x89PNG\r\n\x1a\n\0\0\0\rIHDR", 16);
+  EXPECT_EQ(error_of([&] { io::check_metrics_header(path, "--metrics"); }),
+            "--metrics " + path +
+                " holds another layout (its header is \"\\x89PNG\", this version writes "
+                "kind,step,epoch,train_loss,val_loss,val_accuracy,lr,wall_s); give a new file");
   std::ofstream(path) << "kind,step,epoch,train_loss,seconds\nstep,1,1,2,0.5\n";
   EXPECT_EQ(error_of([&] { io::check_metrics_header(path, "--metrics"); }),
             "--metrics " + path +

@@ -234,6 +234,7 @@ TEST(Fit, PlotsAtEverySavePointAndAtTheEndAfterTheFinalRow) {
   TrainRun r2 = make_run(1);
   cb.evaluate = [](const EvalPoint&) { return Metrics{{"accuracy", 1.0}}; };
   o.save.reset();
+  o.metrics = tmp("p2.csv");
   EXPECT_EQ(error_of([&] { fit(*r2.trainer, o, cb); }),
             "test fit: the evaluation reported 'accuracy', which is not a metrics column "
             "(val_loss, val_accuracy)");

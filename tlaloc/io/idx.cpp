@@ -172,6 +172,10 @@ ImageSet load_fashion_mnist(const std::string& dir, bool train) {
          lb.dims.size());
   if (im.dims[0] != lb.dims[0])
     fail("{} holds {} images but {} holds {} labels", ipath, im.dims[0], lpath, lb.dims[0]);
+  if (im.dims[1] != 28 || im.dims[2] != 28)  // the models take 784 pixels, the CNN 28 x 28
+    fail("{}: its images are {} x {}; Fashion-MNIST's are 28 x 28", ipath, im.dims[1], im.dims[2]);
+  if (im.dims[0] == 0)
+    fail("{}: holds no images (a {} set needs at least one)", ipath, train ? "training" : "test");
   ImageSet s;
   int64_t n = im.dims[0];
   s.rows = im.dims[1];

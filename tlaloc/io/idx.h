@@ -51,8 +51,8 @@ struct ImageSet {
 
 // Loads "{train,t10k}-{images-idx3,labels-idx1}-ubyte.gz" from `dir` (the .gz name, else the
 // name without .gz). Throws tlaloc::Error: a missing file names it and the Debian package
-// dataset-fashion-mnist; images not u8 of rank 3, labels not u8 of rank 1, counts that differ,
-// a label >= 10.
+// dataset-fashion-mnist; images not u8 of rank 3 or not 28 x 28, labels not u8 of rank 1,
+// counts that differ, no images, a label >= 10.
 ImageSet load_fashion_mnist(const std::string& dir, bool train);
 
 }  // namespace tlaloc::io

@@ -53,8 +53,15 @@ std::vector<std::string_view> split_lines(std::string_view text) {
 }
 
 // A long cell is cut in the message.
+// s cut to `max` bytes in quotes, bytes outside printable ASCII as \xNN (a binary file's header
+// would ring bells, or end the message at a NUL).
 std::string quoted(std::string_view s, size_t max = 40) {
-  return fmt::format("\"{}{}\"", s.substr(0, max), s.size() > max ? "..." : "");
+  std::string out = "\"";
+  for (char ch : s.substr(0, max)) {
+    const auto c = static_cast<unsigned char>(ch);
+    out += c >= 0x20 && c < 0x7f ? std::string(1, ch) : fmt::format("\\x{:02x}", c);
+  }
+  return out + (s.size() > max ? "...\"" : "\"");
 }
 
 std::string file_text(const std::string& path, const std::string& what) {
@@ -162,7 +169,7 @@ std::vector<MetricsRow> read_metrics(const std::string& path, const std::string&
   return parse_metrics(file_text(path, what), path, what);
 }
 
-void check_metrics_header(const std::string& path, const std::string& what) {
+void check_metrics_header(const std::string& path, const std::string& what, bool fresh_run) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;
   std::ifstream f(path, std::ios::binary);
@@ -172,6 +179,12 @@ void check_metrics_header(const std::string& path, const std::string& what) {
   if (first + "\n" != metrics_header())
     fail("{} {} holds another layout (its header is {}, this version writes {}); give a new file",
          what, path, quoted(first, 200), joined_columns());
+  std::string row;
+  if (fresh_run && std::getline(f, row))
+    fail(
+        "{} {} holds the rows of another run; a new run writes a new file (--resume continues "
+        "the run that wrote them)",
+        what, path);
 }
 
 }  // namespace tlaloc::io

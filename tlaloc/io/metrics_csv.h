@@ -64,7 +64,8 @@ std::vector<MetricsRow> read_metrics(const std::string& path, const std::string&
 
 // Throws tlaloc::Error "<what> <path> holds another layout (its header is ...); give a new
 // file" when `path` exists, is not empty and its first line is not metrics_header(): appending
-// to it would mix two layouts. Absent and empty files pass.
-void check_metrics_header(const std::string& path, const std::string& what);
+// to it would mix two layouts; with `fresh_run` (not a resumed one), also when it holds rows
+// (another run's: the two would be drawn as one curve). Absent and empty files pass.
+void check_metrics_header(const std::string& path, const std::string& what, bool fresh_run = false);
 
 }  // namespace tlaloc::io

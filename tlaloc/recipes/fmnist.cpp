@@ -299,7 +299,7 @@ train::FitResult run(const Config& c) {
   int64_t warmup = c.common.warmup;
   Common common = c.common;
   if (!c.warmup_given) {
-    warmup = common.schedule == "warmup-cosine" ? std::min(warmup, total_steps - 1) : 0;
+    warmup = common.schedule == "warmup-cosine" ? std::min(spe, total_steps - 1) : 0;
     if (common.schedule == "warmup-cosine" && warmup == 0) common.schedule = "cosine";
   }
   auto schedule = make_schedule(common, "train fmnist", total_steps, warmup);

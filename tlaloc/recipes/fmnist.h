@@ -98,14 +98,13 @@ std::string confusion_png(const Metrics& m, const std::string& title);
 // when > 0) through train::fit, the test set evaluated after every epoch; prints the model, each
 // epoch's losses and test accuracy, the confusion matrix (and, with `confusion`, its heat map as a
 // PNG written there; the file is checked before any work) and the compiled executables to
-// common.out. The default schedule is warm-up (one epoch, shortened to the run) then cosine; an
-// explicit
-// --warmup (warmup_given) is used as given. Throws tlaloc::Error for bad sizes, unreadable data
+// common.out. The default schedule is warm-up (one epoch's steps, shortened to the run) then
+// cosine; an explicit --warmup (warmup_given) is used as given. Throws tlaloc::Error for bad sizes, unreadable data
 // and fit's errors.
 struct Config {
   Config() {
     common.schedule = "warmup-cosine";
-    common.warmup = 469;
+    common.warmup = 0;  // unless warmup_given: one epoch's steps
     common.save = "fmnist.safetensors";
   }
   Common common;

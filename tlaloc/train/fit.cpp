@@ -245,14 +245,14 @@ void check(const FitOptions& o) {
         fail("{}: {} {} is the checkpoint file {} too; give it a file of its own", o.name, flag,
              *path, ck);
   }
-  if (!o.metrics.empty()) {
-    io::check_output_file(o.metrics, o.name + ": --metrics", io::OutputMode::append);
-    io::check_metrics_header(o.metrics, o.name + ": --metrics");
-  }
-  if (!o.plot.empty()) io::check_output_file(o.plot, o.name + ": --plot", io::OutputMode::replace);
   if (!o.plot.empty() && !o.metrics.empty() && io::same_file(o.plot, o.metrics))
     fail("{}: --plot {} is the --metrics file too; give the picture a file of its own", o.name,
          o.plot);
+  if (!o.metrics.empty()) {
+    io::check_output_file(o.metrics, o.name + ": --metrics", io::OutputMode::append);
+    io::check_metrics_header(o.metrics, o.name + ": --metrics", !o.resume);
+  }
+  if (!o.plot.empty()) io::check_output_file(o.plot, o.name + ": --plot", io::OutputMode::replace);
   if (!o.plot.empty())  // after the checks above, whose messages say more
     io::check_output_png(o.plot, o.name + ": --plot",
                          o.format && o.format->folder ? o.save : std::nullopt);
