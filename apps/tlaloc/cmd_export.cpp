@@ -1,6 +1,7 @@
 // tlaloc export RECIPE: prints the recipe's whole train step as StableHLO (stablehlo::emit), the
 // program the pjrt lane compiles, so a user can read it or hand it to any PJRT client.
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <span>
 
@@ -57,7 +58,17 @@ void run_export(const ExportArgs& a) {
     fail("tlaloc export: --flat-state '{}': use on or off", a.flat_state);
   o.names = !a.no_names;
   const bool to_stdout = !a.output_given || a.output == "-";
-  if (!to_stdout) io::check_output_file(a.output, "export: --output");  // before the work
+  if (!to_stdout) {  // before the work
+    io::check_output_file(a.output, "export: --output");
+    // Only an earlier export is replaced: a checkpoint, a dataset or a text would be lost.
+    std::ifstream in(a.output, std::ios::binary);
+    char head[8] = {};
+    if (in && in.read(head, sizeof head).gcount() > 0 && std::string_view(head, 8) != "module @")
+      fail(
+          "export: --output {} exists and is not a StableHLO module (an earlier export); give a "
+          "new name, or remove the file first",
+          a.output);
+  }
   std::string text = stablehlo::emit(
       it->second.step(a.replicas, dtype_from_name(a.precision), a.flat_state == "on"), o);
   stablehlo::parse(text);  // what tlaloc exports, tlaloc reads back

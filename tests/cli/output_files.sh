@@ -2,7 +2,8 @@
 # Files on disk (issue 18): a --save, --metrics, picture (--plot, --boundary, --confusion,
 # plot -o) or export --output that is a device or a FIFO, a
 # folder, an empty name, or lies in a missing or read-only folder is refused before any work
-# with one line naming the option and the path, and left as it was; temporaries have unique
+# with one line naming the option and the path, and left as it was; a checkpoint replaces
+# only a tlaloc checkpoint and an export only an earlier export; temporaries have unique
 # names, a second Ctrl-C during a save leaves none, a killed run's are removed by the next save
 # of that file (and nothing else is); two runs cannot write one checkpoint.
 # Runs as root or not: as root, device nodes are made in the scratch folder (never /dev/null
@@ -48,6 +49,23 @@ refused "export: --output $tmp is a folder; give a file name" export disc -o "$t
 refused "export: --output is empty" export disc -o ""
 refused "export: --output $tmp/no/e.mlir: folder $tmp/no does not exist" export disc -o "$tmp/no/e.mlir"
 refused "train disc: --save $tmp/no/d.st: folder $tmp/no does not exist" "${disc[@]}" --save "$tmp/no/d.st"
+# A checkpoint replaces only a tlaloc checkpoint, an export only an earlier export: a text, a
+# dataset or another program's safetensors is left as it was.
+echo "my notes" >"$tmp/notes.txt"
+cp /usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz "$tmp/labels.gz"
+printf '\x10\0\0\0\0\0\0\0{"x":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}' >"$tmp/other.safetensors"
+for f in notes.txt labels.gz other.safetensors; do
+  cp "$tmp/$f" "$tmp/$f.orig"
+  refused "train disc: --save $tmp/$f exists and is not a tlaloc checkpoint" "${disc[@]}" --save "$tmp/$f"
+  refused "export: --output $tmp/$f exists and is not a StableHLO module" export disc -o "$tmp/$f"
+  cmp -s "$tmp/$f" "$tmp/$f.orig" || die "$f changed"
+done
+"$TLALOC" "${disc[@]}" --save "$tmp/d.st" >/dev/null
+"$TLALOC" "${disc[@]}" --save "$tmp/d.st" >/dev/null || die "a checkpoint did not replace its own"
+"$TLALOC" export disc -o "$tmp/e.mlir" && "$TLALOC" export disc -o "$tmp/e.mlir" ||
+  die "an export did not replace an earlier one"
+refused "export: --output $tmp/d.st exists and is not a StableHLO module" export disc -o "$tmp/d.st"
+rm -f "$tmp/d.st" "$tmp/e.mlir"
 
 # A read-only folder (root writes any folder: the case runs as nobody).
 mkdir "$tmp/ro"

@@ -151,6 +151,37 @@ NamedArrays to_arrays(const std::vector<TensorView>& views, const std::string& s
   return out;
 }
 
+void check_checkpoint_output(const std::string& path, const std::string& what) {
+  check_output_file(path, what, OutputMode::replace);
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size == 0) return;  // absent (or empty): nothing to lose
+  auto refuse = [&](std::string_view why) {
+    fail(
+        "{} {} exists and is not a tlaloc checkpoint ({}); a checkpoint replaces only a "
+        "checkpoint: give a new name, or remove the file first",
+        what, path, why);
+  };
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return;  // check_output_file passed: written, not read, later
+  unsigned char len[8] = {};
+  const bool got = std::fread(len, 1, 8, f) == 8;
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+  std::string header;
+  if (got && n >= 2 && n <= 100'000'000 && n <= size - 8) {
+    header.resize(size_t(n));
+    if (std::fread(header.data(), 1, header.size(), f) != header.size()) header.clear();
+  }
+  std::fclose(f);
+  if (header.empty() || header[0] != '{') refuse("not a safetensors file");
+  const nlohmann::json j = nlohmann::json::parse(header, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) refuse("not a safetensors file");
+  const auto md = j.find("__metadata__");
+  if (md == j.end() || !md->is_object() || !md->contains("tlaloc.checkpoint"))
+    refuse("a safetensors file without tlaloc's metadata");
+}
+
 Checkpoint load_checkpoint(const std::string& path) {
   SafetensorsFile f = SafetensorsFile::open(path);
   Checkpoint c;

@@ -78,6 +78,12 @@ NamedArrays to_arrays(const std::vector<TensorView>& views, const std::string& s
 // file without tlaloc metadata loads as parameters only, step 0.
 Checkpoint load_checkpoint(const std::string& path);
 
+// check_output_file(path, what, replace), and refuses (one line starting with `what`) a file
+// that exists, is not empty and is not a tlaloc checkpoint (a safetensors file whose metadata
+// holds tlaloc.checkpoint): replacing a dataset, a text, a picture or another program's weights
+// would destroy a file that is not ours.
+void check_checkpoint_output(const std::string& path, const std::string& what);
+
 // What a model (or optimizer) built afresh expects.
 struct TensorSpec {
   std::string name;

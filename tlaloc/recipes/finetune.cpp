@@ -101,7 +101,7 @@ void frozen_format(nn::Module& model, const std::string& freeze,
 train::FitOptions::CheckpointFormat single_file_format() {
   train::FitOptions::CheckpointFormat format;
   format.check_output = [](const std::string& path, const std::string& what) {
-    io::check_output_file(path, what, io::OutputMode::replace);
+    io::check_checkpoint_output(path, what);
   };
   format.save = [](const std::string& path, const io::Checkpoint& ck) {
     io::save_checkpoint(path, ck);

@@ -38,7 +38,7 @@ void add_adapter(nn::CausalLM& model, const io::Checkpoint& base, const std::str
 void merge_adapter(const std::string& ckpt, const std::string& adapter_dir, const std::string& out,
                    std::FILE* log) {
   const std::string what = "merge: " + out;
-  io::check_output_file(out, what, io::OutputMode::replace);
+  io::check_checkpoint_output(out, what);
   for (const std::string& in : {ckpt, io::training_state_path(adapter_dir)})
     if (io::same_file(out, in))
       fail("{} is {}: write the merged model to a file of its own", what, in);

@@ -226,7 +226,7 @@ void check(const FitOptions& o) {
     if (o.format)
       o.format->check_output(*o.save, o.name + ": --save");
     else
-      io::check_output_file(*o.save, o.name + ": --save", io::OutputMode::replace);
+      io::check_checkpoint_output(*o.save, o.name + ": --save");
   }
   if (!(o.time_limit_seconds >= 0) || !std::isfinite(o.time_limit_seconds))
     fail("{}: the time limit {} s must be finite and >= 0", o.name, o.time_limit_seconds);
