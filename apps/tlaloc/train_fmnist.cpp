@@ -35,11 +35,16 @@ void register_train_fmnist(CLI::App& train) {
   cmd->add_option("--confusion", c.confusion,
                   "write the test set's confusion matrix as a heat map (PNG) here at the end");
   CLI::Option* warmup = cmd->get_option("--warmup");
+  CLI::Option* hidden = cmd->get_option("--hidden");
+  CLI::Option* channels = cmd->get_option("--channels");
   warmup->description("linear warm-up steps (default: one epoch's, shortened to the run)")
       ->default_str("");
-  cmd->callback([warmup] {
+  cmd->callback([warmup, hidden, channels] {
     resolve(f, c.common);
     c.warmup_given = warmup->count() > 0;
+    c.other_model_flag.reset();
+    if (c.model == "cnn" && hidden->count() > 0) c.other_model_flag = "--hidden";
+    if (c.model != "cnn" && channels->count() > 0) c.other_model_flag = "--channels";
     set_exit_status(recipes::fmnist::run(c));
   });
   add_export_recipe(

@@ -1,8 +1,10 @@
 #include "tlaloc/recipes/fmnist.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -29,11 +31,12 @@ std::vector<int64_t> parse_sizes(const std::string& s, const std::string& what) 
   while (pos <= s.size()) {
     size_t end = s.find(',', pos);
     if (end == std::string::npos) end = s.size();
-    std::string tok = s.substr(pos, end - pos);
-    char* rest = nullptr;
-    long long v = std::strtoll(tok.c_str(), &rest, 10);
-    if (tok.empty() || *rest != '\0' || v <= 0)
-      fail("{} '{}': expected positive sizes separated by commas, e.g. 512,256", what, s);
+    const std::string_view tok = std::string_view(s).substr(pos, end - pos);
+    int64_t v = 0;  // digits only: no sign, space or hex, and no silent clamping
+    auto [p, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+    if (tok.empty() || ec != std::errc() || p != tok.data() + tok.size() || v <= 0 ||
+        v > (int64_t(1) << 30))
+      fail("{} '{}': expected sizes in [1, 2^30] separated by commas, e.g. 512,256", what, s);
     out.push_back(v);
     pos = end + 1;
   }
@@ -278,13 +281,21 @@ train::FitResult run(const Config& c) {
   std::FILE* out = c.common.out;
   if (c.model != "mlp" && c.model != "cnn") fail("--model '{}': expected mlp or cnn", c.model);
   const bool cnn = c.model == "cnn";
+  if (c.other_model_flag)
+    fail("train fmnist: {} is for --model {}; this run is --model {}", *c.other_model_flag,
+         cnn ? "mlp" : "cnn", c.model);
   auto sizes = cnn ? parse_sizes(c.channels, "--channels") : parse_sizes(c.hidden, "--hidden");
+  const std::string sizes_text = fmt::format("{}", fmt::join(sizes, ","));  // "0256" is 256
   if (cnn) make_cnn(sizes);  // its size checks, before any work
   check_picture_output(c.common, "train fmnist", "--confusion",
                        c.confusion);  // before the lock: a refused run leaves no file
   const io::WriteLock lock = check_options(c.common, "train fmnist");
   if (c.batch <= 0) fail("--batch must be positive, got {}", c.batch);
-  io::ImageSet train_set = first_rows(io::load_fashion_mnist(c.data, true), c.limit);
+  io::ImageSet all_rows = io::load_fashion_mnist(c.data, true);
+  if (c.limit > all_rows.labels.numel())
+    fail("train fmnist: --limit {} is more than the {} training images of {}", c.limit,
+         all_rows.labels.numel(), c.data);
+  io::ImageSet train_set = first_rows(std::move(all_rows), c.limit);
   io::ImageSet test_set = io::load_fashion_mnist(c.data, false);
   const int64_t n = train_set.labels.numel();
   // Batch norm takes batch statistics: a padded batch would skew them, so the CNN drops the
@@ -346,8 +357,8 @@ train::FitResult run(const Config& c) {
   train::FitOptions f = fit_options(c.common, "train fmnist", total_steps,
                                     {{"recipe", "fmnist"},
                                      {"model", c.model},
-                                     {"hidden", cnn ? std::string("-") : c.hidden},
-                                     {"channels", cnn ? c.channels : std::string("-")},
+                                     {"hidden", cnn ? std::string("-") : sizes_text},
+                                     {"channels", cnn ? sizes_text : std::string("-")},
                                      {"batch", std::to_string(c.batch)},
                                      {"train_rows", std::to_string(n)}});
   f.steps_per_epoch = spe;

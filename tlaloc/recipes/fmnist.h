@@ -99,8 +99,8 @@ std::string confusion_png(const Metrics& m, const std::string& title);
 // epoch's losses and test accuracy, the confusion matrix (and, with `confusion`, its heat map as a
 // PNG written there; the file is checked before any work) and the compiled executables to
 // common.out. The default schedule is warm-up (one epoch's steps, shortened to the run) then
-// cosine; an explicit --warmup (warmup_given) is used as given. Throws tlaloc::Error for bad sizes, unreadable data
-// and fit's errors.
+// cosine; an explicit --warmup (warmup_given) is used as given. Throws tlaloc::Error for bad sizes,
+// unreadable data and fit's errors.
 struct Config {
   Config() {
     common.schedule = "warmup-cosine";
@@ -117,6 +117,9 @@ struct Config {
   double lr = 3e-3, wd = 1e-2;
   int64_t limit = 0;  // use only the first N training rows (tests, quick runs)
   bool warmup_given = false;
+  // The command line gave the other model's size flag (--hidden with cnn, --channels with mlp):
+  // its name, refused (it would be ignored).
+  std::optional<std::string> other_model_flag;
   std::string confusion;  // the test set's confusion matrix as a PNG at the end; empty: none
 };
 train::FitResult run(const Config& c);
