@@ -143,6 +143,16 @@ TEST(Curves, ValidationIsDashedWithMarkersAndAccuracyGetsAPanel) {
   EXPECT_GT(off, 10);
 }
 
+// A run of one logged step (a one-epoch run) has no line to draw: its point is a disc.
+TEST(Curves, ASingleTrainingPointIsDrawn) {
+  plot::Run r{"a", "a.csv", {step_row(1, 2.31)}};
+  r.rows.push_back(eval_row(1, 2.0));
+  const std::vector<plot::Run> runs = {r};
+  const plot::CurvesLayout l = plot::layout_curves(runs, {});
+  const plot::Image img = plot::decode_png(plot::render_curves(runs, {}));
+  EXPECT_LE(nearest(img, px(l.loss, 1), py(l.loss, 2.31), kBlue, 0), 30);
+}
+
 TEST(Curves, ResumedRowsReplaceTheStepsTheyRepeat) {
   plot::Run r{"a", "a.csv", {step_row(10, 3), step_row(20, 2), step_row(30, 9)}};
   r.rows.push_back(step_row(30, 1));  // a resumed run wrote step 30 again

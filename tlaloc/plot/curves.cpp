@@ -38,6 +38,7 @@ void draw_series(Canvas& c, const Frame& f, const std::vector<SeriesPoint>& s, C
   c.polyline(pts);
   if (dashed && s.size() <= kMostMarkers)
     for (const Point& p : pts) c.fill_circle(p, kMarker, color);
+  if (!dashed && pts.size() == 1) c.fill_circle(pts[0], kMarker, color);  // no line to see
 }
 
 void draw_legend(Canvas& c, const Frame& f, const std::vector<LegendEntry>& entries) {
