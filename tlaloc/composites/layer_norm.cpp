@@ -132,11 +132,11 @@ struct LayerNormKernel : Kernel {
 // centred as exactly as the decomposition's (whose sums are pairwise).
 template <class F>
 __attribute__((always_inline)) inline F centre(const F* x, F* c, int64_t D, F eps) {
-  const F mean = sum8<F>(D, [&](int64_t i) { return x[i]; }) / F(D);
+  const F mean = sum_pairwise<F>(D, [&](int64_t i) { return x[i]; }) / F(D);
   for (int64_t i = 0; i < D; ++i) c[i] = x[i] - mean;
-  const F corr = sum8<F>(D, [&](int64_t i) { return c[i]; }) / F(D);
+  const F corr = sum_pairwise<F>(D, [&](int64_t i) { return c[i]; }) / F(D);
   for (int64_t i = 0; i < D; ++i) c[i] -= corr;
-  const F var = sum8<F>(D, [&](int64_t i) { return c[i] * c[i]; }) / F(D);
+  const F var = sum_pairwise<F>(D, [&](int64_t i) { return c[i] * c[i]; }) / F(D);
   return F(1) / std::sqrt(var + eps);
 }
 
@@ -174,8 +174,8 @@ TLALOC_CLONES void backward_chunks(const LayerNormKernel& k, const Frame& fr, in
       F* dx = static_cast<F*>(fr.ptr[k.y]) + r * D;
       const F rstd = centre(x, dx, D, eps);
       for (int64_t i = 0; i < D; ++i) dx[i] = dx[i] * rstd;  // xhat
-      const F mg = sum8<F>(D, [&](int64_t i) { return dy[i] * W[i]; }) / F(D);
-      const F mgx = sum8<F>(D, [&](int64_t i) { return dy[i] * W[i] * dx[i]; }) / F(D);
+      const F mg = sum_pairwise<F>(D, [&](int64_t i) { return dy[i] * W[i]; }) / F(D);
+      const F mgx = sum_pairwise<F>(D, [&](int64_t i) { return dy[i] * W[i] * dx[i]; }) / F(D);
       for (int64_t i = 0; i < D; ++i) {
         pw[i] += dy[i] * dx[i];
         pb[i] += dy[i];

@@ -105,7 +105,7 @@ struct RmsNormKernel : Kernel {
 
 template <class F>
 __attribute__((always_inline)) inline F row_rstd(const F* x, int64_t D, F eps) {
-  const F ms = sum8<F>(D, [&](int64_t i) { return x[i] * x[i]; }) / F(D);
+  const F ms = sum_pairwise<F>(D, [&](int64_t i) { return x[i] * x[i]; }) / F(D);
   return F(1) / std::sqrt(ms + eps);
 }
 
@@ -138,7 +138,7 @@ TLALOC_CLONES void backward_chunks(const RmsNormKernel& k, const Frame& fr, int6
       F* dx = static_cast<F*>(fr.ptr[k.y]) + r * D;
       const F s = row_rstd(x, D, F(k.eps));
       auto g = [&](int64_t i) { return W ? dy[i] * W[i] : dy[i]; };
-      const F mgx = sum8<F>(D, [&](int64_t i) { return g(i) * (x[i] * s); }) / F(D);
+      const F mgx = sum_pairwise<F>(D, [&](int64_t i) { return g(i) * (x[i] * s); }) / F(D);
       for (int64_t i = 0; i < D; ++i) {
         const F xhat = x[i] * s;
         if (W) pw[i] += dy[i] * xhat;

@@ -81,5 +81,54 @@ KERNEL_TEST(layer_norm_grad, large_mean_rows_in_f32) {
   expect_values(Array::from_doubles(DType::f64, {12}, flat(run_all(bwd, in))), gwant, 1e-6);
 }
 
+// Norm-wise relative error of f32 `got` against `want` (f64).
+double normwise(const Array& got, const std::vector<double>& want) {
+  const std::vector<double> g = got.to_doubles();
+  double num = 0, den = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    num += (g[i] - want[i]) * (g[i] - want[i]);
+    den += want[i] * want[i];
+  }
+  return std::sqrt(num / den);
+}
+
+// Long f32 rows (D up to 2^18, one outlier at 10^4 over noise), LayerNorm forward and backward
+// and RMSNorm: the row sums are pairwise over blocks of 1024, so the error stays near f32 rounding
+// as D grows (8 partial sums alone gave 1.4e-5 at D = 65536). The oracle: the same kernel in f64 on
+// the same f32 values.
+KERNEL_TEST(layer_norm, long_rows_stay_accurate_in_f32) {
+  for (int64_t D : {int64_t(4096), int64_t(1) << 16, int64_t(1) << 18}) {
+    SCOPED_TRACE(D);
+    Array x32 = lcg_array(DType::f32, {1, D}, 7, -1, 1);
+    x32.data<float>()[0] = 1e4f;
+    const Array w32 = Array::filled(DType::f32, {D}, 1.0);
+    const Array dy32 = lcg_array(DType::f32, {1, D}, 8, -1, 1);
+    auto run = [&](DType dt) {
+      std::vector<ir::TensorType> t = {{dt, {1, D}}, {dt, {D}}};
+      auto fwd = one_op(
+          t, [&](ir::Builder& b, auto& p) { return cop::layer_norm(b, p[0], p[1], -1, 1e-5); });
+      auto bwd = one_op_results({t[0], t[1], t[0]}, [&](ir::Builder& b, auto& p) {
+        return cop::layer_norm_grad(b, p[0], p[1], p[2], 1e-5);
+      });
+      const std::vector<Array> in = {x32.astype(dt), w32.astype(dt)};
+      Array y = run_all(fwd, in)[0];
+      Array dx = run_all(bwd, {in[0], in[1], dy32.astype(dt)})[0];
+      return std::pair{y, dx};
+    };
+    const auto [y64, dx64] = run(DType::f64);
+    const auto [y32, dx32] = run(DType::f32);
+    EXPECT_LE(normwise(y32, y64.to_doubles()), 1e-6);
+    EXPECT_LE(normwise(dx32, dx64.to_doubles()), 1e-6);
+    // RMSNorm's mean square, the same way.
+    auto rms = [&](DType dt) {
+      auto f = one_op({{dt, {1, D}}, {dt, {D}}}, [&](ir::Builder& b, auto& p) {
+        return b.composite(ir::Op::rms_norm, {p[0], p[1]}, {1e-5})[0];
+      });
+      return run_all(f, {x32.astype(dt), w32.astype(dt)})[0];
+    };
+    EXPECT_LE(normwise(rms(DType::f32), rms(DType::f64).to_doubles()), 1e-6);
+  }
+}
+
 }  // namespace
 }  // namespace tlaloc::host_test
