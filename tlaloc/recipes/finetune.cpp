@@ -147,6 +147,20 @@ void apply_peft_adapter(nn::Module& model, const io::PeftAdapter& adapter,
   }
 }
 
+io::NamedArrays merged_parameters(nn::Module& model, const std::string& what) {
+  io::NamedArrays merged_list = nn::merged_lora_weights(model);
+  train::require_finite(merged_list, what, "merged weight");
+  std::map<std::string, Array> merged;
+  for (auto& [name, w] : merged_list) merged[name] = std::move(w);
+  io::NamedArrays out;
+  for (auto& p : model.named_parameters()) {
+    if (p.name.find(".lora_") != std::string::npos) continue;
+    auto it = merged.find(p.name);
+    out.emplace_back(p.name, it == merged.end() ? p.param->value : it->second);
+  }
+  return out;
+}
+
 void check_adapter_base(const io::Checkpoint& state, const std::string& base_digest,
                         const std::string& base, const std::string& adapter) {
   auto want = state.user.find("base_model");

@@ -45,6 +45,11 @@ train::FitOptions::CheckpointFormat single_file_format();
 void apply_peft_adapter(nn::Module& model, const io::PeftAdapter& adapter,
                         std::optional<random::Key> fresh = std::nullopt);
 
+// `model`'s parameters (named_parameters order) with each adapted weight replaced by W + scaling
+// · B A (nn::merged_lora_weights) and the adapters' own tensors left out: the merged model.
+// Throws naming `what` for a merged weight that is not finite (e.g. a huge lora_alpha).
+io::NamedArrays merged_parameters(nn::Module& model, const std::string& what);
+
 // Refuses (naming both) an adapter whose training state `state` records a base_model digest
 // other than `base_digest` (io::tensors_digest of the base's tensors): it was trained on
 // another base. A state without one (PEFT's own adapters) passes.

@@ -109,16 +109,8 @@ void merge_adapter(const std::string& dir, const std::string& adapter_dir, const
                      io::tensors_digest(base.tensor_refs()), dir, adapter_dir);
   LoadedDir d = load_dir(dir, false);
   apply_peft_adapter(*d.model, adapter);
-  std::map<std::string, Array> merged;
-  io::NamedArrays merged_list = nn::merged_lora_weights(*d.model);
-  train::require_finite(merged_list, what, "merged weight");  // e.g. a huge lora_alpha
-  for (auto& [name, w] : merged_list) merged[name] = std::move(w);
-  io::NamedArrays tensors;
-  for (auto& p : d.model->named_parameters()) {
-    if (p.name.find(".lora_") != std::string::npos) continue;
-    auto it = merged.find(p.name);
-    tensors.emplace_back(p.name, it == merged.end() ? p.param->value : it->second);
-  }
+  const size_t adapted = nn::lora_modules(*d.model).size();
+  const io::NamedArrays tensors = merged_parameters(*d.model, what);
   nlohmann::json config = base.config();
   config["torch_dtype"] = "float32";  // the merge is computed in f32 / f64 and stored as F32
   io::HfSaveOptions opt;
@@ -132,7 +124,7 @@ void merge_adapter(const std::string& dir, const std::string& adapter_dir, const
                                         .use_rslora = adapter.config.use_rslora}
                              .scaling();
   fmt::print(log, "merged the {} LoRA adapters of {} (r {}, scaling {}) into {}: wrote {}\n",
-             merged.size(), adapter_dir, adapter.config.r, scaling, dir, out);
+             adapted, adapter_dir, adapter.config.r, scaling, dir, out);
 }
 
 }  // namespace tlaloc::recipes::llama

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <map>
 #include <vector>
 
 #include "tlaloc/io/atomic_file.h"
@@ -45,23 +44,16 @@ void merge_adapter(const std::string& ckpt, const std::string& adapter_dir, cons
   const io::Checkpoint base = io::load_checkpoint(ckpt);
   std::unique_ptr<nn::CausalLM> model = load_model(base);
   add_adapter(*model, base, ckpt, adapter_dir);
-  std::map<std::string, Array> merged;
-  io::NamedArrays merged_list = nn::merged_lora_weights(*model);
-  train::require_finite(merged_list, what, "merged weight");  // e.g. a huge lora_alpha
-  for (auto& [name, w] : merged_list) merged[name] = std::move(w);
+  const size_t adapted = nn::lora_modules(*model).size();
   io::Checkpoint c;
-  for (auto& p : model->named_parameters()) {
-    if (p.name.find(".lora_") != std::string::npos) continue;
-    auto it = merged.find(p.name);
-    c.params.emplace_back(p.name, it == merged.end() ? p.param->value : it->second);
-  }
+  c.params = merged_parameters(*model, what);
   for (const char* k : {"recipe", "layers", "d_model", "heads", "kv_heads", "context", "d_ff",
                         "tied", "norm", "gelu", "dropout"})  // the model's fields, not the run's
     if (auto it = base.user.find(k); it != base.user.end()) c.user[k] = it->second;
   c.seed = base.seed;
   io::save_checkpoint(out, c);
-  fmt::print(log, "merged the {} LoRA adapters of {} into {}: wrote {}\n", merged.size(),
-             adapter_dir, ckpt, out);
+  fmt::print(log, "merged the {} LoRA adapters of {} into {}: wrote {}\n", adapted, adapter_dir,
+             ckpt, out);
 }
 
 }  // namespace tlaloc::recipes::lm
