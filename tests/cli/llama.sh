@@ -179,7 +179,7 @@ json.dump({"metadata": {"total_size": 0}, "weight_map":
           open("sharded/model.safetensors.index.json", "w"))
 s = dict(t); dt, sh, raw = s["model.norm.weight"]; s["model.norm.weight"] = (dt, [16, 2], raw)
 write("shape/model.safetensors", s)
-s = dict(t); s["model.norm.weight"] = ("F64", sh, raw[: len(raw) // 2] * 2 + raw[len(raw) // 2:] * 2)
+s = dict(t); s["model.norm.weight"] = ("I32", sh, raw)
 write("dtype/model.safetensors", s)
 # HF checkpoints are mostly BF16: every F32 tensor of m cut to BF16 (its high 16 bits), and the
 # same values widened back to F32 by hand, each beside m's config and tokenizer.
@@ -191,7 +191,34 @@ write("bf16/model.safetensors", {k: ("BF16", sh, hi16(raw)) for k, (dt, sh, raw)
 write("widened/model.safetensors",
       {k: (dt, sh, b"".join(b"\0\0" + raw[i + 2:i + 4] for i in range(0, len(raw), 4)))
        for k, (dt, sh, raw) in t.items()})
+# What HF's loading skips: m as F64 (the same values) with the RoPE buffer older transformers
+# saved; m tied (no lm_head.weight), and tied with an lm_head.weight equal to the embedding, or
+# not equal.
+import struct
+def f64(raw):
+    v = struct.unpack("<%df" % (len(raw) // 4), raw)
+    return struct.pack("<%dd" % len(v), *v)
+c = json.load(open("m/config.json"))
+for d in ("f32", "f64", "tied", "tied_head", "tied_other"):
+    os.mkdir(d); shutil.copy("m/tokenizer.model", d)
+    json.dump({**c, "tie_word_embeddings": d.startswith("tied")}, open(d + "/config.json", "w"))
+write("f32/model.safetensors", t)
+inv_freq = struct.pack("<4f", 1.0, 0.1, 0.01, 0.001)
+write("f64/model.safetensors",
+      {**{k: ("F64", sh, f64(raw)) for k, (dt, sh, raw) in t.items()},
+       "model.layers.0.self_attn.rotary_emb.inv_freq": ("F32", [4], inv_freq)})
+tied = {k: v for k, v in t.items() if k != "lm_head.weight"}
+write("tied/model.safetensors", tied)
+write("tied_head/model.safetensors", {**tied, "lm_head.weight": t["model.embed_tokens.weight"]})
+write("tied_other/model.safetensors", t)
 PY
+for d in f32 f64 tied tied_head; do "$TLALOC" eval $d --text val.txt >$d.out || die "eval $d failed"; done
+[ "$(sed -n 's/^loss: //p' f64.out)" = "$(sed -n 's/^loss: //p' f32.out)" ] ||
+  die "F64 directory: $(cat f64.out) vs its F32 original: $(cat f32.out)"
+[ "$(sed -n 's/^loss: //p' tied.out)" = "$(sed -n 's/^loss: //p' tied_head.out)" ] ||
+  die "tied with lm_head.weight: $(cat tied_head.out) vs without: $(cat tied.out)"
+refused "tied_other: tensor 'lm_head.weight' (tied_other/model.safetensors) differs from model.embed_tokens.weight, which the config ties it to (tie_word_embeddings)" \
+  eval tied_other --text val.txt
 # A BF16 directory loads widened to F32 exactly: the same figure as its F32 copy.
 "$TLALOC" eval bf16 --text val.txt >bf16.out || die "eval of a BF16 directory failed"
 "$TLALOC" eval widened --text val.txt >widened.out
@@ -200,7 +227,7 @@ PY
 bad "sharded/model.safetensors.index.json: shard 'model-00002-of-00002.safetensors' is missing" train llama --init sharded --text corpus.txt
 bad "train llama: --init shape: tensor 'model.norm.weight' (shape/model.safetensors) is F32 [16,2], the model's is F32 [32]" \
   train llama --init shape --text corpus.txt
-bad "train llama: --init dtype: tensor 'model.norm.weight' (dtype/model.safetensors) is F64 [32], the model's is F32 [32]" \
+bad "train llama: --init dtype: tensor 'model.norm.weight' (dtype/model.safetensors) is I32 [32], the model's is F32 [32]" \
   train llama --init dtype --text corpus.txt
 bad "train llama: --preset, --config and --init exclude each other" \
   train llama --preset tiny --config cfg.json --text corpus.txt

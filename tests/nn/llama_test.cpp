@@ -80,6 +80,42 @@ TEST(LlamaConfig, ParsesHfConfigsAndKeepsEveryKey) {
   EXPECT_EQ(o.pad_token_id, 0);
 }
 
+// transformers >= 4.56 spells torch_dtype "dtype"; a config with either, or both agreeing, keeps
+// its spelling when written back.
+TEST(LlamaConfig, DtypeIsTorchDtypesNewerSpelling) {
+  json j = json::parse(kLlama32);
+  j.erase("torch_dtype");
+  j["dtype"] = "bfloat16";
+  LlamaConfig c = llama_config_from_json(j);
+  EXPECT_EQ(c.torch_dtype, "bfloat16");
+  EXPECT_TRUE(c.metadata.empty() || !c.metadata.count("dtype"));
+  c.torch_dtype = "float32";  // what a run that writes F32 weights sets
+  json out = nn::models::to_json(c);
+  EXPECT_EQ(out["dtype"], "float32");
+  EXPECT_EQ(out.value("torch_dtype", "float32"), "float32");
+  j["torch_dtype"] = "bfloat16";
+  out = nn::models::to_json(llama_config_from_json(j));
+  EXPECT_EQ(out["dtype"], "bfloat16");
+  EXPECT_EQ(out["torch_dtype"], "bfloat16");
+  j["torch_dtype"] = "float32";
+  EXPECT_NE(error_of([&] { llama_config_from_json(j, "d/config.json"); })
+                .find("d/config.json: keys 'torch_dtype' ('float32') and 'dtype' ('bfloat16') "
+                      "disagree"),
+            std::string::npos);
+}
+
+// HF computes the llama3 wavelengths from original_max_position_embeddings in floats.
+TEST(LlamaConfig, Llama3OriginalContextMayBeAWholeFloat) {
+  json j = json::parse(kLlama32);
+  j["rope_scaling"]["original_max_position_embeddings"] = 8192.0;
+  EXPECT_EQ(llama_config_from_json(j).llama3_scaling()->original_max_position_embeddings, 8192);
+  j["rope_scaling"]["original_max_position_embeddings"] = 8192.5;
+  EXPECT_NE(error_of([&] { llama_config_from_json(j); })
+                .find("key 'rope_scaling.original_max_position_embeddings' must be a whole "
+                      "number, got 8192.5"),
+            std::string::npos);
+}
+
 TEST(LlamaConfig, RefusesWhatIsNotImplementedByName) {
   struct Bad {
     std::string patch, message;

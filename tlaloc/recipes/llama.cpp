@@ -3,11 +3,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "tlaloc/distributed/communicator.h"
@@ -70,34 +72,63 @@ std::string describe(const io::TensorView& v) {
   return fmt::format("{} {}", v.dtype_name(), to_string(Shape(v.shape)));
 }
 
-// Whether a stored tensor of dtype `have` loads exactly into a parameter of dtype `want`: the
-// same dtype, or BF16 / F16 widened to F32 (HF checkpoints are mostly BF16).
-bool loads_exactly(io::StDType have, DType want) {
+// Whether a stored tensor of dtype `have` loads into a parameter of dtype `want`: the same
+// dtype, BF16 / F16 widened to F32 (HF checkpoints are mostly BF16), or F64 rounded to F32 (as
+// PyTorch's load_state_dict copies into a float32 model).
+bool loads_into(io::StDType have, DType want) {
   return have == io::from_tlaloc(want) ||
-         (want == DType::f32 && (have == io::StDType::BF16 || have == io::StDType::F16));
+         (want == DType::f32 &&
+          (have == io::StDType::BF16 || have == io::StDType::F16 || have == io::StDType::F64));
+}
+
+// Tensors a Llama directory may hold beside the model's parameters, as HF's loading skips them:
+// the RoPE frequencies older transformers saved as a buffer (`rotary_emb.inv_freq`, which HF
+// ignores on load and tlaloc computes from the config), and, with tie_word_embeddings, an
+// lm_head.weight equal to embed_tokens (HF ties it to the embedding).
+bool skipped_on_load(const std::string& name, const LlamaConfig& cfg) {
+  const std::string buffer = "rotary_emb.inv_freq";
+  return (name.size() >= buffer.size() &&
+          name.compare(name.size() - buffer.size(), buffer.size(), buffer) == 0) ||
+         (cfg.tie_word_embeddings && name == "lm_head.weight");
 }
 
 // The model's parameters from `src`'s tensors, strictly: each one present with the parameter's
-// shape and dtype (or one that widens to it exactly), nothing else there. One line per refusal,
-// naming `what` and the tensor.
+// shape and dtype (or one that loads into it), nothing else there but what HF skips too. One
+// line per refusal, naming `what` and the tensor.
 void restore_strict(LlamaForCausalLM& model, const io::HfModelDir& src, const std::string& what) {
   auto named = model.named_parameters();
   for (auto& p : named) {
     const io::TensorView* v = src.find(p.name);
     if (!v) fail("{}: tensor '{}' of the model is missing from {}", what, p.name, src.path());
     const DType want = p.param->value.dtype();
-    if (!loads_exactly(v->dtype, want) || Shape(v->shape) != p.param->value.shape())
+    if (!loads_into(v->dtype, want) || Shape(v->shape) != p.param->value.shape())
       fail("{}: tensor '{}' ({}) is {}, the model's is {} {}", what, p.name, src.file_of(p.name),
            describe(*v), io::st_name(io::from_tlaloc(want)), to_string(p.param->value.shape()));
   }
-  if (src.tensors().size() != named.size())
-    for (const auto& v : src.tensors())
-      if (std::none_of(named.begin(), named.end(), [&](auto& p) { return p.name == v.name; }))
-        fail("{}: tensor '{}' ({}) is not a parameter of the model (the config's)", what, v.name,
-             src.file_of(v.name));
+  auto is_param = [&](const std::string& n) {
+    return std::any_of(named.begin(), named.end(), [&](auto& p) { return p.name == n; });
+  };
+  for (const auto& v : src.tensors())
+    if (!is_param(v.name) && !skipped_on_load(v.name, model.config()))
+      fail("{}: tensor '{}' ({}) is not a parameter of the model (the config's)", what, v.name,
+           src.file_of(v.name));
   io::Checkpoint c = io::load_hf_checkpoint(src, false);
+  std::map<std::string, DType> want;
+  for (auto& p : named) want[p.name] = p.param->value.dtype();
+  const Array* embed = nullptr;
   for (auto& [name, a] : c.params)
-    if (a.dtype() == DType::bf16 || a.dtype() == DType::f16) a = a.astype(DType::f32);
+    if (name == "model.embed_tokens.weight") embed = &a;
+  for (auto& [name, a] : c.params)
+    if (name == "lm_head.weight" && !want.count(name) &&
+        !(embed && a.shape() == embed->shape() &&
+          a.astype(DType::f32).bitwise_equal(embed->astype(DType::f32))))
+      fail(
+          "{}: tensor 'lm_head.weight' ({}) differs from model.embed_tokens.weight, which the "
+          "config ties it to (tie_word_embeddings)",
+          what, src.file_of(name));
+  std::erase_if(c.params, [&](auto& t) { return !want.count(t.first); });
+  for (auto& [name, a] : c.params)
+    if (a.dtype() != want.at(name)) a = a.astype(want.at(name));
   train::restore_model(model, c);
   train::require_finite(c.params, src.path(), "parameter");
 }

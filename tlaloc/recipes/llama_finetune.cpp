@@ -112,7 +112,10 @@ void merge_adapter(const std::string& dir, const std::string& adapter_dir, const
   const size_t adapted = nn::lora_modules(*d.model).size();
   const io::NamedArrays tensors = merged_parameters(*d.model, what);
   nlohmann::json config = base.config();
-  config["torch_dtype"] = "float32";  // the merge is computed in f32 / f64 and stored as F32
+  // The merge is computed in f32 / f64 and stored as F32; "dtype" is the newer key's spelling.
+  if (config.contains("dtype")) config["dtype"] = "float32";
+  if (config.contains("torch_dtype") || !config.contains("dtype"))
+    config["torch_dtype"] = "float32";
   io::HfSaveOptions opt;
   opt.what = what;
   opt.files = base.other_files();

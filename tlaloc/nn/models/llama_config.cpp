@@ -16,11 +16,18 @@ using nlohmann::json;
 namespace {
 
 // Keys that mean nothing to the model, kept verbatim (see llama_config.h).
-constexpr std::array<std::string_view, 13> kKept = {
-    "architectures", "transformers_version", "_name_or_path",     "dtype",
-    "use_cache",     "pretraining_tp",       "output_attentions", "output_hidden_states",
-    "return_dict",   "torchscript",          "tokenizer_class",   "id2label",
-    "label2id"};
+constexpr std::array<std::string_view, 12> kKept = {"architectures",
+                                                    "transformers_version",
+                                                    "_name_or_path",
+                                                    "use_cache",
+                                                    "pretraining_tp",
+                                                    "output_attentions",
+                                                    "output_hidden_states",
+                                                    "return_dict",
+                                                    "torchscript",
+                                                    "tokenizer_class",
+                                                    "id2label",
+                                                    "label2id"};
 
 bool kept(std::string_view key) {
   for (std::string_view k : kKept)
@@ -41,6 +48,15 @@ struct Value {
     if (!v.is_number_integer()) wrong("an integer");
     if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)) wrong("an int64");
     return v.get<int64_t>();
+  }
+  // An integer, or a float with an integral value in int64's range.
+  int64_t whole_number() const {
+    if (v.is_number_float()) {
+      const double d = v.get<double>();
+      if (!(std::trunc(d) == d && std::abs(d) < 0x1p63)) wrong("a whole number");
+      return int64_t(d);
+    }
+    return integer();
   }
   std::optional<int64_t> integer_or_null() const {
     if (v.is_null()) return std::nullopt;
@@ -91,8 +107,8 @@ std::optional<LlamaRopeScaling> parse_rope_scaling(const json& v, std::string_vi
     double* f[3] = {&r.llama3.factor, &r.llama3.low_freq_factor, &r.llama3.high_freq_factor};
     if (n - names < 3)
       *f[n - names] = x.number();
-    else
-      r.llama3.original_max_position_embeddings = x.integer();
+    else  // HF uses it as a float: 8192.0 is 8192
+      r.llama3.original_max_position_embeddings = x.whole_number();
   }
   for (const char* n : names)
     if (llama3 && !v.contains(n)) fail("{}: rope_scaling (llama3) has no {}", what, n);
@@ -221,8 +237,17 @@ LlamaConfig llama_config_from_json(const json& j, std::string_view what) {
       } else if (!v.is_null()) {
         c.eos_token_id.push_back(x.integer());
       }
-    } else if (k == "torch_dtype") {
-      c.torch_dtype = x.string();
+    } else if (k == "torch_dtype" || k == "dtype") {
+      // One field, two spellings: transformers >= 4.56 writes "dtype".
+      const std::string d = x.string();
+      if (!c.torch_dtype.empty() && c.torch_dtype != d)
+        fail("{}: keys 'torch_dtype' ('{}') and 'dtype' ('{}') disagree", what,
+             k == "dtype" ? c.torch_dtype : d, k == "dtype" ? d : c.torch_dtype);
+      c.torch_dtype = d;
+      if (k == "dtype")
+        c.dtype_key = true;
+      else
+        c.torch_dtype_key = true;
     } else if (k == "model_type") {
       if (x.string() != "llama")
         fail("{}: model_type '{}' is not implemented (tlaloc's Llama: 'llama')", what, x.string());
@@ -290,7 +315,10 @@ json to_json(const LlamaConfig& c) {
   else
     j["eos_token_id"] = c.eos_token_id.empty() ? json(nullptr) : json(c.eos_token_id[0]);
   j["pad_token_id"] = opt(c.pad_token_id);
-  if (!c.torch_dtype.empty()) j["torch_dtype"] = c.torch_dtype;
+  if (!c.torch_dtype.empty()) {
+    if (c.torch_dtype_key || !c.dtype_key) j["torch_dtype"] = c.torch_dtype;
+    if (c.dtype_key) j["dtype"] = c.torch_dtype;
+  }
   for (auto& [k, text] : c.metadata) j[k] = json::parse(text);
   return j;
 }

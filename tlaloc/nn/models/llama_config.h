@@ -9,10 +9,10 @@
 //   low_freq_factor, high_freq_factor, original_max_position_embeddings), attention_bias,
 //   mlp_bias, tie_word_embeddings, hidden_act ("silu" or its alias "swish"), initializer_range,
 //   attention_dropout (0 only), bos_token_id, eos_token_id (an id or a list), pad_token_id
-//   (null or an id), torch_dtype ("float32", "bfloat16", "float16" or "float64"), model_type
-//   ("llama" only);
+//   (null or an id), torch_dtype or its newer spelling dtype (the same field; "float32",
+//   "bfloat16", "float16" or "float64"; both present must agree), model_type ("llama" only);
 // * kept verbatim for round trips, meaning nothing to the model (LlamaConfig::metadata):
-//   architectures, transformers_version, _name_or_path, dtype, use_cache, pretraining_tp
+//   architectures, transformers_version, _name_or_path, use_cache, pretraining_tp
 //   (HF's sliced linear layers compute the same products), output_attentions,
 //   output_hidden_states, return_dict, torchscript, tokenizer_class, id2label, label2id;
 // * refused by name: every other key (e.g. sliding_window, quantization_config), and values of
@@ -66,6 +66,9 @@ struct LlamaConfig {
   bool eos_token_id_list = false;
   std::optional<int64_t> pad_token_id;
   std::string torch_dtype;  // "" = absent
+  // Which keys spell torch_dtype in config.json: "torch_dtype" and / or "dtype" (neither: the
+  // former).
+  bool torch_dtype_key = false, dtype_key = false;
   // Not an HF key: RoPE on interleaved pairs (Meta's original layout) instead of HF's
   // rotate-half; to_json refuses a config with it set (rope_permute the q / k weights instead).
   bool rope_interleaved = false;
