@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every recipe trains through train::fit, so they save, stop and resume alike: `train disc`
 # writes a checkpoint only with --save, --stop-after + --resume continues bit for bit, SIGTERM
-# (like Ctrl-C) saves and exits 130, and an empty --save or --resume (an unset variable) is
+# (like Ctrl-C) saves and exits 130 (in the final evaluation too, saved before it), and an empty --save or --resume (an unset variable) is
 # refused before any work.
 set -euo pipefail
 : "${TLALOC:?set TLALOC to the tlaloc binary}"
@@ -44,6 +44,31 @@ wait "$pid" || rc=$?
 grep -q "^interrupted at step [0-9]*: continue with --resume $tmp/term.safetensors" \
   "$tmp/term.out" || die "SIGTERM: no interrupted line"
 "$TLALOC" inspect "$tmp/term.safetensors" | grep -q "user.recipe = disc" || die "SIGTERM: no checkpoint"
+
+# A signal in the final evaluation (the checkpoint is written before it) stops at once with a
+# line saying where the run is; one during the last steps saves and stops as above. Either way
+# the checkpoint holds the last step.
+bible gen1:1-rev22:21 >"$tmp/bible.txt"
+head -c 200000 "$tmp/bible.txt" >"$tmp/head.txt"
+"$TLALOC" tokenizer train "$tmp/head.txt" --vocab-size 400 -o "$tmp/tok" >/dev/null
+"$TLALOC" train llama --preset tiny --tokenizer "$tmp/tok.model" --text "$tmp/bible.txt" \
+  --steps 2 --threads 1 --save "$tmp/m" >"$tmp/final.out" 2>"$tmp/final.err" &
+pid=$!
+for _ in $(seq 1200); do
+  grep -q "100%" "$tmp/final.out" 2>/dev/null && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.05
+done
+sleep 0.3
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+[ "$rc" -eq 130 ] || die "SIGTERM in the final evaluation: exit $rc, not 130"
+grep -qxF "train llama: interrupted in the final evaluation: stopped; $tmp/m holds step 2 (continue with --resume $tmp/m)" \
+  "$tmp/final.err" || grep -qxF "interrupted at step 2: continue with --resume $tmp/m" "$tmp/final.out" ||
+  die "SIGTERM in the final evaluation: $(cat "$tmp/final.out" "$tmp/final.err")"
+"$TLALOC" inspect "$tmp/m.training.safetensors" | grep -qx "  step = 2" ||
+  die "SIGTERM in the final evaluation: the training state is not at step 2"
 
 # An empty --save / --resume is refused by name before any work, and writes nothing.
 for args in "train disc --save ''" "train fmnist --resume '' --save $tmp/f.safetensors" \

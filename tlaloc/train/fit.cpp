@@ -30,9 +30,28 @@ namespace {
 constexpr const char* kScheduleField = "schedule";
 
 volatile std::sig_atomic_t g_signal = 0;
+// The line a signal prints when it stops the run at once: a second signal, or any signal in the
+// final evaluation (which runs after the last checkpoint is written). Set outside the handler.
+char g_exit_line[512];
+constexpr const char* kAgainLine =
+    "tlaloc: interrupted again: stopped at once, without saving (the last checkpoint written is "
+    "kept whole)\n";
+volatile std::sig_atomic_t g_exit_line_size = 0, g_exit_at_once = 0;
+
+void set_exit_line(const std::string& line, bool at_once) {
+  g_exit_line_size = 0;
+  const size_t n = std::min(line.size(), sizeof g_exit_line);
+  std::memcpy(g_exit_line, line.data(), n);
+  g_exit_line_size = std::sig_atomic_t(n);
+  g_exit_at_once = at_once;
+}
 
 extern "C" void on_stop_signal(int sig) {
-  if (g_signal) {  // a second signal: stop now, without saving, and leave no temporary behind
+  if (g_signal || g_exit_at_once) {  // stop now, leaving no temporary behind
+    if (g_exit_line_size > 0) {
+      const ssize_t w = ::write(STDERR_FILENO, g_exit_line, size_t(g_exit_line_size));
+      (void)w;
+    }
     io::remove_live_temporaries();
     _exit(130);
   }
@@ -45,6 +64,10 @@ class SignalGuard {
   explicit SignalGuard(bool on) : on_(on) {
     if (!on_) return;
     g_signal = 0;
+    set_exit_line(
+        "tlaloc: interrupted again: stopped at once, without saving (the last checkpoint "
+        "written is kept whole)\n",
+        false);
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
@@ -55,6 +78,7 @@ class SignalGuard {
     if (!on_) return;
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
+    set_exit_line("", false);
   }
   SignalGuard(const SignalGuard&) = delete;
   SignalGuard& operator=(const SignalGuard&) = delete;
@@ -357,7 +381,7 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     }
   };
   int64_t saved_at = -1;  // the step of this run's last save: the end does not save it twice
-  auto save_checkpoint = [&] {
+  auto save_checkpoint = [&](bool announce = true) {
     if (!o.save || saved_at == t.steps_taken()) return;
     count_skips(true);
     if (t.steps_taken() > first) check_loss(t.read_last().loss);
@@ -375,7 +399,7 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     else
       io::save_checkpoint(*o.save, c);
     if (many) distributed::world().barrier();
-    fmt::print(o.out, "saved {} (step {})\n", *o.save, t.steps_taken());
+    if (announce) fmt::print(o.out, "saved {} (step {})\n", *o.save, t.steps_taken());
     saved_at = t.steps_taken();
   };
   size_t plotted_rows = 0;  // the rows the last picture drew: an unchanged one is not redrawn
@@ -415,9 +439,20 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
                    : std::string("every process runs the whole batch (this job does not split it)"),
                per, total, t.zero() ? ", ZeRO-1" : "");
   }
+  FitResult r;
+  auto interrupted = [&](int sig) {
+    if (o.save)
+      fmt::print(o.out, "interrupted at step {}: continue with --resume {}\n", t.steps_taken(),
+                 *o.save);
+    else
+      fmt::print(o.out, "interrupted at step {} (no --save: nothing saved)\n", t.steps_taken());
+    r.interrupted = true;
+    r.signal = sig;
+    r.steps = t.steps_taken();
+    return r;
+  };
   if (cb.on_start) cb.on_start();
 
-  FitResult r;
   auto out_of_time = [&] {
     if (!(o.time_limit_seconds > 0)) return false;
     return distributed::any(seconds_since(run_start) >= o.time_limit_seconds);
@@ -463,15 +498,7 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
       if (int sig = stop_signal()) {
         if (bar) bar->finish(done(b), bar_value());
         save();
-        if (o.save)
-          fmt::print(o.out, "interrupted at step {}: continue with --resume {}\n", t.steps_taken(),
-                     *o.save);
-        else
-          fmt::print(o.out, "interrupted at step {} (no --save: nothing saved)\n", t.steps_taken());
-        r.interrupted = true;
-        r.signal = sig;
-        r.steps = t.steps_taken();
-        return r;
+        return interrupted(sig);
       }
       if (o.stop_after > 0 && t.steps_taken() >= o.stop_after) {
         save();
@@ -519,12 +546,29 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     fmt::print(o.out, "stopped at step {} of {}: the time limit of {:.4g} minutes is reached{}\n",
                t.steps_taken(), o.steps, o.time_limit_seconds / 60,
                o.save ? " (continue with --resume " + *o.save + ")" : "");
+  // The checkpoint is written before the final evaluation, so a signal during it (which stops
+  // the run at once) loses no step; its line is printed after the evaluation, as before.
+  const bool unsaved = o.save && saved_at != t.steps_taken();
+  save_checkpoint(false);
+  if (int sig = stop_signal()) {
+    if (unsaved && root) fmt::print(o.out, "saved {} (step {})\n", *o.save, t.steps_taken());
+    write_plot();
+    return interrupted(sig);
+  }
+  if (o.handle_signals)
+    set_exit_line(fmt::format("{}: interrupted in the final evaluation: stopped{}\n", o.name,
+                              o.save ? fmt::format("; {} holds step {} (continue with --resume {})",
+                                                   *o.save, t.steps_taken(), *o.save)
+                                     : std::string(" (no --save: nothing saved)")),
+                  true);
   if (cb.on_end) cb.on_end(t.steps_taken() - first, seconds_since(run_start));
   if (const Metrics m = cb.final_metrics ? cb.final_metrics() : Metrics{}; !m.empty()) {
     log.add("final", t.steps_taken(), (t.steps_taken() - 1) / spe, NAN, m, last_lr(),
             seconds_since(run_start));
   }
-  save(true);
+  if (o.handle_signals) set_exit_line(kAgainLine, false);
+  if (unsaved && root) fmt::print(o.out, "saved {} (step {})\n", *o.save, t.steps_taken());
+  write_plot();
   if (many)
     fmt::print(o.out, "data parallel: {:.3f} s of {:.3f} s in all-reduce / all-gather (rank 0)\n",
                distributed::world().collective_seconds(), seconds_since(run_start));
