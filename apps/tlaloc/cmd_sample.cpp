@@ -34,7 +34,7 @@ struct SampleArgs {
 void sample_llama(const SampleArgs& a) {
   namespace llama = recipes::llama;
   const std::string prompt_text = a.prompt.value_or("The");
-  llama::check_utf8(prompt_text, "sample: --prompt");  // SentencePiece would read U+FFFD
+  text::check_utf8(prompt_text, "sample: --prompt");  // SentencePiece would read U+FFFD
   llama::LoadedDir d = llama::load_dir(a.path);
   if (!a.adapter.empty()) llama::add_adapter(d, a.path, a.adapter);
   const auto& m = d.model->config();

@@ -38,6 +38,7 @@ void run_train(const TokenizerArgs& a) {
   const text::ModelFiles out = text::model_files(a.output);
   io::check_output_file(out.model, "tokenizer train: -o");  // before the work
   io::check_output_file(out.vocab, "tokenizer train: -o");
+  text::check_model_files_output(out, a.inputs, "tokenizer train: -o");
   const auto start = std::chrono::steady_clock::now();
   text::Tokenizer t = text::train(a.inputs, o);
   const double seconds =
@@ -51,7 +52,10 @@ void run_train(const TokenizerArgs& a) {
 void run_encode(const TokenizerArgs& a) {
   const text::Tokenizer t = text::Tokenizer::load(a.model);
   if (a.pieces && (a.bos || a.eos)) fail("tokenizer encode: --bos / --eos print ids, not --pieces");
-  for (const std::string& input : read_inputs(a.inputs, "tokenizer encode: input")) {
+  const std::vector<std::string> texts = read_inputs(a.inputs, "tokenizer encode: input");
+  for (size_t f = 0; f < texts.size(); ++f)
+    text::check_utf8(texts[f], "tokenizer encode: " + (a.inputs.empty() ? "-" : a.inputs[f]));
+  for (const std::string& input : texts) {
     for (std::string_view line : text::split_lines(input)) {
       if (a.pieces) {
         fmt::print("{}\n", fmt::join(t.encode_pieces(line), " "));

@@ -104,6 +104,8 @@ refused "tokenizer train: --vocab-size 5000 is too large for this text: unigram 
   tokenizer train --vocab-size 5000 --model-type unigram "${o[@]}" "$small" && exits 1
 refused "tokenizer train: --vocab-size 300 is too small for this text: its characters, the 256 byte \
 pieces and <unk> <s> </s> need 306" tokenizer train --vocab-size 300 "${o[@]}" "$small" && exits 1
+refused "tokenizer train: --vocab-size 2 is too small: the 256 byte pieces and <unk> <s> </s> alone \
+need 259" tokenizer train --vocab-size 2 "${o[@]}" "$small" && exits 1
 refused "--vocab-size: Value 0 not in range 1 to 16777216" \
   tokenizer train --vocab-size 0 "${o[@]}" "$small" && exits 2
 refused "--vocab-size: Value 99999999999 not in range 1 to 16777216" \
@@ -121,7 +123,32 @@ refused "tokenizer train: text file $tmp/none.txt: cannot open: No such file or 
 refused "tokenizer train: text file $tmp is a folder, not a file" "${t[@]}" "$tmp" && exits 1
 refused "tokenizer train: text file /dev/zero is a character device, not a file" \
   "${t[@]}" /dev/zero && exits 1
+printf 'first line\ncaf\xe9 au lait\n' >"$tmp/latin1.txt"
+refused "tokenizer train: text file $tmp/latin1.txt: line 2 is not UTF-8 text" \
+  "${t[@]}" "$tmp/latin1.txt" && exits 1
+refused "tokenizer encode: $tmp/latin1.txt: line 2 is not UTF-8 text" \
+  tokenizer encode "$tmp/tl.model" "$tmp/latin1.txt" && exits 1
 nothing_written bad text
+# An output replaces only a tokenizer's files: not the text trained on, nor another file.
+cp "$small" "$tmp/dest/corpus.vocab"
+refused "tokenizer train: -o $tmp/dest/corpus.vocab is also a text file to train on" \
+  tokenizer train --vocab-size 500 -o "$tmp/dest/corpus" "$tmp/dest/corpus.vocab" \
+  && exits 1
+cmp -s "$small" "$tmp/dest/corpus.vocab" || die "the text trained on was overwritten"
+echo "my notes" >"$tmp/dest/notes.model"
+refused "tokenizer train: -o $tmp/dest/notes.model exists and is not a SentencePiece model" \
+  tokenizer train --vocab-size 500 -o "$tmp/dest/notes" "$small" && exits 1
+echo "my notes" >"$tmp/dest/other.vocab"
+refused "tokenizer train: -o $tmp/dest/other.vocab exists and is not a SentencePiece vocab file" \
+  tokenizer train --vocab-size 500 -o "$tmp/dest/other" "$small" && exits 1
+[ "$(cat "$tmp/dest/notes.model" "$tmp/dest/other.vocab")" = "my notes
+my notes" ] && [ ! -e "$tmp/dest/notes.vocab" ] && [ ! -e "$tmp/dest/other.model" ] ||
+  die "a refused output was written"
+rm "$tmp/dest/corpus.vocab" "$tmp/dest/notes.model" "$tmp/dest/other.vocab"
+"$TLALOC" tokenizer train --vocab-size 500 -o "$tmp/dest/again" "$small" >/dev/null
+"$TLALOC" tokenizer train --vocab-size 400 -o "$tmp/dest/again" "$small" >/dev/null ||
+  die "a tokenizer did not replace a tokenizer"
+rm "$tmp/dest/again.model" "$tmp/dest/again.vocab"
 # Outputs that cannot be written: refused before training.
 w=(tokenizer train --vocab-size 500)
 refused "tokenizer train: -o $tmp/none/m.model: folder $tmp/none does not exist" \

@@ -14,51 +14,12 @@
 
 namespace tlaloc::recipes::llama {
 
-namespace {
-
-// The 1-based line of the first byte sequence of `s` that is not UTF-8 (RFC 3629: no overlong
-// forms, no surrogates, at most U+10FFFF), 0 when all of it is.
-int64_t first_non_utf8_line(std::string_view s) {
-  int64_t line = 1;
-  for (size_t i = 0; i < s.size();) {
-    const auto c = uint8_t(s[i]);
-    if (c == '\n') ++line;
-    // continuation bytes after the lead byte c; -1: c cannot start a sequence
-    const int n = c < 0x80                 ? 0
-                  : c >= 0xc2 && c <= 0xdf ? 1
-                  : c >= 0xe0 && c <= 0xef ? 2
-                  : c >= 0xf0 && c <= 0xf4 ? 3
-                                           : -1;
-    if (n < 0 || (n > 0 && i + size_t(n) >= s.size())) return line;
-    for (int k = 1; k <= n; ++k)
-      if ((uint8_t(s[i + size_t(k)]) & 0xc0) != 0x80) return line;
-    if (n >= 2) {
-      const auto c1 = uint8_t(s[i + 1]);
-      if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 > 0x9f) || (c == 0xf0 && c1 < 0x90) ||
-          (c == 0xf4 && c1 > 0x8f))
-        return line;
-    }
-    i += size_t(n) + 1;
-  }
-  return 0;
-}
-
-}  // namespace
-
-void check_utf8(std::string_view text, const std::string& what) {
-  if (const int64_t line = first_non_utf8_line(text))
-    fail(
-        "{}: line {} is not UTF-8 text (the tokenizer reads UTF-8; convert it, e.g. with iconv -f "
-        "latin1 -t utf-8)",
-        what, line);
-}
-
 std::vector<Document> read_documents(const std::vector<std::string>& files,
                                      const std::string& what) {
   std::vector<Document> docs;
   for (const auto& f : files) {
     docs.push_back({f, text::read_text_file(f, what)});
-    check_utf8(docs.back().text, what + " " + f);
+    text::check_utf8(docs.back().text, what + " " + f);
   }
   if (total_bytes(docs) == 0) fail("{}: the text ({} files) is empty", what, files.size());
   return docs;

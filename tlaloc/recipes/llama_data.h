@@ -27,9 +27,6 @@ struct Document {
 // read it as U+FFFD, so neither the tokens nor bits per byte would describe the file).
 std::vector<Document> read_documents(const std::vector<std::string>& files,
                                      const std::string& what = "train llama: --text");
-// Throws "<what>: line N is not UTF-8 text ..." for the first line of `text` that is not (RFC
-// 3629: no overlong forms, no surrogates, at most U+10FFFF).
-void check_utf8(std::string_view text, const std::string& what);
 // "crc32:XXXXXXXX:BYTES" of the documents' texts in order (lengths included, names not): the
 // training state records it so that a resume or `eval` can tell when a run's text changed.
 std::string text_digest(const std::vector<Document>& docs);

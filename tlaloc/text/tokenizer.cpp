@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -90,6 +91,33 @@ std::unordered_map<std::string, std::string> trainer_flags(const TrainOptions& o
 }
 
 // A training failure as one line: the vocabulary size's two limits said plainly.
+// The 1-based line of the first byte sequence of `s` that is not UTF-8 (RFC 3629: no overlong
+// forms, no surrogates, at most U+10FFFF), 0 when all of it is.
+int64_t first_non_utf8_line(std::string_view s) {
+  int64_t line = 1;
+  for (size_t i = 0; i < s.size();) {
+    const auto c = uint8_t(s[i]);
+    if (c == '\n') ++line;
+    // continuation bytes after the lead byte c; -1: c cannot start a sequence
+    const int n = c < 0x80                 ? 0
+                  : c >= 0xc2 && c <= 0xdf ? 1
+                  : c >= 0xe0 && c <= 0xef ? 2
+                  : c >= 0xf0 && c <= 0xf4 ? 3
+                                           : -1;
+    if (n < 0 || (n > 0 && i + size_t(n) >= s.size())) return line;
+    for (int k = 1; k <= n; ++k)
+      if ((uint8_t(s[i + size_t(k)]) & 0xc0) != 0x80) return line;
+    if (n >= 2) {
+      const auto c1 = uint8_t(s[i + 1]);
+      if ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 > 0x9f) || (c == 0xf0 && c1 < 0x90) ||
+          (c == 0xf4 && c1 > 0x8f))
+        return line;
+    }
+    i += size_t(n) + 1;
+  }
+  return 0;
+}
+
 [[noreturn]] void train_failed(const spm::util::Status& s, const TrainOptions& o) {
   const std::string m = spm_message(s);
   std::smatch g;
@@ -223,6 +251,14 @@ std::string read_text_file(const std::string& path, const std::string& what) {
   return bytes;
 }
 
+void check_utf8(std::string_view text, const std::string& what) {
+  if (const int64_t line = first_non_utf8_line(text))
+    fail(
+        "{}: line {} is not UTF-8 text (the tokenizer reads UTF-8; convert it, e.g. with iconv -f "
+        "latin1 -t utf-8)",
+        what, line);
+}
+
 std::vector<std::string_view> split_lines(std::string_view text) {
   std::vector<std::string_view> lines;
   for (size_t pos = 0; pos < text.size();) {
@@ -245,12 +281,19 @@ Tokenizer train(const std::vector<std::string>& files, const TrainOptions& optio
   if (options.vocab_size < 1 || options.vocab_size > kMaxVocabSize)
     fail("tokenizer train: --vocab-size {} is out of range [1, {}]", options.vocab_size,
          kMaxVocabSize);
+  // Byte fallback (Llama's option) needs the 256 byte pieces and <unk> <s> </s> whatever the text.
+  if (options.vocab_size < 259)
+    fail(
+        "tokenizer train: --vocab-size {} is too small: the 256 byte pieces and <unk> <s> </s> "
+        "alone need 259 (and the text's characters more)",
+        options.vocab_size);
   if (files.empty()) fail("tokenizer train: no text files");
   std::vector<std::string> texts;
   for (const std::string& f : files) {
     texts.push_back(read_text_file(f, "tokenizer train: text file"));
     if (texts.back().find_first_not_of('\n') == std::string::npos)
       fail("tokenizer train: text file {} is empty", f);
+    check_utf8(texts.back(), "tokenizer train: text file " + f);
   }
   Lines lines(texts);
   std::string model;
@@ -277,6 +320,39 @@ ModelFiles model_files(const std::string& dir_or_prefix) {
     fail("tokenizer train: -o {} is {}; give a folder or a prefix (PREFIX.model, PREFIX.vocab)", p,
          S_ISREG(st.st_mode) ? "a file" : kind_of(st.st_mode));
   return {p + ".model", p + ".vocab"};
+}
+
+void check_model_files_output(const ModelFiles& files, const std::vector<std::string>& inputs,
+                              const std::string& what) {
+  auto refuse = [&](const std::string& path, std::string_view why) {
+    fail(
+        "{} {} {}; a tokenizer replaces only a tokenizer's files: give another name, or remove "
+        "the file first",
+        what, path, why);
+  };
+  for (const std::string* path : {&files.model, &files.vocab}) {
+    std::error_code ec;
+    for (const std::string& in : inputs)
+      if (in != "-" && std::filesystem::equivalent(*path, in, ec))
+        refuse(*path, "is also a text file to train on");
+    const auto size = std::filesystem::file_size(*path, ec);
+    if (ec || size == 0) continue;  // absent, empty, or not a file: io::check_output_file's
+    if (path == &files.model) {
+      spm::SentencePieceProcessor sp;  // models are megabytes: a larger file is something else
+      if (size > (uint64_t(1) << 30) || !sp.Load(*path).ok() || sp.GetPieceSize() == 0)
+        refuse(*path, "exists and is not a SentencePiece model");
+      continue;
+    }
+    std::ifstream f(*path, std::ios::binary);
+    std::string line;
+    while (std::getline(f, line)) {  // "piece\tscore", as vocab_text() writes
+      const size_t tab = line.rfind('\t');
+      char* end = nullptr;
+      if (tab != std::string::npos) std::strtod(line.c_str() + tab + 1, &end);
+      if (tab == std::string::npos || tab + 1 == line.size() || !end || *end != '\0')
+        refuse(*path, "exists and is not a SentencePiece vocab file (piece<TAB>score lines)");
+    }
+  }
 }
 
 void save(const Tokenizer& tokenizer, const ModelFiles& files) {

@@ -72,6 +72,10 @@ class Tokenizer {
 // read too). A folder or a device is refused, as is a file over 4 GiB: tlaloc::Error starting
 // with `what` and naming the path.
 std::string read_text_file(const std::string& path, const std::string& what);
+// Throws "<what>: line N is not UTF-8 text ..." for the first line of `text` that is not (RFC
+// 3629: no overlong forms, no surrogates, at most U+10FFFF): SentencePiece would read it as
+// U+FFFD, so its pieces would not give the text back.
+void check_utf8(std::string_view text, const std::string& what);
 // The lines of `text` as SentencePiece's readers split them: at '\n', which is not part of a
 // line; a last line without one counts, an empty text has none.
 std::vector<std::string_view> split_lines(std::string_view text);
@@ -96,7 +100,7 @@ inline constexpr int32_t kMaxVocabSize = 1 << 24;
 // A model trained on the lines of `files` ("-": standard input), read before training starts.
 // Throws naming the file (missing, a folder or device, unreadable, empty) or the vocabulary size
 // (out of [1, kMaxVocabSize], too small for the text's characters and the byte pieces, too large
-// for the text).
+// for the text), or the line of a file that is not UTF-8.
 Tokenizer train(const std::vector<std::string>& files, const TrainOptions& options);
 
 // Output names for a model: `dir_or_prefix` an existing folder (or ending in '/') gives
@@ -107,6 +111,11 @@ struct ModelFiles {
   std::string model, vocab;
 };
 ModelFiles model_files(const std::string& dir_or_prefix);
+// Refuses (naming `what`, the file and why) outputs that would replace what is not a tokenizer:
+// an existing model file that is not a SentencePiece model, a vocab file that is not
+// "piece<TAB>score" lines, or either being one of `inputs`. Absent or empty files pass.
+void check_model_files_output(const ModelFiles& files, const std::vector<std::string>& inputs,
+                              const std::string& what);
 // Writes the model and its `.vocab`, each atomically (io::AtomicFile: the old file or the new
 // one, never a cut one); both are written to temporaries before either is renamed.
 void save(const Tokenizer& tokenizer, const ModelFiles& files);
