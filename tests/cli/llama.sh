@@ -255,6 +255,11 @@ refused_later "eval m: the text of its training run ([\"$tmp/corpus.txt\"]) has 
 refused_later "--resume m: it was trained with text_digest=" \
   train llama "${common[@]}" --steps 40 --save m --resume m
 mv corpus.orig corpus.txt
+# The same text at another path (a moved folder) resumes.
+cp corpus.txt moved.txt
+"$TLALOC" train llama --config cfg.json --tokenizer tok.model --text moved.txt --context 16 \
+  --batch 4 --lr 1e-2 --threads 1 --steps 31 --resume m --save moved >moved.out ||
+  die "the same text at another path: $(cat moved.out)"
 # A save over a directory drops HF's files of another tokenizer (tokenizer.json first).
 cp -r m stale && echo '{}' >stale/tokenizer.json && echo '{}' >stale/special_tokens_map.json
 "$TLALOC" train llama "${common[@]}" --steps 2 --save stale >/dev/null

@@ -83,6 +83,16 @@ for r in "${recipes[@]}"; do
   [ ! -e "$tmp/r.st" ] || die "$recipe: a refused resume saved a checkpoint"
 done
 
+# train lm continues only on the text it was trained on (its bytes, wherever they are).
+printf 'a dog ran in the fog. %.0s' $(seq 60) >"$tmp/other.txt"
+lm=(train lm --layers 1 --d-model 16 --heads 2 --kv-heads 2 --context 8 --d-ff 32 --threads 1 --steps 12)
+refused_later "--resume $tmp/lm.st: it was trained with text_digest=crc32:" \
+  "${lm[@]}" --text "$tmp/other.txt" --resume "$tmp/lm.st" --save "$tmp/r.st"
+[ ! -e "$tmp/r.st" ] || die "lm: a resume on other text saved a checkpoint"
+cp "$tmp/corpus.txt" "$tmp/moved.txt"
+"$TLALOC" "${lm[@]}" --text "$tmp/moved.txt" --resume "$tmp/lm.st" --save "$tmp/r.st" >/dev/null ||
+  die "lm: the same text at another path was refused"
+
 # eval of a model whose weights are all inf: refused by name, not "10% accuracy".
 edit "$tmp/fmnist.st" "$tmp/inf.st" set 0.weight inf
 refused_later "$tmp/inf.st: parameter '0.weight' holds 200704 NaN or inf values" eval "$tmp/inf.st"

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "tlaloc/distributed/communicator.h"
 #include "tlaloc/io/atomic_file.h"
@@ -103,6 +104,12 @@ void check_fits_in_memory(double n, double bytes_per_parameter, const std::strin
         "{}: a model of {:.4g} parameters needs about {:.1f} GiB ({} bytes each), more than this "
         "machine's {:.1f} GiB of memory",
         what, n, need / kGiB, bytes_per_parameter, have / kGiB);
+}
+
+std::string bytes_digest(std::string_view bytes) {
+  const uLong crc =
+      crc32_z(crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(bytes.data()), bytes.size());
+  return fmt::format("crc32:{:08x}:{}", crc, bytes.size());
 }
 
 }  // namespace tlaloc::recipes

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "tlaloc/stablehlo/emit.h"
 #include "tlaloc/train/fit.h"
@@ -71,5 +72,9 @@ optim::Schedule make_schedule(const Common& c, const std::string& name, int64_t 
 // than this machine's Y GiB of memory" when parameters · bytes_per_parameter exceeds the
 // physical memory (sysconf), so such sizes fail at once instead of in the OOM killer.
 void check_fits_in_memory(double parameters, double bytes_per_parameter, const std::string& what);
+
+// "crc32:XXXXXXXX:BYTES" (zlib's crc32 and the length): what a training state records of its
+// text or tokenizer, so that a resume or `eval` can tell when it changed.
+std::string bytes_digest(std::string_view bytes);
 
 }  // namespace tlaloc::recipes

@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 #include <sys/wait.h>
-#include <zlib.h>
 
 #include "tlaloc/core/error.h"
+#include "tlaloc/recipes/common.h"
 #include "tlaloc/recipes/lm.h"
 
 namespace tlaloc::recipes::llama {
@@ -23,12 +23,6 @@ std::vector<Document> read_documents(const std::vector<std::string>& files,
   }
   if (total_bytes(docs) == 0) fail("{}: the text ({} files) is empty", what, files.size());
   return docs;
-}
-
-std::string bytes_digest(std::string_view bytes) {
-  const uLong crc =
-      crc32_z(crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(bytes.data()), bytes.size());
-  return fmt::format("crc32:{:08x}:{}", crc, bytes.size());
 }
 
 std::string text_digest(const std::vector<Document>& docs) {

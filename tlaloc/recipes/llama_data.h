@@ -30,8 +30,6 @@ std::vector<Document> read_documents(const std::vector<std::string>& files,
 // "crc32:XXXXXXXX:BYTES" of the documents' texts in order (lengths included, names not): the
 // training state records it so that a resume or `eval` can tell when a run's text changed.
 std::string text_digest(const std::vector<Document>& docs);
-// The same digest of one byte string (a tokenizer.model's bytes).
-std::string bytes_digest(std::string_view bytes);
 // The default corpus: the King James Bible (Debian's bible-kjv: the output of `bible
 // gen1:1-rev22:21`, from /usr/bin/bible or `bible` on PATH) followed by the English fortunes
 // files (lm::default_corpus()). Throws naming the package that is missing.

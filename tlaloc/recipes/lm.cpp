@@ -304,6 +304,11 @@ train::FitResult run(const Config& c) {
     fail("train lm: {} bytes are too few for context {} and a {} validation split", n, ctx,
          c.val_fraction);
   Array train_tok = tokens_range(all, 0, ntrain), val_tok = tokens_range(all, ntrain, n);
+  {  // a resume on other text is refused (train::check_resume_fields), as train llama's is
+    std::string bytes(size_t(n), '\0');
+    for (int64_t i = 0; i < n; ++i) bytes[size_t(i)] = char(all.data<int32_t>()[i]);
+    f.metadata["text_digest"] = bytes_digest(bytes);
+  }
   fmt::print(out, "corpus: {} files, {} bytes ({} train, {} validation)\n", files.size(), n, ntrain,
              nval);
   model.init(random::key(c.common.seed));

@@ -117,8 +117,12 @@ void check_resume_fields(const io::Checkpoint& c, const std::string& path,
       m != user.end() && c.user.count("model") && c.user.at("model") != m->second)
     fail("--resume {}: it is a --model {} checkpoint, this run is --model {}", path,
          c.user.at("model"), m->second);
+  // The text's paths may change (a moved folder) when its bytes do not.
+  auto digest = user.find("text_digest");
+  const bool same_text = digest != user.end() && c.user.count("text_digest") &&
+                         c.user.at("text_digest") == digest->second;
   for (const auto& [k, v] : user)
-    if (c.user.count(k) && c.user.at(k) != v)
+    if (c.user.count(k) && c.user.at(k) != v && !(k == "text" && same_text))
       fail("--resume {}: it was trained with {}={}, this run has {}", path, k, c.user.at(k), v);
   // Fields only some runs have, whose absence means something: a run without --freeze would
   // train the tensors the checkpoint kept frozen (their moments are not in it).
