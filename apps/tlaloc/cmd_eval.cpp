@@ -26,14 +26,25 @@ struct EvalArgs {
   std::string path, data = io::kFashionMnistDir;
   std::vector<std::string> text;
   int threads = 0;
-  std::string confusion;  // fmnist: the confusion matrix as a PNG
-  std::string adapter;    // llama: a PEFT LoRA adapter directory
+  std::string confusion;           // fmnist: the confusion matrix as a PNG
+  std::string adapter;             // llama: a PEFT LoRA adapter directory
+  std::optional<int64_t> context;  // the scoring window; unset: the model's
 };
+
+// The scoring window: --context when given (at most `most`, the model's positions), else `dflt`.
+int64_t scoring_context(const EvalArgs& a, int64_t dflt, int64_t most, const char* limit) {
+  if (!a.context) return dflt;
+  if (*a.context > most)
+    fail("eval: --context {} is more than the model's {} {}", *a.context, limit, most);
+  return *a.context;
+}
 
 void eval_llama(const EvalArgs& a) {
   namespace llama = recipes::llama;
   llama::LoadedDir d = llama::load_dir(a.path);
   if (!a.adapter.empty()) llama::add_adapter(d, a.path, a.adapter);
+  d.context = scoring_context(a, d.context, d.model->config().max_position_embeddings,
+                              "max_position_embeddings");
   const std::string& run = a.adapter.empty() ? a.path : a.adapter;  // whose training run
   std::vector<llama::Document> docs;
   std::string what;
@@ -65,14 +76,16 @@ void eval_lm(const EvalArgs& a, const io::Checkpoint& c) {
   auto model = recipes::lm::load_model(c);
   if (!a.adapter.empty()) recipes::lm::add_adapter(*model, c, a.path, a.adapter);
   const Array bytes = recipes::lm::read_corpus(a.text);
+  const int64_t context =
+      scoring_context(a, model->config().context, model->config().context, "context");
   fmt::print("{}: step {}, {} parameters, context {}; on {} text files ({} bytes)\n",
              a.adapter.empty() ? a.path : a.path + " + " + a.adapter, c.step,
-             model->num_parameters(), model->config().context, a.text.size(), bytes.numel());
+             model->num_parameters(), context, a.text.size(), bytes.numel());
   if (bytes.numel() < 2) fail("eval: the text has {} byte; 2 or more are needed", bytes.numel());
   recipes::TextScore s;
   {
     train::Activity running("evaluating " + a.path, stdout);
-    s = recipes::score_stream(*model, bytes, model->config().context, bytes.numel() - 1, a.threads);
+    s = recipes::score_stream(*model, bytes, context, bytes.numel() - 1, a.threads);
   }
   fmt::print(
       "loss: {:.4f} nats/byte, perplexity {:.3f} (per byte), {:.4f} bits/byte ({} bytes "
@@ -125,6 +138,9 @@ void run_eval(const EvalArgs& a) {
   }
   if (!a.text.empty())
     fail("eval: --text is for Llama directories and `train lm` checkpoints; {} is neither", a.path);
+  if (a.context)
+    fail("eval: --context is for Llama directories and `train lm` checkpoints; {} is neither",
+         a.path);
   if (!a.adapter.empty())
     fail("eval: --adapter is for Llama directories and `train lm` checkpoints; {} is neither",
          a.path);
@@ -150,6 +166,10 @@ void register_eval(CLI::App& app) {
       "--adapter", a.adapter,
       "add this PEFT LoRA adapter directory (of `tlaloc finetune --lora` or PEFT) to the Llama "
       "directory or `train lm` checkpoint");
+  cmd->add_option("--context", a.context,
+                  "tokens per scoring window (default: the training run's context, else the "
+                  "model's max_position_embeddings; lm: its context)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 31));
   cmd->add_option("--threads", a.threads, "host lane threads (0: OpenMP default)")
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxThreads));

@@ -27,7 +27,18 @@ struct SampleArgs {
   int threads = 1;
   std::string adapter;  // llama: a PEFT LoRA adapter directory
   bool ignore_eos = false;
+  std::optional<int64_t> context;  // the attention window; unset: the model's
 };
+
+// The attention window (--context, at most `most`, else `dflt`) and the KV cache's length: no
+// longer than the prompt and the tokens drawn need (the same text: past them nothing is read).
+std::pair<int64_t, int64_t> window_and_cache(const SampleArgs& a, int64_t dflt, int64_t most,
+                                             const char* limit, size_t prompt) {
+  if (a.context && *a.context > most)
+    fail("sample: --context {} is more than the model's {} {}", *a.context, limit, most);
+  const int64_t window = a.context.value_or(dflt);
+  return {window, std::min(window, int64_t(prompt) + a.tokens)};
+}
 
 // A Llama directory: the prompt encoded with its tokenizer.model (BOS, then its lines, as train
 // llama's streams), the text decoded and written a line at a time.
@@ -38,17 +49,20 @@ void sample_llama(const SampleArgs& a) {
   llama::LoadedDir d = llama::load_dir(a.path);
   if (!a.adapter.empty()) llama::add_adapter(d, a.path, a.adapter);
   const auto& m = d.model->config();
+  // No trailing space by default: SentencePiece would make it a piece of its own ("▁"), which
+  // the model rarely saw before a word.
+  const Array p = llama::encode_stream(*d.tokenizer, {{"--prompt", prompt_text}});
+  std::vector<int32_t> ids(p.data<int32_t>(), p.data<int32_t>() + p.numel());
+  const auto [window, cache] = window_and_cache(a, d.context, m.max_position_embeddings,
+                                                "max_position_embeddings", ids.size());
+  d.context = window;
   fmt::print(stderr,
              "{}: step {}, {} parameters (layers {}, hidden {}, heads {}, kv_heads {}, vocab {}), "
              "context {}; past it the window slides (recomputed)\n",
              a.adapter.empty() ? a.path : a.path + " + " + a.adapter, d.state.step,
              d.model->num_parameters(), m.num_hidden_layers, m.hidden_size, m.num_attention_heads,
              m.kv_heads(), m.vocab_size, d.context);
-  // No trailing space by default: SentencePiece would make it a piece of its own ("▁"), which
-  // the model rarely saw before a word.
-  const Array p = llama::encode_stream(*d.tokenizer, {{"--prompt", prompt_text}});
-  std::vector<int32_t> ids(p.data<int32_t>(), p.data<int32_t>() + p.numel());
-  recipes::lm::Decoder decoder(*d.model, d.context, a.threads);
+  recipes::lm::Decoder decoder(*d.model, cache, a.threads);
   recipes::lm::SampleOptions o = a.sample;
   o.vocab = d.tokenizer->vocab_size();  // the model's ids past the tokenizer's have no text
   if (!a.ignore_eos) o.eos = d.eos;     // an end-of-sequence id ends the text, unwritten
@@ -96,16 +110,17 @@ void run_sample(const SampleArgs& a) {
   auto model = lm::load_model(c);
   if (!a.adapter.empty()) lm::add_adapter(*model, c, a.path, a.adapter);
   const auto& m = model->config();
+  std::vector<int32_t> prompt;
+  const std::string text = a.prompt.value_or("The ");
+  for (char ch : text) prompt.push_back(int32_t(static_cast<unsigned char>(ch)));
+  const auto [window, cache] = window_and_cache(a, m.context, m.context, "context", prompt.size());
   fmt::print(stderr,
              "{}: step {}, {} parameters (layers {}, d_model {}, heads {}, kv_heads {}, context "
              "{}, d_ff {}, {}, gelu {}{}); past the context the window slides (recomputed)\n",
              a.adapter.empty() ? a.path : a.path + " + " + a.adapter, c.step,
-             model->num_parameters(), m.layers, m.d_model, m.heads, m.kv_heads, m.context, m.d_ff,
+             model->num_parameters(), m.layers, m.d_model, m.heads, m.kv_heads, window, m.d_ff,
              m.norm, m.gelu, m.tied ? ", tied head" : "");
-  lm::Decoder decoder(*model, a.threads);
-  std::vector<int32_t> prompt;
-  const std::string text = a.prompt.value_or("The ");
-  for (char ch : text) prompt.push_back(int32_t(static_cast<unsigned char>(ch)));
+  lm::Decoder decoder(static_cast<nn::CachedDecoder&>(*model), cache, a.threads);
   // Streamed: each byte is written as soon as it is drawn (a long --tokens shows progress and
   // can be cut short with Ctrl-C or `| head`).
   // A failed write (a full disk, a closed pipe) stops the run with an error, not exit 0.
@@ -153,6 +168,10 @@ void register_sample(CLI::App& app) {
   cmd->add_option("--seed", a.sample.seed,
                   "threefry seed (one key split per byte; Llama: per token)")
       ->capture_default_str();
+  cmd->add_option("--context", a.context,
+                  "attention window in tokens, past which it slides (default: the training run's "
+                  "context, else the model's max_position_embeddings; lm: its context)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 31));
   cmd->add_option("--threads", a.threads, "host lane threads (0: OpenMP default)")
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxThreads));

@@ -217,6 +217,28 @@ for d in f32 f64 tied tied_head; do "$TLALOC" eval $d --text val.txt >$d.out || 
   die "F64 directory: $(cat f64.out) vs its F32 original: $(cat f32.out)"
 [ "$(sed -n 's/^loss: //p' tied.out)" = "$(sed -n 's/^loss: //p' tied_head.out)" ] ||
   die "tied with lm_head.weight: $(cat tied_head.out) vs without: $(cat tied.out)"
+# --context: eval's scoring window and sample's attention window, at most max_position_embeddings;
+# a text shorter than the window is scored as one window of its own length (the same figure), so
+# a model of 2^30 positions scores a short text at once.
+python3 -c '
+import json; c = json.load(open("f32/config.json")); c["max_position_embeddings"] = 2 ** 30
+json.dump(c, open("cfg_long.json", "w"))'
+cp -r f32 long && cp cfg_long.json long/config.json
+"$TLALOC" eval long --text val.txt >long.out
+n=$(sed -n 's/^loss: .*(\([0-9]*\) tokens.*/\1/p' long.out)
+"$TLALOC" eval long --text val.txt --context "$n" >long_n.out
+[ "$(sed -n 's/^loss: //p' long.out)" = "$(sed -n 's/^loss: //p' long_n.out)" ] ||
+  die "one window of the text's length: $(cat long_n.out) vs $(cat long.out)"
+"$TLALOC" eval f32 --text val.txt --context 8 >ctx8.out
+grep -q "context 8; on 1 text files" ctx8.out || die "eval --context 8: $(cat ctx8.out)"
+[ "$(sed -n 's/^loss: //p' ctx8.out)" != "$(sed -n 's/^loss: //p' f32.out)" ] ||
+  die "eval --context 8 gave the figure of context 32"
+refused "eval: --context 33 is more than the model's max_position_embeddings 32" \
+  eval f32 --text val.txt --context 33
+refused "sample: --context 33 is more than the model's max_position_embeddings 32" \
+  sample f32 --context 33
+"$TLALOC" sample long --tokens 4 --temperature 0 >/dev/null 2>long_sample.err ||
+  die "sample of a model of 2^30 positions: $(cat long_sample.err)"
 refused "tied_other: tensor 'lm_head.weight' (tied_other/model.safetensors) differs from model.embed_tokens.weight, which the config ties it to (tie_word_embeddings)" \
   eval tied_other --text val.txt
 # A BF16 directory loads widened to F32 exactly: the same figure as its F32 copy.

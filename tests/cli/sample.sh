@@ -49,4 +49,11 @@ fails "sample: --tokens -1 must be >= 0" sample "$ckpt" --tokens -1
 fails "sample: temperature -0.5 must be finite and >= 0" sample "$ckpt" --temperature -0.5
 fails "sample: top_k -2 must be >= 0" sample "$ckpt" --top-k -2
 fails "sample: --prompt is empty" sample "$ckpt" --prompt ""
+fails "sample: --context 17 is more than the model's context 16" sample "$ckpt" --context 17
+fails "eval: --context 17 is more than the model's context 16" eval "$ckpt" --text "$tmp/corpus.txt" --context 17
+# A shorter window: sample slides it sooner (still corpus text), eval scores in smaller windows.
+"$TLALOC" sample "$ckpt" --prompt "the cat " --tokens 24 --temperature 0 --context 12 >"$tmp/c12" 2>"$tmp/err"
+grep -q "context 12, d_ff 64" "$tmp/err" || { echo "FAIL: sample --context 12: $(cat "$tmp/err")"; exit 1; }
+"$TLALOC" eval "$ckpt" --text "$tmp/corpus.txt" --context 12 | grep -q "context 12; on 1 text files" ||
+  { echo "FAIL: eval --context 12"; exit 1; }
 echo "sample: ok"

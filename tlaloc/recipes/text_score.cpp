@@ -1,6 +1,7 @@
 #include "tlaloc/recipes/text_score.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -22,6 +23,8 @@ TextScore score_stream(nn::Module& model, const Array& stream, int64_t context, 
   if (n < 2) fail("score: a stream of {} tokens has nothing to predict (2 or more needed)", n);
   if (context < 1) fail("score: context {} must be >= 1", context);
   const int64_t windows = (n - 1 + context - 1) / context;  // every target in exactly one
+  // One window: as long as the stream (the same predictions: the padding is after them).
+  if (windows == 1) context = n - 1;
   auto named = model.named_parameters();
   const bool was_training = model.training();
   model.eval();
@@ -39,6 +42,14 @@ TextScore score_stream(nn::Module& model, const Array& stream, int64_t context, 
         },
         types);
   }
+  // A window's logits are its least memory; a context too long for them fails here, by name.
+  const double logit_bytes = double(context) * double(vocab) * 4.0;
+  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  if (have > 0 && 2 * logit_bytes > have)
+    fail(
+        "score: a window of {} tokens needs about {:.1f} GiB for its logits alone ({} per token), "
+        "more than half this machine's {:.1f} GiB of memory: score with a shorter context",
+        context, logit_bytes / 1073741824.0, vocab, have / 1073741824.0);
   const int64_t tokens = std::min(kScoreTokens, kScoreLogits / std::max<int64_t>(vocab, 1));
   const int64_t batch = std::min(windows, std::max<int64_t>(1, tokens / context));
   std::vector<ir::TensorType> types{{DType::s32, Shape{batch, context + 1}},

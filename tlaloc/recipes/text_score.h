@@ -6,7 +6,8 @@
 // non-overlapping windows of `context` tokens: window w feeds tokens [w·context, w·context +
 // context) and is scored on the next token at each position; the last window may be partial
 // (padded with token 0 after the stream's end, the padding unscored: the attention is causal,
-// so it changes nothing before it). Token 0 of the stream (the recipes put BOS there) is
+// so it changes nothing before it; a stream shorter than one window is run as one window of its
+// own length, the same predictions). Token 0 of the stream (the recipes put BOS there) is
 // context only. Windows are run in chunks of at most kScoreTokens tokens and kScoreLogits
 // logits (64 MiB of f32: a large vocabulary gets smaller chunks), the chunks' sums
 // (f32, in the program) added in f64 in order: the host lane gives the same bits on every run
@@ -39,7 +40,8 @@ struct TextScore {
 // a LlamaForCausalLM, any such Module, its parameters' current values) on `stream` (s32 [n], n
 // >= 2, ids below the vocabulary), a text of `bytes` bytes, windows as described above,
 // compiled for the host lane with `num_threads` (0: OpenMP's default). Throws tlaloc::Error for
-// n < 2, context < 1, or a non-finite total.
+// n < 2, context < 1, a window whose logits alone would take more than half the machine's
+// memory, or a non-finite total.
 TextScore score_stream(nn::Module& model, const Array& stream, int64_t context, int64_t bytes,
                        int num_threads = 0);
 
