@@ -58,38 +58,62 @@ const char* json_kind(const json& j) {
   }
 }
 
+namespace {
+
+// A SAX pass that builds nothing: nesting depth and duplicate keys, refused by name. (nlohmann's
+// parser callback would do the same while building, but it rescans the parent object at every
+// object's end: quadratic in a safetensors header's thousands of entries.)
+struct StrictSax : nlohmann::json_sax<json> {
+  const std::string& src;
+  std::string_view noun;
+  int max_depth, depth = 0;
+  std::vector<std::set<std::string>> keys;
+
+  StrictSax(const std::string& s, std::string_view n, int d) : src(s), noun(n), max_depth(d) {}
+  bool open() {
+    if (++depth > max_depth)
+      fail("{}: {} nests deeper than the format's {} levels", src, noun, max_depth);
+    return true;
+  }
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    keys.emplace_back();
+    return open();
+  }
+  bool key(string_t& k) override {
+    if (!keys.back().insert(k).second)
+      fail("{}: {} has the key '{}' twice in one object", src, noun, k);
+    return true;
+  }
+  bool end_object() override {
+    keys.pop_back();
+    --depth;
+    return true;
+  }
+  bool start_array(std::size_t) override { return open(); }
+  bool end_array() override {
+    --depth;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override {
+    fail("{}: {} is not valid JSON: {}", src, noun, e.what());
+  }
+};
+
+}  // namespace
+
 json parse_json_strict(std::string_view text, const std::string& src, std::string_view noun,
                        int max_depth) {
-  std::vector<std::set<std::string>> keys;
-  int depth = 0;
-  json::parser_callback_t cb = [&](int, json::parse_event_t ev, json& parsed) {
-    switch (ev) {
-      case json::parse_event_t::object_start:
-        keys.emplace_back();
-        [[fallthrough]];
-      case json::parse_event_t::array_start:
-        if (++depth > max_depth)
-          fail("{}: {} nests deeper than the format's {} levels", src, noun, max_depth);
-        break;
-      case json::parse_event_t::object_end:
-        keys.pop_back();
-        [[fallthrough]];
-      case json::parse_event_t::array_end:
-        --depth;
-        break;
-      case json::parse_event_t::key: {
-        const auto& k = parsed.get_ref<const std::string&>();
-        if (!keys.back().insert(k).second)
-          fail("{}: {} has the key '{}' twice in one object", src, noun, k);
-        break;
-      }
-      default:
-        break;
-    }
-    return true;
-  };
+  StrictSax sax(src, noun, max_depth);
+  json::sax_parse(text.begin(), text.end(), &sax);
   try {
-    return json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/true);
+    return json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
     fail("{}: {} is not valid JSON: {}", src, noun, e.what());
   }
