@@ -61,4 +61,9 @@ if as_nobody "unreadable data folder"; then
   refused "$tmp/locked/train-images-idx3-ubyte.gz: cannot read the data folder $tmp/locked: Permission denied" \
     train fmnist --data "$tmp/locked" --save "$tmp/w/f.st"
 fi
+# A FIFO is refused at once (opening it must not wait for a writer).
+mkfifo "$tmp/pipe.safetensors"
+timeout 20 "$TLALOC" inspect "$tmp/pipe.safetensors" >/dev/null 2>"$tmp/fifo.err" && die "inspect of a FIFO succeeded"
+grep -qxF "tlaloc: error: $tmp/pipe.safetensors: not a regular file" "$tmp/fifo.err" ||
+  die "inspect of a FIFO: $(cat "$tmp/fifo.err")"
 echo "errors_named: ok"
