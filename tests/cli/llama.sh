@@ -251,6 +251,9 @@ bad "train llama: --init shape: tensor 'model.norm.weight' (shape/model.safetens
   train llama --init shape --text corpus.txt
 bad "train llama: --init dtype: tensor 'model.norm.weight' (dtype/model.safetensors) is I32 [32], the model's is F32 [32]" \
   train llama --init dtype --text corpus.txt
+mkdir notok && cp m/config.json m/model.safetensors notok/
+bad "train llama: --init notok has no tokenizer.model: give the model's tokenizer with --tokenizer" \
+  train llama --init notok --text corpus.txt
 bad "train llama: --preset, --config and --init exclude each other" \
   train llama --preset tiny --config cfg.json --text corpus.txt
 mkdir empty && refused "eval: empty is a folder without config.json" eval empty

@@ -319,7 +319,8 @@ train::FitResult run(const Config& c) {
     tok.emplace(text::Tokenizer::load(*c.common.resume));
   }
   if (tok) check_vocab(*tok, cfg, what);
-  if (finetune && !tok)
+  // Pretrained embeddings stand for their own tokenizer's pieces: a new one would scramble them.
+  if (m.init && !tok)
     fail("{}: --init {} has no tokenizer.model: give the model's tokenizer with --tokenizer", what,
          c.init);
   if (tok && c.common.resume && !c.lora) {  // an adapter's tokenizer is its base model's
