@@ -251,6 +251,9 @@ bad "train llama: --init shape: tensor 'model.norm.weight' (shape/model.safetens
   train llama --init shape --text corpus.txt
 bad "train llama: --init dtype: tensor 'model.norm.weight' (dtype/model.safetensors) is I32 [32], the model's is F32 [32]" \
   train llama --init dtype --text corpus.txt
+cp -r m nostate
+refused_later "--resume nostate: no training state beside it (nostate.training.safetensors), so there is no run to continue; to train on from its weights, give it with --init" \
+  train llama "${common[@]}" --steps 40 --resume nostate --save bad
 mkdir notok && cp m/config.json m/model.safetensors notok/
 bad "train llama: --init notok has no tokenizer.model: give the model's tokenizer with --tokenizer" \
   train llama --init notok --text corpus.txt
