@@ -77,6 +77,12 @@ for r in "${recipes[@]}"; do
   edit "$ck" "$tmp/bad.st" meta step 3
   refused_later "$where: its metadata says step 3, but tensor 'optimizer.step' holds 5" \
     "${cmd[@]}" --resume "$tmp/bad.st" --save "$tmp/r.st"
+  edit "$ck" "$tmp/bad.st" meta step -1
+  refused_later "$where: its metadata says step -1: a step count is never negative" \
+    "${cmd[@]}" --resume "$tmp/bad.st" --save "$tmp/r.st"
+  edit "$ck" "$tmp/bad.st" meta data_position -5
+  refused_later "$where: its metadata says data_position -5: a position is never negative" \
+    "${cmd[@]}" --resume "$tmp/bad.st" --save "$tmp/r.st"
   edit "$ck" "$tmp/bad.st" drop optimizer.step
   refused_later "$where: its metadata says step 5, but it has no tensor 'optimizer.step'" \
     "${cmd[@]}" --resume "$tmp/bad.st" --save "$tmp/r.st"

@@ -176,6 +176,15 @@ void check_resumable(const io::Checkpoint& c, const std::string& where) {
           where, name, bad, a.numel());
   }
   if (!c.has_optimizer_state()) return;  // restore() refuses it, naming what is missing
+  if (c.step < 0)
+    fail(
+        "{}: its metadata says step {}: a step count is never negative (an edited or damaged file)",
+        where, c.step);
+  if (c.data_position && *c.data_position < 0)
+    fail(
+        "{}: its metadata says data_position {}: a position is never negative (an edited or "
+        "damaged file)",
+        where, *c.data_position);
   if (c.skipped_steps < 0 || c.skipped_steps > c.step)
     fail("{}: its metadata says {} of its {} steps were skipped: an edited or damaged file", where,
          c.skipped_steps, c.step);
