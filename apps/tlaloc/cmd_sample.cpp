@@ -98,9 +98,11 @@ void run_sample(const SampleArgs& a) {
         "sample: {} is a PEFT adapter directory: run it on its base model, sample BASE --adapter "
         "{}",
         a.path, a.path);
-  if (std::filesystem::is_directory(a.path, ec) &&
-      std::filesystem::exists(a.path + "/config.json", ec))
+  if (std::filesystem::is_directory(a.path, ec)) {
+    if (!std::filesystem::exists(a.path + "/config.json", ec))
+      fail("sample: {} is a folder without config.json (not a model directory)", a.path);
     return sample_llama(a);
+  }
   if (a.ignore_eos)
     fail(
         "sample: --ignore-eos is for Llama model directories ({} is an lm checkpoint, which has "

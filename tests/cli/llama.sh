@@ -260,6 +260,7 @@ bad "train llama: --init notok has no tokenizer.model: give the model's tokenize
 bad "train llama: --preset, --config and --init exclude each other" \
   train llama --preset tiny --config cfg.json --text corpus.txt
 mkdir empty && refused "eval: empty is a folder without config.json" eval empty
+refused "sample: empty is a folder without config.json (not a model directory)" sample empty
 # config.json's bos / eos ids (what HF's generate uses): in the vocabulary, and the tokenizer's.
 python3 -c '
 import json; c = json.load(open("cfg.json"))
