@@ -15,7 +15,9 @@ void register_train_lm(CLI::App& train) {
   cmd->add_option("--steps", c.steps, "training steps")
       ->capture_default_str()
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
-  cmd->add_option("--batch", c.batch, "windows per step")->capture_default_str();
+  cmd->add_option("--batch", c.batch, "windows per step")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   // A model size: a positive count (0 or less failed only after the corpus was read).
   auto size = [cmd](const char* flag, int64_t& v, const char* help) {
     return cmd->add_option(flag, v, help)

@@ -35,7 +35,10 @@ fails "train lm: --save $tmp is a folder" train lm "${small[@]}" --steps 2 --sav
 fails "train lm: --save is empty" train lm "${small[@]}" --steps 2 --save ""
 fails "train lm: --resume is empty" train lm "${small[@]}" --steps 2 --resume "" --save "$tmp/e.st"
 [ ! -e "$tmp/e.st" ] || { echo "FAIL: --resume '' trained from scratch"; exit 1; }
-fails "train lm: --batch 0 must be >= 1" train lm "${small[@]}" --batch 0 --steps 2
+cli_fails "--batch: Value 0 not in range 1 to" train lm "${small[@]}" --batch 0 --steps 2
+# A step whose logits and layer inputs alone pass the machine's memory: refused before compiling.
+fails "train lm: a step of --batch 1073741824 x --context 8 tokens needs at least" \
+  train lm "${small[@]}" --batch 1073741824 --steps 2
 fails "train lm: --dropout 1 must be in [0, 1)" train lm "${small[@]}" --dropout 1 --steps 2
 fails "train lm: --dropout -0.5 must be in [0, 1)" train lm "${small[@]}" --dropout -0.5 --steps 2
 fails "train lm: --save $tmp/no/x.safetensors: folder $tmp/no does not exist" \

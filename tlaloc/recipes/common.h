@@ -73,6 +73,14 @@ optim::Schedule make_schedule(const Common& c, const std::string& name, int64_t 
 // physical memory (sysconf), so such sizes fail at once instead of in the OOM killer.
 void check_fits_in_memory(double parameters, double bytes_per_parameter, const std::string& what);
 
+// Throws tlaloc::Error "<what>: a step of --batch B x --context C tokens needs at least X GiB
+// ..." when a causal LM's step cannot fit whatever the planner does: each process's tokens
+// (batch / processes x context) times their logits (vocab) and each layer's input (layers x
+// d_model), in f32, kept for the backward pass, exceed the physical memory. A lower bound: it
+// refuses no step that would fit.
+void check_step_fits_in_memory(int64_t batch, int64_t context, int64_t vocab, int64_t layers,
+                               int64_t d_model, const std::string& what);
+
 // "crc32:XXXXXXXX:BYTES" (zlib's crc32 and the length): what a training state records of its
 // text or tokenizer, so that a resume or `eval` can tell when it changed.
 std::string bytes_digest(std::string_view bytes);

@@ -205,6 +205,8 @@ Model choose_model(const Config& c) {
          distributed::world_size());
   // Parameters, gradients and AdamW's two moments: 4 f32 per parameter.
   check_memory(m.config, 16, c.name);
+  check_step_fits_in_memory(m.batch, m.context, m.config.vocab_size, m.config.num_hidden_layers,
+                            m.config.hidden_size, c.name);
   return m;
 }
 

@@ -217,6 +217,7 @@ void check_config(const Config& c) {
     fail("train lm: --dropout {} must be in [0, 1) (1 zeroes every activation)", m.dropout);
   // Parameters, gradients and AdamW's two moments: 4 f32 per parameter.
   check_fits_in_memory(m, 16, "train lm");
+  check_step_fits_in_memory(c.batch, m.context, m.vocab, m.layers, m.d_model, "train lm");
 }
 
 }  // namespace
