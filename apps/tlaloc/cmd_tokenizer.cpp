@@ -77,7 +77,7 @@ std::vector<int32_t> parse_ids(std::string_view line, int32_t vocab, const std::
     int64_t v = 0;
     auto [p, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
     if (ec != std::errc() || p != word.data() + word.size() || word[0] == '-')
-      fail("tokenizer decode: {}: '{}' is not an id", where, word);
+      fail("tokenizer decode: {}: {} is not an id", where, quoted(word));
     if (v >= vocab)
       fail("tokenizer decode: {}: id {} is out of range (the model has {} pieces: 0 to {})", where,
            word, vocab, vocab - 1);

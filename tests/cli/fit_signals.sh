@@ -43,7 +43,8 @@ wait "$pid" || rc=$?
 [ "$rc" -eq 130 ] || die "SIGTERM: exit $rc, not 130"
 grep -q "^interrupted at step [0-9]*: continue with --resume $tmp/term.safetensors" \
   "$tmp/term.out" || die "SIGTERM: no interrupted line"
-"$TLALOC" inspect "$tmp/term.safetensors" | grep -q "user.recipe = disc" || die "SIGTERM: no checkpoint"
+"$TLALOC" inspect "$tmp/term.safetensors" >"$tmp/term.inspect"
+grep -q "user.recipe = disc" "$tmp/term.inspect" || die "SIGTERM: no checkpoint"
 
 # A signal in the final evaluation (the checkpoint is written before it) stops at once with a
 # line saying where the run is; one during the last steps saves and stops as above. Either way
@@ -67,7 +68,8 @@ wait "$pid" || rc=$?
 grep -qxF "train llama: interrupted in the final evaluation: stopped; $tmp/m holds step 2 (continue with --resume $tmp/m)" \
   "$tmp/final.err" || grep -qxF "interrupted at step 2: continue with --resume $tmp/m" "$tmp/final.out" ||
   die "SIGTERM in the final evaluation: $(cat "$tmp/final.out" "$tmp/final.err")"
-"$TLALOC" inspect "$tmp/m.training.safetensors" | grep -qx "  step = 2" ||
+"$TLALOC" inspect "$tmp/m.training.safetensors" >"$tmp/m.inspect"
+grep -qx "  step = 2" "$tmp/m.inspect" ||
   die "SIGTERM in the final evaluation: the training state is not at step 2"
 
 # An empty --save / --resume is refused by name before any work, and writes nothing.

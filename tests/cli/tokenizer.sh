@@ -188,7 +188,7 @@ printf '5 6\n1 2000\n' >"$tmp/bad.ids"
 refused "tokenizer decode: $tmp/bad.ids line 2: id 2000 is out of range (the model has 2000 pieces: \
 0 to 1999)" tokenizer decode "$tmp/tl.model" "$tmp/bad.ids" && exits 1
 printf '5 x6\n' >"$tmp/bad.ids"
-refused "tokenizer decode: $tmp/bad.ids line 1: 'x6' is not an id" \
+refused "tokenizer decode: $tmp/bad.ids line 1: \"x6\" is not an id" \
   tokenizer decode "$tmp/tl.model" "$tmp/bad.ids" && exits 1
 refused "tokenizer: unknown command 'split' (known: train, encode, decode, info)" tokenizer split &&
   exits 2

@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace tlaloc {
 
@@ -18,6 +19,17 @@ class Error : public std::runtime_error {
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw Error(fmt::format(f, std::forward<Args>(args)...));
+}
+
+// Bytes of user input for a message: cut to `max` bytes, in quotes, bytes outside printable ASCII
+// as \xNN (a binary file's bytes would ring bells, or end the message at a NUL).
+inline std::string quoted(std::string_view s, size_t max = 40) {
+  std::string out = "\"";
+  for (char ch : s.substr(0, max)) {
+    const auto c = static_cast<unsigned char>(ch);
+    out += c >= 0x20 && c < 0x7f ? std::string(1, ch) : fmt::format("\\x{:02x}", c);
+  }
+  return out + (s.size() > max ? "...\"" : "\"");
 }
 
 }  // namespace tlaloc

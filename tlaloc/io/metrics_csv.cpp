@@ -52,18 +52,6 @@ std::vector<std::string_view> split_lines(std::string_view text) {
   return lines;
 }
 
-// A long cell is cut in the message.
-// s cut to `max` bytes in quotes, bytes outside printable ASCII as \xNN (a binary file's header
-// would ring bells, or end the message at a NUL).
-std::string quoted(std::string_view s, size_t max = 40) {
-  std::string out = "\"";
-  for (char ch : s.substr(0, max)) {
-    const auto c = static_cast<unsigned char>(ch);
-    out += c >= 0x20 && c < 0x7f ? std::string(1, ch) : fmt::format("\\x{:02x}", c);
-  }
-  return out + (s.size() > max ? "...\"" : "\"");
-}
-
 std::string file_text(const std::string& path, const std::string& what) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) fail("{}: {}: {}", what, path, std::strerror(errno));

@@ -282,7 +282,7 @@ Tokenizer train(const std::vector<std::string>& files, const TrainOptions& optio
     fail("tokenizer train: --vocab-size {} is out of range [1, {}]", options.vocab_size,
          kMaxVocabSize);
   // Byte fallback (Llama's option) needs the 256 byte pieces and <unk> <s> </s> whatever the text.
-  if (options.vocab_size < 259)
+  if (options.vocab_size < 3)
     fail(
         "tokenizer train: --vocab-size {} is too small: the 256 byte pieces and <unk> <s> </s> "
         "alone need 259 (and the text's characters more)",
