@@ -54,8 +54,8 @@ fails "train lm: a model of 1.983e+14 parameters needs about" train lm --layers 
 fails "train lm: --d-model 128 must be a multiple of --heads 3, itself a multiple of --kv-heads 4" \
   train lm --heads 3
 [ ! -s "$tmp/out" ] || { echo "FAIL: --heads 3: output before the error:"; cat "$tmp/out"; exit 1; }
-fails "train lm: --d-model 16 must be a multiple of --heads 2, itself a multiple of --kv-heads 0" \
-  train lm --d-model 16 --heads 2 --kv-heads 0
+fails "train lm: --kv-heads 0 must be >= 1" train lm --d-model 16 --heads 2 --kv-heads 0
+fails "train lm: --heads -2 must be >= 1" train lm --d-model 16 --heads -2
 
 # --resume: another seed, batch or dropout, or nothing left to train, is refused by name.
 r=(train lm "${small[@]}" --resume "$ckpt" --save "$tmp/r.safetensors")

@@ -208,7 +208,9 @@ void check_config(const Config& c) {
     fail("train lm: --batch {} does not split over {} processes", c.batch,
          distributed::world_size());
   const auto& m = c.model;
-  if (m.heads < 1 || m.kv_heads < 1 || m.d_model % m.heads != 0 || m.heads % m.kv_heads != 0)
+  if (m.heads < 1) fail("train lm: --heads {} must be >= 1", m.heads);
+  if (m.kv_heads < 1) fail("train lm: --kv-heads {} must be >= 1", m.kv_heads);
+  if (m.d_model % m.heads != 0 || m.heads % m.kv_heads != 0)
     fail(
         "train lm: --d-model {} must be a multiple of --heads {}, itself a multiple of --kv-heads "
         "{} (MHA: equal, GQA: a divisor, MQA: 1)",
