@@ -23,7 +23,9 @@ struct SampleArgs {
   std::string path;
   std::optional<std::string> prompt;  // unset: "The " (lm, bytes), "The" (Llama, pieces)
   int64_t tokens = 200;
-  recipes::lm::SampleOptions sample;
+  recipes::lm::SampleOptions sample;  // temperature, top_k, top_p below when given
+  std::optional<double> temperature, top_p;
+  std::optional<int64_t> top_k;
   int threads = 1;
   std::string adapter;  // llama: a PEFT LoRA adapter directory
   bool ignore_eos = false;
@@ -63,7 +65,30 @@ void sample_llama(const SampleArgs& a) {
              d.model->num_parameters(), m.num_hidden_layers, m.hidden_size, m.num_attention_heads,
              m.kv_heads(), m.vocab_size, d.context);
   recipes::lm::Decoder decoder(*d.model, cache, a.threads);
+  // HF generate's defaults for this model: generation_config.json's sampling keys, then the
+  // flags given over them.
   recipes::lm::SampleOptions o = a.sample;
+  std::vector<std::string> taken;
+  if (d.do_sample == false && !a.temperature) {
+    o.temperature = 0;
+    taken.push_back("do_sample false (greedy)");
+  } else if (d.do_sample != false) {
+    if (d.temperature && !a.temperature) {
+      o.temperature = *d.temperature;
+      taken.push_back(fmt::format("temperature {}", o.temperature));
+    }
+    if (d.top_k && !a.top_k) {
+      o.top_k = *d.top_k;
+      taken.push_back(fmt::format("top_k {}", o.top_k));
+    }
+    if (d.top_p && !a.top_p) {
+      o.top_p = *d.top_p;
+      taken.push_back(fmt::format("top_p {}", o.top_p));
+    }
+  }
+  if (!taken.empty())
+    fmt::print(stderr, "sampling with generation_config.json's {} (flags override them)\n",
+               fmt::join(taken, ", "));
   o.vocab = d.tokenizer->vocab_size();  // the model's ids past the tokenizer's have no text
   if (!a.ignore_eos) o.eos = d.eos;     // an end-of-sequence id ends the text, unwritten
   // Streamed a line at a time: each line is written once its newline is drawn (a line decodes
@@ -91,7 +116,7 @@ void run_sample(const SampleArgs& a) {
   if (a.prompt && a.prompt->empty())
     fail("sample: --prompt is empty; the model needs at least one byte");
   if (a.tokens < 0) fail("sample: --tokens {} must be >= 0", a.tokens);
-  lm::sample_token(std::vector<float>{0.0f}, a.sample, random::key(0));  // checks T and k
+  lm::sample_token(std::vector<float>{0.0f}, a.sample, random::key(0));  // checks T, k and p
   std::error_code ec;
   if (std::filesystem::exists(a.path + "/adapter_config.json", ec))
     fail(
@@ -162,11 +187,15 @@ void register_sample(CLI::App& app) {
                 "Llama: go on past an end-of-sequence token (generation_config.json's "
                 "eos_token_id, else config.json's), which otherwise ends the text");
   cmd->add_option("--tokens", a.tokens, "bytes (Llama: tokens) to generate")->capture_default_str();
-  cmd->add_option("--temperature", a.sample.temperature, "softmax temperature (0: greedy)")
-      ->capture_default_str();
-  cmd->add_option("--top-k", a.sample.top_k,
-                  "sample among the k most likely bytes (Llama: tokens; 0: all)")
-      ->capture_default_str();
+  cmd->add_option("--temperature", a.temperature,
+                  "softmax temperature (0: greedy; default 1, or a Llama directory's "
+                  "generation_config.json's)");
+  cmd->add_option("--top-k", a.top_k,
+                  "sample among the k most likely bytes (Llama: tokens; default 0: all, or "
+                  "generation_config.json's)");
+  cmd->add_option("--top-p", a.top_p,
+                  "nucleus sampling: among the most likely tokens whose probabilities sum to p "
+                  "(default 1: all, or generation_config.json's)");
   cmd->add_option("--seed", a.sample.seed,
                   "threefry seed (one key split per byte; Llama: per token)")
       ->capture_default_str();
@@ -177,7 +206,12 @@ void register_sample(CLI::App& app) {
   cmd->add_option("--threads", a.threads, "host lane threads (0: OpenMP default)")
       ->capture_default_str()
       ->check(CLI::Range(0, kMaxThreads));
-  cmd->callback([] { run_sample(a); });
+  cmd->callback([] {
+    if (a.temperature) a.sample.temperature = *a.temperature;
+    if (a.top_k) a.sample.top_k = *a.top_k;
+    if (a.top_p) a.sample.top_p = *a.top_p;
+    run_sample(a);
+  });
 }
 
 }  // namespace tlaloc::app

@@ -239,6 +239,22 @@ refused "sample: --context 33 is more than the model's max_position_embeddings 3
   sample f32 --context 33
 "$TLALOC" sample long --tokens 4 --temperature 0 >/dev/null 2>long_sample.err ||
   die "sample of a model of 2^30 positions: $(cat long_sample.err)"
+# generation_config.json's sampling keys are sample's defaults (as HF generate's), flags over them.
+for d in gc_greedy gc_top gc_bad; do cp -r f32 $d; done
+echo '{"do_sample": false}' >gc_greedy/generation_config.json
+echo '{"do_sample": true, "temperature": 0.7, "top_k": 3, "top_p": 0.9}' >gc_top/generation_config.json
+echo '{"top_p": 2}' >gc_bad/generation_config.json
+"$TLALOC" sample gc_greedy --tokens 8 >gc_greedy.out 2>gc_greedy.err
+"$TLALOC" sample f32 --tokens 8 --temperature 0 >greedy.out 2>/dev/null
+cmp -s gc_greedy.out greedy.out || die "do_sample false: $(cat gc_greedy.out) vs greedy $(cat greedy.out)"
+grep -qF "sampling with generation_config.json's do_sample false (greedy)" gc_greedy.err ||
+  die "no sampling line: $(cat gc_greedy.err)"
+"$TLALOC" sample gc_top --tokens 8 --seed 3 >gc_top.out 2>/dev/null
+"$TLALOC" sample f32 --tokens 8 --seed 3 --temperature 0.7 --top-k 3 --top-p 0.9 >top.out 2>/dev/null
+cmp -s gc_top.out top.out || die "generation_config sampling: $(cat gc_top.out) vs flags $(cat top.out)"
+"$TLALOC" sample gc_greedy --tokens 8 --seed 3 --temperature 0.7 --top-k 3 --top-p 0.9 >over.out 2>/dev/null
+cmp -s over.out top.out || die "flags did not override generation_config.json"
+refused "gc_bad/generation_config.json: top_p 2 must be a number in (0, 1]" sample gc_bad
 refused "tied_other: tensor 'lm_head.weight' (tied_other/model.safetensors) differs from model.embed_tokens.weight, which the config ties it to (tie_word_embeddings)" \
   eval tied_other --text val.txt
 # A BF16 directory loads widened to F32 exactly: the same figure as its F32 copy.

@@ -158,6 +158,38 @@ TEST(Generate, SamplerFollowsHandComputedProbabilities) {
   EXPECT_EQ(recipes::lm::sample_token(tie, {.temperature = 0}, random::key(0)), 1);
 }
 
+TEST(Generate, TopPKeepsTheNucleusHfsTopPWarperKeeps) {
+  // p = {0.5, 0.3, 0.15, 0.05}: sorted up, the cumulative sums are 0.05, 0.2, 0.5, 1; top_p 0.8
+  // drops those <= 0.2 (tokens 3 and 2), leaving 0 and 1 with 0.5 / 0.8 and 0.3 / 0.8. top_p
+  // 0.5 drops those <= 0.5 but the most likely: token 0 only. At T = 2 the softmax is of l / 2
+  // (p ∝ sqrt(0.5), sqrt(0.3), ...); top_k 3 then top_p apply in HF's order.
+  std::vector<float> l;
+  for (double p : {0.5, 0.3, 0.15, 0.05}) l.push_back(float(std::log(p)));
+  const int n = 4000;
+  auto keys = random::split(random::key(23), n);
+  int zeros = 0;
+  for (int i = 0; i < n; ++i) {
+    int32_t t = recipes::lm::sample_token(l, {.temperature = 1, .top_p = 0.8}, keys[size_t(i)]);
+    ASSERT_TRUE(t == 0 || t == 1) << t;
+    zeros += t == 0;
+  }
+  EXPECT_NEAR(double(zeros) / n, 0.625, 0.027);  // ~3.5 standard deviations
+  for (auto& k : random::split(random::key(2), 20))
+    EXPECT_EQ(recipes::lm::sample_token(l, {.temperature = 1, .top_p = 0.5}, k), 0);
+  // T = 2: q ∝ sqrt(p) = {.7071, .5477, .3873, .2236} / 1.8657 = {.379, .294, .208, .120}; top_k
+  // 3 drops token 3 first: {.379, .294, .208} / .880 = {.430, .333, .236}; top_p 0.7 drops the
+  // .236 (<= 0.3): tokens 0 and 1 with .430 / .764 = .563.
+  zeros = 0;
+  for (int i = 0; i < n; ++i) {
+    int32_t t =
+        recipes::lm::sample_token(l, {.temperature = 2, .top_k = 3, .top_p = 0.7}, keys[size_t(i)]);
+    ASSERT_TRUE(t == 0 || t == 1) << t;
+    zeros += t == 0;
+  }
+  const double q0 = std::sqrt(0.5), q1 = std::sqrt(0.3);
+  EXPECT_NEAR(double(zeros) / n, q0 / (q0 + q1), 0.027);
+}
+
 TEST(Generate, BadInputIsAnError) {
   nn::CausalLM m(small(2));
   recipes::lm::Decoder d(m);
@@ -183,6 +215,12 @@ TEST(Generate, BadInputIsAnError) {
             std::string::npos);
   EXPECT_NE(msg([&] { recipes::lm::generate(d, kPrompt, 3, {.top_k = -2}); }).find("top_k -2"),
             std::string::npos);
+  for (double p : {0.0, -0.5, 1.5, double(NAN)})
+    EXPECT_NE(msg([&] {
+                recipes::lm::generate(d, kPrompt, 3, {.top_p = p});
+              }).find("top_p " + fmt::format("{}", p) + " must be in (0, 1]"),
+              std::string::npos)
+        << p;
   EXPECT_NE(msg([&] {
               recipes::lm::generate(d, std::vector<int32_t>{300}, 3, {});
             }).find("prompt token 300"),

@@ -113,6 +113,33 @@ std::vector<float> Decoder::push(int32_t token) {
   return run(token, int32_t(window_.size() - 1));
 }
 
+namespace {
+
+// HF's TopPLogitsWarper on `scaled` (logits after temperature and top_k): softmax, tokens sorted
+// from least to most likely (ties: higher index first, so a tie keeps the lower index as top_k
+// does), and those whose cumulative probability is <= 1 - top_p set to -inf; the most likely
+// one always stays.
+void drop_past_top_p(std::vector<float>& scaled, double top_p) {
+  const double top = *std::max_element(scaled.begin(), scaled.end());
+  std::vector<double> p(scaled.size());
+  double z = 0;
+  for (size_t i = 0; i < p.size(); ++i) z += p[i] = std::exp(double(scaled[i]) - top);
+  std::vector<int32_t> order(scaled.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return scaled[size_t(a)] < scaled[size_t(b)] ||
+           (scaled[size_t(a)] == scaled[size_t(b)] && a > b);
+  });
+  double cumulative = 0;
+  for (size_t r = 0; r + 1 < order.size(); ++r) {
+    cumulative += p[size_t(order[r])] / z;
+    if (cumulative > 1 - top_p) break;
+    scaled[size_t(order[r])] = -INFINITY;
+  }
+}
+
+}  // namespace
+
 int32_t sample_token(std::span<const float> logits, const SampleOptions& o, random::Key key) {
   if (o.vocab < 0) fail("sample: vocab {} must be >= 0 (0: every id)", o.vocab);
   if (o.vocab > 0 && size_t(o.vocab) < logits.size()) logits = logits.first(size_t(o.vocab));
@@ -120,6 +147,8 @@ int32_t sample_token(std::span<const float> logits, const SampleOptions& o, rand
   if (!(o.temperature >= 0) || std::isinf(o.temperature))
     fail("sample: temperature {} must be finite and >= 0", o.temperature);
   if (o.top_k < 0) fail("sample: top_k {} must be >= 0 (0 keeps every token)", o.top_k);
+  if (!(o.top_p > 0 && o.top_p <= 1))
+    fail("sample: top_p {} must be in (0, 1] (1 keeps every token)", o.top_p);
   for (size_t i = 0; i < logits.size(); ++i)
     if (std::isnan(logits[i]) || logits[i] == INFINITY)
       fail(
@@ -144,6 +173,7 @@ int32_t sample_token(std::span<const float> logits, const SampleOptions& o, rand
                      [&](int32_t a, int32_t b) { return logits[size_t(a)] > logits[size_t(b)]; });
     for (size_t i = size_t(o.top_k); i < order.size(); ++i) scaled[size_t(order[i])] = -INFINITY;
   }
+  if (o.top_p < 1) drop_past_top_p(scaled, o.top_p);
   Array l = Array::from<float>(Shape{n}, scaled);
   return random::categorical(key, l).data<int32_t>()[0];
 }

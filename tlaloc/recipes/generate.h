@@ -65,6 +65,9 @@ class Decoder {
 struct SampleOptions {
   double temperature = 1.0;  // 0: greedy (argmax); finite > 0: softmax(logits / temperature)
   int64_t top_k = 0;         // keep the k largest logits (0 or >= vocab: all)
+  // Nucleus sampling (Holtzman et al. 2020; HF's TopPLogitsWarper): keep the most likely tokens
+  // whose probabilities (after temperature and top_k) sum to at least top_p. 1: all.
+  double top_p = 1.0;
   uint64_t seed = 20260921;  // keys: random::key(seed), split once per generated token
   // > 0: only ids below it are drawn (the logits past it are dropped first): a tokenizer with
   // fewer pieces than the model's vocabulary.
@@ -76,10 +79,12 @@ struct SampleOptions {
 
 // One token from `logits` [vocab]: temperature 0 -> the first index of the largest logit;
 // otherwise jax.random.categorical(key, logits / temperature) with every logit outside the
-// top_k largest set to -inf (ties at the k-th value broken by lower index). When a tiny
+// top_k largest set to -inf (ties at the k-th value broken by lower index), then, for top_p < 1,
+// every token HF's TopPLogitsWarper drops: sorted from least to most likely, those whose
+// cumulative probability is <= 1 - top_p (the most likely always kept). When a tiny
 // temperature would overflow f32, (logits - max) / temperature is used instead (the same
 // softmax). Throws tlaloc::Error for empty logits, a NaN or +inf logit, temperature < 0,
-// NaN or inf, top_k < 0.
+// NaN or inf, top_k < 0, top_p outside (0, 1].
 int32_t sample_token(std::span<const float> logits, const SampleOptions& o, random::Key key);
 
 // Feeds `prompt` (non-empty, tokens in [0, vocab); only its last `context` tokens matter, so

@@ -453,6 +453,39 @@ std::vector<int32_t> eos_ids(const io::HfModelDir& d, const LlamaConfig& cfg,
   return ids;
 }
 
+// generation_config.json's do_sample, temperature, top_k and top_p, where set (null: unset).
+void read_sampling(const io::HfModelDir& d, LoadedDir& r, const std::string& dir) {
+  const auto& g = d.generation_config();
+  if (!g) return;
+  auto get = [&](const char* key, bool (*ok)(const json&), const char* want) -> const json* {
+    auto it = g->find(key);
+    if (it == g->end() || it->is_null()) return nullptr;
+    if (!ok(*it)) fail("{}/generation_config.json: {} {} must be {}", dir, key, it->dump(), want);
+    return &*it;
+  };
+  if (auto v = get(
+          "do_sample", [](const json& v) { return v.is_boolean(); }, "true or false"))
+    r.do_sample = v->get<bool>();
+  if (auto v = get(
+          "temperature",
+          [](const json& v) {
+            return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() >= 0;
+          },
+          "a finite number >= 0"))
+    r.temperature = v->get<double>();
+  if (auto v = get(
+          "top_k", [](const json& v) { return v.is_number_integer() && v.get<int64_t>() >= 0; },
+          "an integer >= 0"))
+    r.top_k = v->get<int64_t>();
+  if (auto v = get(
+          "top_p",
+          [](const json& v) {
+            return v.is_number() && v.get<double>() > 0 && v.get<double>() <= 1;
+          },
+          "a number in (0, 1]"))
+    r.top_p = v->get<double>();
+}
+
 }  // namespace
 
 LoadedDir load_dir(const std::string& dir, bool need_tokenizer) {
@@ -468,6 +501,7 @@ LoadedDir load_dir(const std::string& dir, bool need_tokenizer) {
                                             : cfg.max_position_embeddings;
   r.context = std::min(r.context, cfg.max_position_embeddings);
   r.eos = eos_ids(d, cfg, dir);
+  read_sampling(d, r, dir);
   if (d.tokenizer_model()) {
     r.tokenizer.emplace(text::Tokenizer::load(*d.tokenizer_model()));
     check_vocab(*r.tokenizer, cfg, dir);

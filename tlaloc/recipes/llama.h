@@ -79,6 +79,11 @@ struct LoadedDir {
   // Where generation ends (HF generate's eos_token_id): generation_config.json's eos_token_id
   // when the file has the key (an id, a list, or null: none), else config.json's.
   std::vector<int32_t> eos;
+  // generation_config.json's sampling keys, when it sets them (HF generate's defaults for this
+  // model): do_sample false means greedy; temperature, top_k, top_p as HF's logits warpers.
+  std::optional<bool> do_sample;
+  std::optional<double> temperature, top_p;
+  std::optional<int64_t> top_k;
 };
 // Throws naming DIR and the key / tensor / file (hf_dir.h's refusals, config keys, tensors of
 // another name, shape or dtype, NaN / inf parameters, a tokenizer larger than vocab_size).
