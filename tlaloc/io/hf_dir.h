@@ -141,6 +141,9 @@ void save_hf_dir(const std::string& dir, const nlohmann::json& config, const Nam
 
 // "DIR.training.safetensors" (DIR without trailing slashes).
 std::string training_state_path(const std::string& dir);
+// For `--resume DIR`: throws "--resume DIR: no training state beside it (DIR.training.safetensors),
+// so there is no run to continue; <instead>" when that file is absent.
+void require_training_state(const std::string& dir, std::string_view instead);
 
 // A digest of tensors (names, dtypes, shapes, bytes; order-independent): "crc32:XXXXXXXX:BYTES".
 std::string tensors_digest(const std::vector<TensorRef>& tensors);

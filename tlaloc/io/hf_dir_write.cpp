@@ -164,6 +164,13 @@ std::string training_state_path(const std::string& dir) {
   return folder_name(dir, "model directory") + ".training.safetensors";
 }
 
+void require_training_state(const std::string& dir, std::string_view instead) {
+  struct stat st {};
+  if (::stat(training_state_path(dir).c_str(), &st) != 0)
+    fail("--resume {}: no training state beside it ({}), so there is no run to continue; {}", dir,
+         training_state_path(dir), instead);
+}
+
 std::string tensors_digest(const std::vector<TensorRef>& tensors) {
   std::vector<const TensorRef*> sorted;
   for (const TensorRef& t : tensors) sorted.push_back(&t);

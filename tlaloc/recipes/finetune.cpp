@@ -1,7 +1,6 @@
 #include "tlaloc/recipes/finetune.h"
 
 #include <fmt/format.h>
-#include <sys/stat.h>
 
 #include <cstring>
 #include <map>
@@ -43,12 +42,8 @@ train::FitOptions::CheckpointFormat lora_format(const io::PeftLoraConfig& cfg,
   };
   format.load = [cfg](const std::string& path) {
     io::PeftAdapter a = io::load_peft_adapter(path);
-    struct stat st {};
-    if (::stat(io::training_state_path(path).c_str(), &st) != 0)
-      fail(
-          "--resume {}: no training state beside it ({}), so there is no run to continue; to "
-          "train on from the adapter's weights, give it with --adapter",
-          path, io::training_state_path(path));
+    io::require_training_state(path,
+                               "to train on from the adapter's weights, give it with --adapter");
     const io::PeftLoraConfig& h = a.config;
     if (h.r != cfg.r || h.lora_alpha != cfg.lora_alpha || h.lora_dropout != cfg.lora_dropout ||
         h.use_rslora != cfg.use_rslora || h.target_modules != cfg.target_modules)

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <sys/stat.h>
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -298,12 +297,7 @@ train::FitResult run(const Config& c) {
     io::HfModelDir d = io::HfModelDir::open(path);
     if (d.config() != config_json)
       fail("--resume {}: its config.json is not this run's model ({})", path, m.label);
-    struct stat st {};
-    if (::stat(io::training_state_path(path).c_str(), &st) != 0)
-      fail(
-          "--resume {}: no training state beside it ({}), so there is no run to continue; to "
-          "train on from its weights, give it with --init",
-          path, io::training_state_path(path));
+    io::require_training_state(path, "to train on from its weights, give it with --init");
     return io::load_hf_checkpoint(d, true);
   };
   LlamaForCausalLM model(cfg);
