@@ -64,10 +64,7 @@ class SignalGuard {
   explicit SignalGuard(bool on) : on_(on) {
     if (!on_) return;
     g_signal = 0;
-    set_exit_line(
-        "tlaloc: interrupted again: stopped at once, without saving (the last checkpoint "
-        "written is kept whole)\n",
-        false);
+    set_exit_line(kAgainLine, false);
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
