@@ -105,16 +105,13 @@ void restore_strict(LlamaForCausalLM& model, const io::HfModelDir& src, const st
       fail("{}: tensor '{}' ({}) is {}, the model's is {} {}", what, p.name, src.file_of(p.name),
            describe(*v), io::st_name(io::from_tlaloc(want)), to_string(p.param->value.shape()));
   }
-  auto is_param = [&](const std::string& n) {
-    return std::any_of(named.begin(), named.end(), [&](auto& p) { return p.name == n; });
-  };
+  std::map<std::string, DType> want;  // the parameters' names and dtypes
+  for (auto& p : named) want[p.name] = p.param->value.dtype();
   for (const auto& v : src.tensors())
-    if (!is_param(v.name) && !skipped_on_load(v.name, model.config()))
+    if (!want.count(v.name) && !skipped_on_load(v.name, model.config()))
       fail("{}: tensor '{}' ({}) is not a parameter of the model (the config's)", what, v.name,
            src.file_of(v.name));
   io::Checkpoint c = io::load_hf_checkpoint(src, false);
-  std::map<std::string, DType> want;
-  for (auto& p : named) want[p.name] = p.param->value.dtype();
   const Array* embed = nullptr;
   for (auto& [name, a] : c.params)
     if (name == "model.embed_tokens.weight") embed = &a;
