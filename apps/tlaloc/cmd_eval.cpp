@@ -54,7 +54,8 @@ void eval_llama(const EvalArgs& a) {
         fmt::format("the held-out text of its training run ({} bytes)", llama::total_bytes(docs));
   } else {
     docs = llama::read_documents(a.text, "eval: --text");
-    what = fmt::format("{} text files ({} bytes)", a.text.size(), llama::total_bytes(docs));
+    what = fmt::format("{} text file{} ({} bytes)", a.text.size(), a.text.size() == 1 ? "" : "s",
+                       llama::total_bytes(docs));
   }
   fmt::print("{}: step {}, {} parameters, context {}; on {}\n", run, d.state.step,
              d.model->num_parameters(), d.context, what);
@@ -78,9 +79,10 @@ void eval_lm(const EvalArgs& a, const io::Checkpoint& c) {
   const Array bytes = recipes::lm::read_corpus(a.text);
   const int64_t context =
       scoring_context(a, model->config().context, model->config().context, "context");
-  fmt::print("{}: step {}, {} parameters, context {}; on {} text files ({} bytes)\n",
+  fmt::print("{}: step {}, {} parameters, context {}; on {} text file{} ({} bytes)\n",
              a.adapter.empty() ? a.path : a.path + " + " + a.adapter, c.step,
-             model->num_parameters(), context, a.text.size(), bytes.numel());
+             model->num_parameters(), context, a.text.size(), a.text.size() == 1 ? "" : "s",
+             bytes.numel());
   if (bytes.numel() < 2) fail("eval: the text has {} byte; 2 or more are needed", bytes.numel());
   recipes::TextScore s;
   {

@@ -74,8 +74,10 @@ void run_export(const ExportArgs& a) {
   stablehlo::parse(text);  // what tlaloc exports, tlaloc reads back
   if (to_stdout)
     std::fwrite(text.data(), 1, text.size(), stdout);
-  else
+  else {
     write_file(a.output, text);
+    fmt::print("wrote {} ({} bytes of StableHLO)\n", a.output, text.size());
+  }
 }
 
 }  // namespace

@@ -53,8 +53,11 @@ void register_finetune(CLI::App& app) {
                   "text files (default: the King James Bible (bible-kjv) and Debian's fortunes)");
   cmd->add_option("--tokenizer", c.tokenizer,
                   "SentencePiece .model (default: DIR/tokenizer.model)");
-  auto* ctx = cmd->add_option("--context", context, "tokens per window (default: 256)")
-                  ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  auto* ctx =
+      cmd->add_option(
+             "--context", context,
+             "tokens per window (default: 256, or the model's max_position_embeddings if fewer)")
+          ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   auto* bat = cmd->add_option("--batch", batch, "windows per step (default: 8)")
                   ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   cmd->add_option("--steps", c.steps, "training steps")

@@ -322,7 +322,7 @@ refused_later "--resume lmf.safetensors: it was trained with freeze=tok_emb.*, t
 # An lm adapter in eval, sample and merge: the merged weights are W + (alpha / r) B A (computed
 # here in f64), the rest the base's; the merged checkpoint scores and samples as base + adapter.
 "$TLALOC" merge lmb.safetensors lml lmm.safetensors >merge.out
-grep -q "^merged the 4 LoRA adapters of lml into lmb.safetensors: wrote lmm.safetensors$" merge.out ||
+grep -q "^merged the 4 LoRA adapters of lml (r 8, scaling 2) into lmb.safetensors: wrote lmm.safetensors$" merge.out ||
   die "lm merge: $(cat merge.out)"
 python3 - <<'PY' || die "lm merged weights"
 import json, st

@@ -230,7 +230,7 @@ n=$(sed -n 's/^loss: .*(\([0-9]*\) tokens.*/\1/p' long.out)
 [ "$(sed -n 's/^loss: //p' long.out)" = "$(sed -n 's/^loss: //p' long_n.out)" ] ||
   die "one window of the text's length: $(cat long_n.out) vs $(cat long.out)"
 "$TLALOC" eval f32 --text val.txt --context 8 >ctx8.out
-grep -q "context 8; on 1 text files" ctx8.out || die "eval --context 8: $(cat ctx8.out)"
+grep -q "context 8; on 1 text file (" ctx8.out || die "eval --context 8: $(cat ctx8.out)"
 [ "$(sed -n 's/^loss: //p' ctx8.out)" != "$(sed -n 's/^loss: //p' f32.out)" ] ||
   die "eval --context 8 gave the figure of context 32"
 refused "eval: --context 33 is more than the model's max_position_embeddings 32" \

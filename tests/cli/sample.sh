@@ -55,6 +55,6 @@ fails "eval: --context 17 is more than the model's context 16" eval "$ckpt" --te
 "$TLALOC" sample "$ckpt" --prompt "the cat " --tokens 24 --temperature 0 --context 12 >"$tmp/c12" 2>"$tmp/err"
 grep -q "context 12, d_ff 64" "$tmp/err" || { echo "FAIL: sample --context 12: $(cat "$tmp/err")"; exit 1; }
 "$TLALOC" eval "$ckpt" --text "$tmp/corpus.txt" --context 12 >"$tmp/e12"
-grep -q "context 12; on 1 text files" "$tmp/e12" ||
+grep -q "context 12; on 1 text file (" "$tmp/e12" ||
   { echo "FAIL: eval --context 12"; exit 1; }
 echo "sample: ok"

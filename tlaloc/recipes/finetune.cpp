@@ -167,4 +167,15 @@ void check_adapter_base(const io::Checkpoint& state, const std::string& base_dig
         adapter, base, want->second, base, base_digest);
 }
 
+std::string merge_line(size_t adapted, const io::PeftLoraConfig& adapter,
+                       const std::string& adapter_dir, const std::string& base,
+                       const std::string& out) {
+  const double scaling =
+      nn::LoraConfig{
+          .r = adapter.r, .lora_alpha = adapter.lora_alpha, .use_rslora = adapter.use_rslora}
+          .scaling();
+  return fmt::format("merged the {} LoRA adapters of {} (r {}, scaling {}) into {}: wrote {}\n",
+                     adapted, adapter_dir, adapter.r, scaling, base, out);
+}
+
 }  // namespace tlaloc::recipes

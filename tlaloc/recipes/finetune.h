@@ -49,6 +49,11 @@ void apply_peft_adapter(nn::Module& model, const io::PeftAdapter& adapter,
 // · B A (nn::merged_lora_weights) and the adapters' own tensors left out: the merged model.
 // Throws naming `what` for a merged weight that is not finite (e.g. a huge lora_alpha).
 io::NamedArrays merged_parameters(nn::Module& model, const std::string& what);
+// The line `tlaloc merge` prints: "merged the N LoRA adapters of ADAPTER (r R, scaling S) into
+// BASE: wrote OUT".
+std::string merge_line(size_t adapted, const io::PeftLoraConfig& adapter,
+                       const std::string& adapter_dir, const std::string& base,
+                       const std::string& out);
 
 // Refuses (naming both) an adapter whose training state `state` records a base_model digest
 // other than `base_digest` (io::tensors_digest of the base's tensors): it was trained on

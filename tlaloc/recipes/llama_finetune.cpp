@@ -122,12 +122,7 @@ void merge_adapter(const std::string& dir, const std::string& adapter_dir, const
   for (const char* kept : io::kHfKeptFiles)  // OUT keeps no tokenizer file of another model
     if (!opt.files.count(kept)) opt.dropped.insert(kept);
   io::save_hf_dir(out, config, tensors, opt);
-  const double scaling = nn::LoraConfig{.r = adapter.config.r,
-                                        .lora_alpha = adapter.config.lora_alpha,
-                                        .use_rslora = adapter.config.use_rslora}
-                             .scaling();
-  fmt::print(log, "merged the {} LoRA adapters of {} (r {}, scaling {}) into {}: wrote {}\n",
-             adapted, adapter_dir, adapter.config.r, scaling, dir, out);
+  fmt::print(log, "{}", merge_line(adapted, adapter.config, adapter_dir, dir, out));
 }
 
 }  // namespace tlaloc::recipes::llama

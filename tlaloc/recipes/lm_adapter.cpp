@@ -52,8 +52,9 @@ void merge_adapter(const std::string& ckpt, const std::string& adapter_dir, cons
     if (auto it = base.user.find(k); it != base.user.end()) c.user[k] = it->second;
   c.seed = base.seed;
   io::save_checkpoint(out, c);
-  fmt::print(log, "merged the {} LoRA adapters of {} into {}: wrote {}\n", adapted, adapter_dir,
-             ckpt, out);
+  fmt::print(
+      log, "{}",
+      merge_line(adapted, io::load_peft_adapter(adapter_dir).config, adapter_dir, ckpt, out));
 }
 
 }  // namespace tlaloc::recipes::lm

@@ -436,6 +436,11 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
                    : std::string("every process runs the whole batch (this job does not split it)"),
                per, total, t.zero() ? ", ZeRO-1" : "");
   }
+  auto report_collectives = [&] {
+    if (many)
+      fmt::print(o.out, "data parallel: {:.3f} s of {:.3f} s in all-reduce / all-gather (rank 0)\n",
+                 distributed::world().collective_seconds(), seconds_since(run_start));
+  };
   FitResult r;
   auto interrupted = [&](int sig) {
     if (o.save)
@@ -500,6 +505,7 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
       if (o.stop_after > 0 && t.steps_taken() >= o.stop_after) {
         save();
         fmt::print(o.out, "stopped after {} steps (--stop-after)\n", t.steps_taken());
+        report_collectives();
         r.stopped = true;
         r.steps = t.steps_taken();
         return r;
@@ -540,8 +546,9 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     if (by_epoch) evaluate("epoch", true, end_b);
   }
   if (r.out_of_time)
-    fmt::print(o.out, "stopped at step {} of {}: the time limit of {:.4g} minutes is reached{}\n",
+    fmt::print(o.out, "stopped at step {} of {}: the time limit of {:.4g} minute{} is reached{}\n",
                t.steps_taken(), o.steps, o.time_limit_seconds / 60,
+               o.time_limit_seconds == 60 ? "" : "s",
                o.save ? " (continue with --resume " + *o.save + ")" : "");
   // The checkpoint is written before the final evaluation, so a signal during it (which stops
   // the run at once) loses no step; its line is printed after the evaluation, as before.
@@ -566,9 +573,7 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
   if (o.handle_signals) set_exit_line(kAgainLine, false);
   if (unsaved && root) fmt::print(o.out, "saved {} (step {})\n", *o.save, t.steps_taken());
   write_plot();
-  if (many)
-    fmt::print(o.out, "data parallel: {:.3f} s of {:.3f} s in all-reduce / all-gather (rank 0)\n",
-               distributed::world().collective_seconds(), seconds_since(run_start));
+  report_collectives();
   r.steps = t.steps_taken();
   return r;
 }
