@@ -45,7 +45,7 @@ void register_plot(CLI::App& app);            // tlaloc plot METRICS.csv... -o F
 void set_exit_status(int status);
 int exit_status();
 
-// SIGINT, SIGTERM and SIGHUP (unless ignored) remove the temporaries of saves in progress
+// SIGINT, SIGTERM, SIGHUP and SIGPIPE (unless ignored) remove the temporaries of saves in progress
 // (io::remove_live_temporaries) before they end the process; train::fit replaces this with its
 // own handling while it runs.
 void remove_temporaries_on_signals();

@@ -33,7 +33,7 @@ void set_exit_status(int status) { g_exit_status = status; }
 int exit_status() { return g_exit_status; }
 
 void remove_temporaries_on_signals() {
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) {
     struct sigaction old {};
     sigaction(sig, nullptr, &old);
     if (old.sa_handler == SIG_IGN) continue;  // e.g. nohup: stays ignored

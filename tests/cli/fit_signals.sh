@@ -72,6 +72,22 @@ grep -qxF "train llama: interrupted in the final evaluation: stopped; $tmp/m hol
 grep -qx "  step = 2" "$tmp/m.inspect" ||
   die "SIGTERM in the final evaluation: the training state is not at step 2"
 
+# A signal while train llama trains its tokenizer (its text copied to a private folder under
+# $TMPDIR) leaves no folder behind.
+mkdir "$tmp/tmpdir"
+TMPDIR="$tmp/tmpdir" "$TLALOC" train llama --preset tiny --text "$tmp/bible.txt" --steps 2 \
+  --threads 1 --save "$tmp/t" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 600); do
+  [ -n "$(ls -A "$tmp/tmpdir")" ] && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.02
+done
+sleep 0.3
+kill -TERM "$pid"
+wait "$pid" || true
+[ -z "$(ls -A "$tmp/tmpdir")" ] || die "a signal left $(ls -A "$tmp/tmpdir") in TMPDIR"
+
 # An empty --save / --resume is refused by name before any work, and writes nothing.
 for args in "train disc --save ''" "train fmnist --resume '' --save $tmp/f.safetensors" \
   "train lm --resume '' --save $tmp/l.safetensors"; do

@@ -41,7 +41,8 @@ namespace {
 
 constexpr const char* kWhat = "train llama";
 
-// A private folder under $TMPDIR (or /tmp), removed with everything in it.
+// A private folder under $TMPDIR (or /tmp) of files only, removed with them: by its destructor,
+// or by io::remove_live_temporaries() when a signal ends the process.
 class TempDir {
  public:
   TempDir() {
@@ -49,8 +50,10 @@ class TempDir {
     std::string tmpl = std::string(t && *t ? t : "/tmp") + "/tlaloc-llama-XXXXXX";
     if (!::mkdtemp(tmpl.data())) fail("{}: cannot create a folder in {}", kWhat, tmpl);
     path_ = tmpl;
+    slot_ = io::detail::register_live(path_, true);
   }
   ~TempDir() {
+    io::detail::unregister_live(slot_);
     std::error_code ec;
     std::filesystem::remove_all(path_, ec);
   }
@@ -60,6 +63,7 @@ class TempDir {
 
  private:
   std::string path_;
+  int slot_ = -1;
 };
 
 void write_file(const std::string& path, const std::string& bytes) {
