@@ -107,15 +107,17 @@ void check_fits_in_memory(double n, double bytes_per_parameter, const std::strin
 }
 
 void check_step_fits_in_memory(int64_t batch, int64_t context, int64_t vocab, int64_t layers,
-                               int64_t d_model, const std::string& what) {
+                               int64_t d_model, int64_t d_ff, const std::string& what) {
   const double tokens = double(batch) / distributed::world_size() * double(context);
-  const double need = tokens * (double(vocab) + double(layers) * double(d_model)) * 4.0;
+  const double per_layer = 2.0 * double(d_model) + double(d_ff);
+  const double need = tokens * (double(vocab) + double(layers) * per_layer) * 4.0;
   const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   if (have > 0 && need > have)
     fail(
         "{}: a step of --batch {} x --context {} tokens needs at least {:.4g} GiB of activations "
-        "(each token's logits and each layer's input, f32), more than this machine's {:.1f} GiB "
+        "(each token's logits, norm inputs and MLP activations, f32), more than this machine's "
+        "{:.1f} GiB "
         "of memory: lower --batch or --context",
         what, batch, context, need / kGiB, have / kGiB);
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "tlaloc/runtime/executable.h"
 #include "tlaloc/stablehlo/emit.h"
 #include "tlaloc/train/fit.h"
 #include "tlaloc/train/trainer.h"
@@ -75,11 +76,24 @@ void check_fits_in_memory(double parameters, double bytes_per_parameter, const s
 
 // Throws tlaloc::Error "<what>: a step of --batch B x --context C tokens needs at least X GiB
 // ..." when a causal LM's step cannot fit whatever the planner does: each process's tokens
-// (batch / processes x context) times their logits (vocab) and each layer's input (layers x
-// d_model), in f32, kept for the backward pass, exceed the physical memory. A lower bound: it
-// refuses no step that would fit.
+// (batch / processes x context) times what the backward pass must keep of them, in f32 (their
+// logits, and per layer the two norms' inputs and the MLP's hidden activation), exceed the
+// physical memory. A lower bound: it refuses no step that would fit.
 void check_step_fits_in_memory(int64_t batch, int64_t context, int64_t vocab, int64_t layers,
-                               int64_t d_model, const std::string& what);
+                               int64_t d_model, int64_t d_ff, const std::string& what);
+// f(), with a runtime::OutOfMemory (the lane could not hold the program's buffers) rethrown as
+// "<what>: <its message>: a step of --batch B x --context C tokens does not fit ...".
+template <typename F>
+decltype(auto) naming_step_size(const std::string& what, int64_t batch, int64_t context, F&& f) {
+  try {
+    return f();
+  } catch (const runtime::OutOfMemory& e) {
+    fail(
+        "{}: {}: a step of --batch {} x --context {} tokens does not fit in this machine's "
+        "memory; lower --batch or --context",
+        what, e.what(), batch, context);
+  }
+}
 
 // "crc32:XXXXXXXX:BYTES" (zlib's crc32 and the length): what a training state records of its
 // text or tokenizer, so that a resume or `eval` can tell when it changed.

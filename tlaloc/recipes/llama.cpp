@@ -205,8 +205,9 @@ Model choose_model(const Config& c) {
          distributed::world_size());
   // Parameters, gradients and AdamW's two moments: 4 f32 per parameter.
   check_memory(m.config, 16, c.name);
-  check_step_fits_in_memory(m.batch, m.context, m.config.vocab_size, m.config.num_hidden_layers,
-                            m.config.hidden_size, c.name);
+  if (c.common.lane == train::Lane::host)  // pjrt: the activations are the device's
+    check_step_fits_in_memory(m.batch, m.context, m.config.vocab_size, m.config.num_hidden_layers,
+                              m.config.hidden_size, m.config.intermediate_size, c.name);
   return m;
 }
 
@@ -382,9 +383,12 @@ train::FitResult run(const Config& c) {
   const bool dropout = c.lora && c.lora->lora_dropout > 0;  // a fresh key every step
 
   std::optional<train::Activity> compiling(std::in_place, "compiling the train step", out);
-  train::Trainer trainer(model, lm::sampled_loss_fn(ctx, c.common.seed, m.batch, ntrain, dropout),
-                         lm::sampled_inputs(ntrain), optim::AdamW{.lr = c.lr, .weight_decay = c.wd},
-                         topt);
+  std::optional<train::Trainer> made;
+  naming_step_size(what, m.batch, ctx, [&] {
+    made.emplace(model, lm::sampled_loss_fn(ctx, c.common.seed, m.batch, ntrain, dropout),
+                 lm::sampled_inputs(ntrain), optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
+  });
+  train::Trainer& trainer = *made;
   trainer_of_run = &trainer;
   compiling.reset();
   fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
@@ -419,7 +423,7 @@ train::FitResult run(const Config& c) {
     val_nats = s.nats_per_token();
   };
   cb.final_metrics = [&] { return train::Metrics{{"val_loss", val_nats}}; };
-  return train::fit(trainer, f, cb);
+  return naming_step_size(what, m.batch, ctx, [&] { return train::fit(trainer, f, cb); });
 }
 
 namespace {

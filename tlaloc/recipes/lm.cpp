@@ -219,7 +219,8 @@ void check_config(const Config& c) {
     fail("train lm: --dropout {} must be in [0, 1) (1 zeroes every activation)", m.dropout);
   // Parameters, gradients and AdamW's two moments: 4 f32 per parameter.
   check_fits_in_memory(m, 16, "train lm");
-  check_step_fits_in_memory(c.batch, m.context, m.vocab, m.layers, m.d_model, "train lm");
+  if (c.common.lane == train::Lane::host)  // pjrt: the activations are the device's
+    check_step_fits_in_memory(c.batch, m.context, m.vocab, m.layers, m.d_model, m.d_ff, "train lm");
 }
 
 }  // namespace
@@ -330,9 +331,12 @@ train::FitResult run(const Config& c) {
              finetune ? trained_text(model) : "");
   const bool dropout = mc.dropout > 0 || (c.lora && c.lora->lora_dropout > 0);
   std::optional<train::Activity> compiling(std::in_place, "compiling the train step", out);
-  train::Trainer trainer(model, sampled_loss_fn(ctx, c.common.seed, c.batch, ntrain, dropout),
-                         sampled_inputs(ntrain), optim::AdamW{.lr = c.lr, .weight_decay = c.wd},
-                         topt);
+  std::optional<train::Trainer> made;
+  naming_step_size(what, c.batch, ctx, [&] {
+    made.emplace(model, sampled_loss_fn(ctx, c.common.seed, c.batch, ntrain, dropout),
+                 sampled_inputs(ntrain), optim::AdamW{.lr = c.lr, .weight_decay = c.wd}, topt);
+  });
+  train::Trainer& trainer = *made;
   compiling.reset();
   fmt::print(out, "IR: forward {} ops, gradient {} ops, train step (with AdamW) {} ops\n",
              trainer.forward_ops(), trainer.gradient_ops(), trainer.step_function().num_ops());
@@ -392,7 +396,7 @@ train::FitResult run(const Config& c) {
                bpb, unigram_bits_per_byte(all, val_tok));
   };
   cb.final_metrics = [&] { return train::Metrics{{"val_loss", val_nats}}; };
-  return train::fit(trainer, f, cb);
+  return naming_step_size(what, c.batch, ctx, [&] { return train::fit(trainer, f, cb); });
 }
 
 train::StepBenchCase bench_case(int threads) {

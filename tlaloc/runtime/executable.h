@@ -29,6 +29,13 @@
 
 namespace tlaloc::runtime {
 
+// A lane could not allocate a program's buffers (host: aligned_alloc failed). Callers that know
+// which sizes made the program (a recipe's --batch / --context) catch it to name them.
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace pjrt {
 class Buffer;
 class Event;

@@ -38,7 +38,7 @@ Buffer allocate(int64_t bytes) {
   const bool huge = b >= kHuge / 2;
   if (huge) b = (b + kHuge - 1) / kHuge * kHuge;
   char* p = static_cast<char*>(std::aligned_alloc(huge ? kHuge : 64, b));
-  if (!p) fail("host runtime: out of memory allocating {} bytes", b);
+  if (!p) throw OutOfMemory(fmt::format("host runtime: out of memory allocating {} bytes", b));
   if (huge) madvise(p, b, MADV_HUGEPAGE);  // advice only: failure changes nothing
   return Buffer(p);
 }
