@@ -53,7 +53,7 @@ bible gen1:1-rev22:21 >"$tmp/bible.txt"
 head -c 200000 "$tmp/bible.txt" >"$tmp/head.txt"
 "$TLALOC" tokenizer train "$tmp/head.txt" --vocab-size 400 -o "$tmp/tok" >/dev/null
 "$TLALOC" train llama --preset tiny --tokenizer "$tmp/tok.model" --text "$tmp/bible.txt" \
-  --steps 2 --threads 1 --save "$tmp/m" >"$tmp/final.out" 2>"$tmp/final.err" &
+  --steps 2 --threads 1 --save "$tmp/m" --plot "$tmp/m.png" >"$tmp/final.out" 2>"$tmp/final.err" &
 pid=$!
 for _ in $(seq 1200); do
   grep -q "100%" "$tmp/final.out" 2>/dev/null && break
@@ -65,9 +65,10 @@ kill -TERM "$pid"
 rc=0
 wait "$pid" || rc=$?
 [ "$rc" -eq 130 ] || die "SIGTERM in the final evaluation: exit $rc, not 130"
-grep -qxF "train llama: interrupted in the final evaluation: stopped; $tmp/m holds step 2 (continue with --resume $tmp/m)" \
+grep -qxF "train llama: interrupted in the final evaluation: stopped; $tmp/m holds step 2, the run's last (only the final evaluation is lost)" \
   "$tmp/final.err" || grep -qxF "interrupted at step 2: continue with --resume $tmp/m" "$tmp/final.out" ||
   die "SIGTERM in the final evaluation: $(cat "$tmp/final.out" "$tmp/final.err")"
+[ -s "$tmp/m.png" ] || die "SIGTERM in the final evaluation: no --plot picture"
 "$TLALOC" inspect "$tmp/m.training.safetensors" >"$tmp/m.inspect"
 grep -qx "  step = 2" "$tmp/m.inspect" ||
   die "SIGTERM in the final evaluation: the training state is not at step 2"

@@ -158,16 +158,17 @@ void MetricsLog::add(const char* kind, int64_t step, int64_t epoch, double train
   if (f_) write(io::format_metrics_row(r));
 }
 
-// Draws the rows' curves to o.plot (after "plotted F (step N)"); returns the rows drawn (0: none
-// yet, before the first loss read).
-size_t plot_curves(const FitOptions& o, const std::vector<io::MetricsRow>& rows, int64_t step) {
+// Draws the rows' curves to o.plot (then, when `announce`, "plotted F (step N)"); returns the
+// rows drawn (0: none yet, before the first loss read).
+size_t plot_curves(const FitOptions& o, const std::vector<io::MetricsRow>& rows, int64_t step,
+                   bool announce) {
   plot::Run run{o.name, o.name, rows};
   const plot::RunSeries series = plot::series_of(run);
   if (series.train.empty() && series.val.empty()) return 0;
   plot::CurveOptions co;
   co.title = fmt::format("{} (step {})", o.name, step);
   plot::write_file(o.plot, plot::render_curves({run}, co));
-  fmt::print(o.out, "plotted {} (step {})\n", o.plot, step);
+  if (announce) fmt::print(o.out, "plotted {} (step {})\n", o.plot, step);
   return rows.size();
 }
 
@@ -400,9 +401,9 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     saved_at = t.steps_taken();
   };
   size_t plotted_rows = 0;  // the rows the last picture drew: an unchanged one is not redrawn
-  auto write_plot = [&] {
+  auto write_plot = [&](bool announce = true) {
     if (root && !o.plot.empty() && plotted_rows != log.rows().size())
-      plotted_rows = plot_curves(o, log.rows(), t.steps_taken());
+      plotted_rows = plot_curves(o, log.rows(), t.steps_taken(), announce);
   };
   // A save point: the checkpoint, then the picture (at the last step only at the end, which
   // adds the last evaluation and the final row).
@@ -559,12 +560,20 @@ FitResult fit(Trainer& t, const FitOptions& o, const FitCallbacks& cb) {
     write_plot();
     return interrupted(sig);
   }
-  if (o.handle_signals)
-    set_exit_line(fmt::format("{}: interrupted in the final evaluation: stopped{}\n", o.name,
-                              o.save ? fmt::format("; {} holds step {} (continue with --resume {})",
-                                                   *o.save, t.steps_taken(), *o.save)
-                                     : std::string(" (no --save: nothing saved)")),
-                  true);
+  if (o.handle_signals) {
+    // The picture too, so that a signal in the evaluation leaves one (redrawn, announced, after).
+    write_plot(false);
+    plotted_rows = 0;
+    std::string where = " (no --save: nothing saved)";
+    if (o.save && t.steps_taken() < o.steps)
+      where = fmt::format("; {} holds step {} (continue with --resume {})", *o.save,
+                          t.steps_taken(), *o.save);
+    else if (o.save)
+      where = fmt::format("; {} holds step {}, the run's last (only the final evaluation is lost)",
+                          *o.save, t.steps_taken());
+    set_exit_line(
+        fmt::format("{}: interrupted in the final evaluation: stopped{}\n", o.name, where), true);
+  }
   if (cb.on_end) cb.on_end(t.steps_taken() - first, seconds_since(run_start));
   if (const Metrics m = cb.final_metrics ? cb.final_metrics() : Metrics{}; !m.empty()) {
     log.add("final", t.steps_taken(), (t.steps_taken() - 1) / spe, NAN, m, last_lr(),
