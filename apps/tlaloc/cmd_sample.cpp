@@ -39,7 +39,8 @@ std::pair<int64_t, int64_t> window_and_cache(const SampleArgs& a, int64_t dflt, 
   if (a.context && *a.context > most)
     fail("sample: --context {} is more than the model's {} {}", *a.context, limit, most);
   const int64_t window = a.context.value_or(dflt);
-  return {window, std::min(window, int64_t(prompt) + a.tokens)};
+  const int64_t need = a.tokens >= window ? window : int64_t(prompt) + a.tokens;  // no overflow
+  return {window, std::min(window, need)};
 }
 
 // A Llama directory: the prompt encoded with its tokenizer.model (BOS, then its lines, as train

@@ -207,6 +207,11 @@ inv_freq = struct.pack("<4f", 1.0, 0.1, 0.01, 0.001)
 write("f64/model.safetensors",
       {**{k: ("F64", sh, f64(raw)) for k, (dt, sh, raw) in t.items()},
        "model.layers.0.self_attn.rotary_emb.inv_freq": ("F32", [4], inv_freq)})
+os.mkdir("f64big"); shutil.copy("m/tokenizer.model", "f64big"); shutil.copy("f64/config.json", "f64big")
+big = {k: ("F64", sh, f64(raw)) for k, (dt, sh, raw) in t.items()}
+dt, sh, raw = big["model.norm.weight"]
+big["model.norm.weight"] = (dt, sh, struct.pack("<d", 1e300) + raw[8:])
+write("f64big/model.safetensors", big)
 tied = {k: v for k, v in t.items() if k != "lm_head.weight"}
 write("tied/model.safetensors", tied)
 write("tied_head/model.safetensors", {**tied, "lm_head.weight": t["model.embed_tokens.weight"]})
@@ -255,6 +260,8 @@ cmp -s gc_top.out top.out || die "generation_config sampling: $(cat gc_top.out) 
 "$TLALOC" sample gc_greedy --tokens 8 --seed 3 --temperature 0.7 --top-k 3 --top-p 0.9 >over.out 2>/dev/null
 cmp -s over.out top.out || die "flags did not override generation_config.json"
 refused "gc_bad/generation_config.json: top_p 2 must be a number in (0, 1]" sample gc_bad
+refused "f64big: tensor 'model.norm.weight' (f64big/model.safetensors) holds F64 values beyond F32's range" \
+  eval f64big --text val.txt
 refused "tied_other: tensor 'lm_head.weight' (tied_other/model.safetensors) differs from model.embed_tokens.weight, which the config ties it to (tie_word_embeddings)" \
   eval tied_other --text val.txt
 # A BF16 directory loads widened to F32 exactly: the same figure as its F32 copy.

@@ -84,6 +84,15 @@ same_ids "$tmp/hf" -- --output_format=id
 spm_train --input="$tmp/gen1500.txt" --model_prefix="$tmp/su" --vocab_size=600 \
   --model_type=unigram "${llama[@]}"
 cmp -s "$tmp/tu.vocab" "$tmp/su.vocab" || die "unigram: tlaloc's vocabulary differs from spm_train's"
+# A line longer than SentencePiece's default max_sentence_length (4192 bytes) is trained on, as
+# spm_train does given a long enough --max_sentence_length (by default it drops the line).
+tr '\n' ' ' <"$tmp/gen1500.txt" >"$tmp/oneline.txt"
+len=$(wc -c <"$tmp/oneline.txt")
+[ "$len" -gt 4192 ] || die "oneline.txt has only $len bytes"
+"$TLALOC" tokenizer train --vocab-size 400 -o "$tmp/tol" "$tmp/oneline.txt" >/dev/null
+spm_train --input="$tmp/oneline.txt" --model_prefix="$tmp/sol" --model_type=bpe --vocab_size=400 \
+  --max_sentence_length="$len" "${llama[@]}"
+cmp -s "$tmp/tol.vocab" "$tmp/sol.vocab" || die "one long line: the vocabulary differs from spm_train's"
 
 # Bad input: one line, nothing written (no model, no vocab, no temporary).
 mkdir "$tmp/dest"

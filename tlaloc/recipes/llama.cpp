@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -128,6 +129,14 @@ void restore_strict(LlamaForCausalLM& model, const io::HfModelDir& src, const st
           "config ties it to (tie_word_embeddings)",
           what, src.file_of(name));
   std::erase_if(c.params, [&](auto& t) { return !want.count(t.first); });
+  for (auto& [name, a] : c.params)  // rounded to F32, a finite F64 past its range would be inf
+    if (a.dtype() == DType::f64 && want.at(name) == DType::f32 &&
+        std::any_of(a.data<double>(), a.data<double>() + a.numel(),
+                    [](double v) { return std::isfinite(v) && std::fabs(v) > FLT_MAX; }))
+      fail(
+          "{}: tensor '{}' ({}) holds F64 values beyond F32's range (|x| > {:.4g}), the model's "
+          "dtype",
+          what, name, src.file_of(name), double(FLT_MAX));
   for (auto& [name, a] : c.params)
     if (a.dtype() != want.at(name)) a = a.astype(want.at(name));
   train::restore_model(model, c);

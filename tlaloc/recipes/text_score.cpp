@@ -48,7 +48,7 @@ TextScore score_stream(nn::Module& model, const Array& stream, int64_t context, 
   if (have > 0 && 2 * logit_bytes > have)
     fail(
         "score: a window of {} tokens needs about {:.1f} GiB for its logits alone ({} per token), "
-        "more than half this machine's {:.1f} GiB of memory: score with a shorter context",
+        "more than half this machine's {:.1f} GiB of memory: score with a shorter --context",
         context, logit_bytes / 1073741824.0, vocab, have / 1073741824.0);
   const int64_t tokens = std::min(kScoreTokens, kScoreLogits / std::max<int64_t>(vocab, 1));
   const int64_t batch = std::min(windows, std::max<int64_t>(1, tokens / context));

@@ -296,8 +296,18 @@ Tokenizer train(const std::vector<std::string>& files, const TrainOptions& optio
     check_utf8(texts.back(), "tokenizer train: text file " + f);
   }
   Lines lines(texts);
+  // Every line is trained on: SentencePiece skips lines longer than max_sentence_length (4192
+  // bytes by default) without a word.
+  size_t longest = 4192;
+  for (const std::string& t : texts)
+    for (std::string_view line : split_lines(t)) longest = std::max(longest, line.size());
+  if (longest > size_t(INT32_MAX))
+    fail("tokenizer train: a line of {} bytes is longer than SentencePiece trains on ({})",
+         longest, INT32_MAX);
+  auto flags = trainer_flags(options);
+  flags["max_sentence_length"] = std::to_string(longest);
   std::string model;
-  auto status = spm::SentencePieceTrainer::Train(trainer_flags(options), &lines, &model);
+  auto status = spm::SentencePieceTrainer::Train(flags, &lines, &model);
   if (!status.ok()) train_failed(status, options);
   return Tokenizer::from_bytes(std::move(model), "(trained)");
 }
