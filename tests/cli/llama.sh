@@ -278,7 +278,7 @@ cp -r m nostate
 refused_later "--resume nostate: no training state beside it (nostate.training.safetensors), so there is no run to continue; to train on from its weights, give it with --init" \
   train llama "${common[@]}" --steps 40 --resume nostate --save bad
 mkdir notok && cp m/config.json m/model.safetensors notok/
-bad "train llama: --init notok has no tokenizer.model: give the model's tokenizer with --tokenizer" \
+bad "train llama: the model directory notok has no tokenizer.model: give its tokenizer with --tokenizer" \
   train llama --init notok --text corpus.txt
 bad "train llama: --preset, --config and --init exclude each other" \
   train llama --preset tiny --config cfg.json --text corpus.txt

@@ -97,6 +97,11 @@ TEST(LlamaConfig, DtypeIsTorchDtypesNewerSpelling) {
   out = nn::models::to_json(llama_config_from_json(j));
   EXPECT_EQ(out["dtype"], "bfloat16");
   EXPECT_EQ(out["torch_dtype"], "bfloat16");
+  json only = j;
+  only.erase("torch_dtype");
+  only["dtype"] = "int8";
+  EXPECT_NE(error_of([&] { llama_config_from_json(only); }).find("dtype 'int8' is not float32"),
+            std::string::npos);
   j["torch_dtype"] = "float32";
   EXPECT_NE(error_of([&] { llama_config_from_json(j, "d/config.json"); })
                 .find("d/config.json: keys 'torch_dtype' ('float32') and 'dtype' ('bfloat16') "

@@ -335,8 +335,8 @@ train::FitResult run(const Config& c) {
   if (tok) check_vocab(*tok, cfg, what);
   // Pretrained embeddings stand for their own tokenizer's pieces: a new one would scramble them.
   if (m.init && !tok)
-    fail("{}: --init {} has no tokenizer.model: give the model's tokenizer with --tokenizer", what,
-         c.init);
+    fail("{}: the model directory {} has no tokenizer.model: give its tokenizer with --tokenizer",
+         what, c.init);
   if (tok && c.common.resume && !c.lora) {  // an adapter's tokenizer is its base model's
     const std::string theirs = text::Tokenizer::load(*c.common.resume).bytes();
     if (tok->bytes() != theirs)

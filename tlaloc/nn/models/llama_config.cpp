@@ -158,7 +158,8 @@ void LlamaConfig::validate(std::string_view what) const {
       fail("{}: eos_token_id {} is outside the vocabulary [0, {})", what, e, vocab_size);
   if (!torch_dtype.empty() && torch_dtype != "float32" && torch_dtype != "bfloat16" &&
       torch_dtype != "float16" && torch_dtype != "float64")
-    fail("{}: torch_dtype '{}' is not float32, bfloat16, float16 or float64", what, torch_dtype);
+    fail("{}: {} '{}' is not float32, bfloat16, float16 or float64", what,
+         dtype_key && !torch_dtype_key ? "dtype" : "torch_dtype", torch_dtype);
   if (rope_scaling) {
     const std::string& t = rope_scaling->rope_type;
     if (t != "default" && t != "llama3")
