@@ -302,8 +302,8 @@ Tokenizer train(const std::vector<std::string>& files, const TrainOptions& optio
   for (const std::string& t : texts)
     for (std::string_view line : split_lines(t)) longest = std::max(longest, line.size());
   if (longest > size_t(INT32_MAX))
-    fail("tokenizer train: a line of {} bytes is longer than SentencePiece trains on ({})",
-         longest, INT32_MAX);
+    fail("tokenizer train: a line of {} bytes is longer than SentencePiece trains on ({})", longest,
+         INT32_MAX);
   auto flags = trainer_flags(options);
   flags["max_sentence_length"] = std::to_string(longest);
   std::string model;

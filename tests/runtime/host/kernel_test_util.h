@@ -45,7 +45,6 @@ std::vector<double> flat(const std::vector<Array>& xs);
 inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 inline constexpr double kInf = std::numeric_limits<double>::infinity();
 
-
 // n values uniform in [lo, hi) from a 64-bit LCG seeded by `seed` (test inputs, not a random
 // API); as an Array of dtype dt and shape s.
 std::vector<double> lcg_doubles(int64_t n, uint64_t seed, double lo = -1, double hi = 1);
