@@ -97,7 +97,7 @@ optim::Schedule make_schedule(const Common& c, const std::string& name, int64_t 
 
 void check_fits_in_memory(double n, double bytes_per_parameter, const std::string& what) {
   const double need = n * bytes_per_parameter;
-  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  const double have = physical_memory_bytes();
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   if (have > 0 && need > have)
     fail(
@@ -106,19 +106,24 @@ void check_fits_in_memory(double n, double bytes_per_parameter, const std::strin
         what, n, need / kGiB, bytes_per_parameter, have / kGiB);
 }
 
+double physical_memory_bytes() {
+  const double pages = double(sysconf(_SC_PHYS_PAGES)), size = double(sysconf(_SC_PAGESIZE));
+  return pages > 0 && size > 0 ? pages * size : 0;
+}
+
 void check_step_fits_in_memory(int64_t batch, int64_t context, int64_t vocab, int64_t layers,
-                               int64_t d_model, int64_t d_ff, const std::string& what) {
+                               int64_t d_model, int64_t d_ff, DType precision,
+                               const std::string& what) {
   const double tokens = double(batch) / distributed::world_size() * double(context);
-  const double per_layer = 2.0 * double(d_model) + double(d_ff);
-  const double need = tokens * (double(vocab) + double(layers) * per_layer) * 4.0;
-  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  const double per_layer = (2.0 * double(d_model) + double(d_ff)) * double(size_of(precision));
+  const double need = tokens * (double(vocab) * 4.0 + double(layers) * per_layer);
+  const double have = physical_memory_bytes();
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   if (have > 0 && need > have)
     fail(
         "{}: a step of --batch {} x --context {} tokens needs at least {:.4g} GiB of activations "
-        "(each token's logits, norm inputs and MLP activations, f32), more than this machine's "
-        "{:.1f} GiB "
-        "of memory: lower --batch or --context",
+        "(each token's logits, norm inputs and MLP activations), more than this machine's {:.1f} "
+        "GiB of memory: lower --batch or --context",
         what, batch, context, need / kGiB, have / kGiB);
 }
 

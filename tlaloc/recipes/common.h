@@ -74,13 +74,18 @@ optim::Schedule make_schedule(const Common& c, const std::string& name, int64_t 
 // physical memory (sysconf), so such sizes fail at once instead of in the OOM killer.
 void check_fits_in_memory(double parameters, double bytes_per_parameter, const std::string& what);
 
+// This machine's physical memory in bytes (sysconf; 0 when unknown).
+double physical_memory_bytes();
+
 // Throws tlaloc::Error "<what>: a step of --batch B x --context C tokens needs at least X GiB
 // ..." when a causal LM's step cannot fit whatever the planner does: each process's tokens
-// (batch / processes x context) times what the backward pass must keep of them, in f32 (their
-// logits, and per layer the two norms' inputs and the MLP's hidden activation), exceed the
-// physical memory. A lower bound: it refuses no step that would fit.
+// (batch / processes x context) times what the backward pass must keep of them (their f32
+// logits, and per layer the two norms' inputs and the MLP's hidden activation, in `precision`:
+// bf16 / f16 halve them), exceed the physical memory. A lower bound: it refuses no step that
+// would fit.
 void check_step_fits_in_memory(int64_t batch, int64_t context, int64_t vocab, int64_t layers,
-                               int64_t d_model, int64_t d_ff, const std::string& what);
+                               int64_t d_model, int64_t d_ff, DType precision,
+                               const std::string& what);
 // f(), with a runtime::OutOfMemory (the lane could not hold the program's buffers) rethrown as
 // "<what>: <its message>: a step of --batch B x --context C tokens does not fit ...".
 template <typename F>

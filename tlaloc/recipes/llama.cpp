@@ -216,7 +216,8 @@ Model choose_model(const Config& c) {
   check_memory(m.config, 16, c.name);
   if (c.common.lane == train::Lane::host)  // pjrt: the activations are the device's
     check_step_fits_in_memory(m.batch, m.context, m.config.vocab_size, m.config.num_hidden_layers,
-                              m.config.hidden_size, m.config.intermediate_size, c.name);
+                              m.config.hidden_size, m.config.intermediate_size, c.common.precision,
+                              c.name);
   return m;
 }
 

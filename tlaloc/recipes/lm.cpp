@@ -220,7 +220,8 @@ void check_config(const Config& c) {
   // Parameters, gradients and AdamW's two moments: 4 f32 per parameter.
   check_fits_in_memory(m, 16, "train lm");
   if (c.common.lane == train::Lane::host)  // pjrt: the activations are the device's
-    check_step_fits_in_memory(c.batch, m.context, m.vocab, m.layers, m.d_model, m.d_ff, "train lm");
+    check_step_fits_in_memory(c.batch, m.context, m.vocab, m.layers, m.d_model, m.d_ff,
+                              c.common.precision, "train lm");
 }
 
 }  // namespace

@@ -1,13 +1,13 @@
 #include "tlaloc/recipes/text_score.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "tlaloc/nn/losses.h"
+#include "tlaloc/recipes/common.h"
 #include "tlaloc/runtime/host/compile.h"
 #include "tlaloc/trace/tensor.h"
 
@@ -44,7 +44,7 @@ TextScore score_stream(nn::Module& model, const Array& stream, int64_t context, 
   }
   // A window's logits are its least memory; a context too long for them fails here, by name.
   const double logit_bytes = double(context) * double(vocab) * 4.0;
-  const double have = double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE));
+  const double have = physical_memory_bytes();
   if (have > 0 && 2 * logit_bytes > have)
     fail(
         "score: a window of {} tokens needs about {:.1f} GiB for its logits alone ({} per token), "
