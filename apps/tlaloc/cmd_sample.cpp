@@ -68,25 +68,9 @@ void sample_llama(const SampleArgs& a) {
   recipes::lm::Decoder decoder(*d.model, cache, a.threads);
   // HF generate's defaults for this model: generation_config.json's sampling keys, then the
   // flags given over them.
-  recipes::lm::SampleOptions o = a.sample;
   std::vector<std::string> taken;
-  if (d.do_sample == false && !a.temperature) {
-    o.temperature = 0;
-    taken.push_back("do_sample false (greedy)");
-  } else if (d.do_sample != false) {
-    if (d.temperature && !a.temperature) {
-      o.temperature = *d.temperature;
-      taken.push_back(fmt::format("temperature {}", o.temperature));
-    }
-    if (d.top_k && !a.top_k) {
-      o.top_k = *d.top_k;
-      taken.push_back(fmt::format("top_k {}", o.top_k));
-    }
-    if (d.top_p && !a.top_p) {
-      o.top_p = *d.top_p;
-      taken.push_back(fmt::format("top_p {}", o.top_p));
-    }
-  }
+  recipes::lm::SampleOptions o = llama::sampling_options(
+      d, {a.sample, a.temperature.has_value(), a.top_k.has_value(), a.top_p.has_value()}, taken);
   if (!taken.empty())
     fmt::print(stderr, "sampling with generation_config.json's {} (flags override them)\n",
                fmt::join(taken, ", "));

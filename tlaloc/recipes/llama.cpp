@@ -549,6 +549,31 @@ std::vector<Document> held_out_documents(const io::Checkpoint& state, const std:
   return split_documents(docs, val_fraction).held_out;
 }
 
+lm::SampleOptions sampling_options(const LoadedDir& d, const SamplingFlags& flags,
+                                   std::vector<std::string>& taken) {
+  lm::SampleOptions o = flags.options;
+  if (d.do_sample == false) {
+    if (!flags.given_temperature) {
+      o.temperature = 0;
+      taken.push_back("do_sample false (greedy)");
+    }
+    return o;
+  }
+  if (d.temperature && !flags.given_temperature) {
+    o.temperature = *d.temperature;
+    taken.push_back(fmt::format("temperature {}", o.temperature));
+  }
+  if (d.top_k && !flags.given_top_k) {
+    o.top_k = *d.top_k;
+    taken.push_back(fmt::format("top_k {}", o.top_k));
+  }
+  if (d.top_p && !flags.given_top_p) {
+    o.top_p = *d.top_p;
+    taken.push_back(fmt::format("top_p {}", o.top_p));
+  }
+  return o;
+}
+
 TextScore score_documents(LoadedDir& d, const std::vector<Document>& docs, int threads) {
   const Array stream = encode_stream(*d.tokenizer, docs);
   return score_stream(*d.model, stream, d.context, total_bytes(docs), threads);

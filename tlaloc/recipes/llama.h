@@ -29,6 +29,7 @@
 #include "tlaloc/nn/lora.h"
 #include "tlaloc/nn/models/llama.h"
 #include "tlaloc/recipes/common.h"
+#include "tlaloc/recipes/generate.h"
 #include "tlaloc/recipes/llama_data.h"
 #include "tlaloc/recipes/llama_presets.h"
 #include "tlaloc/recipes/text_score.h"
@@ -96,6 +97,16 @@ LoadedDir load_dir(const std::string& dir, bool need_tokenizer = true);
 // `dir` is d's directory: an adapter whose training state names another base model (its
 // base_model digest) is refused.
 void add_adapter(LoadedDir& d, const std::string& dir, const std::string& adapter);
+
+// The sampling of `tlaloc sample` for d, as HF generate takes it: generation_config.json's keys
+// where set (do_sample false: greedy), except those given on the command line (`flags`, whose
+// given_* say which were). Appends to `taken` a phrase per key taken from the file.
+struct SamplingFlags {
+  lm::SampleOptions options;
+  bool given_temperature = false, given_top_k = false, given_top_p = false;
+};
+lm::SampleOptions sampling_options(const LoadedDir& d, const SamplingFlags& flags,
+                                   std::vector<std::string>& taken);
 
 // `tlaloc merge`: the model of `dir` with the PEFT adapter `adapter` folded in (W + scaling · B A
 // computed in f64, stored as F32; merged_lora_weights) written as the model directory `out`
